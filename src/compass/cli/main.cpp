@@ -1,0 +1,60 @@
+// compass: the command-line entry point. Every verb prints a human table by default and JSON
+// with --json; bad input is one line on stderr and exit code 2.
+
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "compass/cli/common.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Compass: plans, simulates and runs communication/computation overlap for "
+      "tensor-parallel LLM training.",
+      "compass"};
+  app.set_version_flag("--version", std::string("compass ") + COMPASS_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  using namespace compass::cli;
+  add_list_verb(app);
+  add_topo_verb(app);
+  add_schedule_verb(app);
+  add_run_verb(app);
+  add_op_verb(app);
+  add_plan_verb(app);
+  add_sweep_verb(app);
+  add_simulate_verb(app);
+  add_calibrate_verb(app);
+  add_validate_verb(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints multi-line help for some errors; keep to one line plus a hint.
+    fmt::print(stderr, "compass: error: {}\n", e.what());
+    fmt::print(stderr, "Run 'compass --help' or 'compass <verb> --help' for usage.\n");
+    return 2;
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "compass: error: {}\n", e.what());
+    return 2;
+  } catch (const compass::InternalError& e) {
+    fmt::print(stderr, "compass: {}\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "compass: error: out of memory\n");
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "compass: error: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}

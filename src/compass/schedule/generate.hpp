@@ -1,0 +1,30 @@
+#pragma once
+// One generator per strategy, for each operator kind.
+
+#include <vector>
+
+#include "compass/hardware/profile.hpp"
+#include "compass/schedule/schedule.hpp"
+
+namespace compass::schedule {
+
+/// The communication orders a schedule follows, in *rank* numbers (0..p-1).
+struct CommPlan {
+  std::vector<int> gpus;   ///< GPU ordinal of each rank
+  std::vector<int> ring;   ///< one-way ring: data flows ring[i] -> ring[i+1]
+  std::vector<int> ring2;  ///< second ring of the double ring (half of every chunk)
+  int copy_engines = 2;    ///< copy engines per rank available to transfers
+};
+
+/// Ranks 0..p-1 on GPUs 0..p-1, ring in rank order, second ring its reverse.
+CommPlan default_comm_plan(int p);
+/// The topology-aware plan for a TP group on a Profile (uses hardware::find_ring and
+/// find_double_ring); the error names the bad GPU or group.
+Result<CommPlan> comm_plan_for(const hardware::Profile& profile, const std::vector<int>& gpus);
+
+/// Builds the task graph of `op` under `strategy`. Errors: invalid op, decompose parts that do
+/// not divide the rows each rank owns, a plan whose size differs from op.tp.
+Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& strategy,
+                          const CommPlan& plan);
+
+}  // namespace compass::schedule

@@ -1,0 +1,108 @@
+#pragma once
+// The schedule: the one contract between planning and execution. A plain-data task graph for
+// one operator on p ranks. Each task occupies one serial resource of one rank (its compute
+// stream or one of its copy engines); a resource runs its tasks in the order they appear in
+// Schedule::tasks, each after all of its dependencies have finished. Buffers are named per
+// rank, and every task names the exact 2-D regions (row-major, in elements) it reads and
+// writes, so a schedule says which bytes move where and which output rows each GEMM makes.
+// The simulator, the CPU executor and the CUDA executor all run this structure.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compass/schedule/strategy.hpp"
+#include "compass/workload/operator.hpp"
+
+namespace compass::schedule {
+
+enum class BufferRole { input, weight, output, scratch };
+
+/// A row-major matrix owned by one rank.
+struct Buffer {
+  std::string name;  ///< "x", "w", "y", "xg" (gathered input), "part" (partial), "recv", ...
+  int rank = 0;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  BufferRole role = BufferRole::scratch;
+  bool operator==(const Buffer&) const = default;
+};
+
+/// A rectangle of one buffer: rows [row, row + rows) x cols [col, col + cols).
+struct Region {
+  int buffer = -1;  ///< index into Schedule::buffers (the owning rank is the buffer's)
+  std::int64_t row = 0;
+  std::int64_t rows = 0;
+  std::int64_t col = 0;
+  std::int64_t cols = 0;
+  bool operator==(const Region&) const = default;
+  std::int64_t elements() const { return rows * cols; }
+};
+
+enum class ResourceKind { compute, copy_engine };
+
+/// A serial execution resource of one rank.
+struct Resource {
+  int rank = 0;
+  ResourceKind kind = ResourceKind::compute;
+  int index = 0;  ///< copy engine number (0 for compute)
+  bool operator==(const Resource&) const = default;
+};
+
+enum class TaskKind {
+  transfer,  ///< dst (on a peer, or local) := src; runs on a copy engine of the sender
+  gemm,      ///< dst (+)= a * b, a is [m, k], b is [k, n], dst is [m, n]
+  add,       ///< dst += src (reduction of a received partial)
+  copy,      ///< dst := src on the same rank
+};
+
+struct Task {
+  int id = 0;             ///< == index in Schedule::tasks
+  TaskKind kind = TaskKind::gemm;
+  Resource resource;
+  std::vector<int> deps;  ///< ids of tasks (any rank) that must finish first
+  Region src;             ///< transfer/copy/add source; gemm: A
+  Region b;               ///< gemm: B (unused otherwise)
+  Region dst;             ///< transfer/copy destination; gemm: C; add: accumulator
+  bool accumulate = false;  ///< gemm: C += A*B instead of C = A*B
+  int channel = -1;       ///< transfers: ring/channel (0 first ring, 1 second ring), -1 none
+  int step = -1;          ///< algorithm step, for labels and traces
+  int chunk = -1;         ///< chunk (or part) number, for labels and traces
+  std::string name;       ///< human label, e.g. "r3 ag step2 chunk5 ring1"
+  bool operator==(const Task&) const = default;
+};
+
+struct Schedule {
+  workload::OperatorSpec op;
+  Strategy strategy;
+  std::vector<int> gpus;      ///< GPU ordinal of each rank (size p)
+  int copy_engines = 1;       ///< copy engines per rank the schedule uses
+  std::vector<Buffer> buffers;
+  std::vector<Task> tasks;
+  bool operator==(const Schedule&) const = default;
+
+  int ranks() const { return static_cast<int>(gpus.size()); }
+  /// The rank that owns a region's buffer.
+  int owner(const Region& r) const { return buffers.at(r.buffer).rank; }
+  /// Index of buffer `name` of `rank`, or -1.
+  int find_buffer(int rank, const std::string& name) const;
+};
+
+/// Bytes a task moves (transfer/copy/add) given the operator's dtype; 0 for gemm.
+std::int64_t task_bytes(const Schedule& s, const Task& t);
+/// FLOPs of a gemm task (2 m n k); 0 otherwise.
+double task_flops(const Task& t, const Schedule& s);
+
+/// Structural checks: ids, deps in range and acyclic, regions inside their buffers, transfers
+/// on copy engines, gemm shapes consistent. Errors name the task.
+Status validate(const Schedule& s);
+
+/// JSON (documented in docs/schedule.md); schedule_from_json(schedule_to_json(s)) == s.
+std::string schedule_to_json(const Schedule& s);
+Result<Schedule> schedule_from_json(const std::string& text);
+
+std::string_view to_string(TaskKind k);
+std::string_view to_string(ResourceKind k);
+std::string_view to_string(BufferRole r);
+
+}  // namespace compass::schedule

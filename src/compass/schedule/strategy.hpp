@@ -1,0 +1,31 @@
+#pragma once
+// The ways to run a TP operator.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compass/core/result.hpp"
+
+namespace compass::schedule {
+
+enum class StrategyKind { sequential, decompose, fuse_all2all, fuse_ring, fuse_double_ring };
+
+/// A strategy; `parts` is the decomposition degree d of `decompose:d` (0 otherwise).
+struct Strategy {
+  StrategyKind kind = StrategyKind::sequential;
+  int parts = 0;
+  bool operator==(const Strategy&) const = default;
+};
+
+/// "sequential", "decompose:4", "fuse:all2all", "fuse:ring", "fuse:double-ring".
+std::string to_string(const Strategy& s);
+/// Parses the names above; the error names the bad text and lists the accepted forms.
+Result<Strategy> parse_strategy(std::string_view s);
+/// Simplicity rank used to break ties (sequential simplest).
+int simplicity_rank(StrategyKind k);
+/// The strategies `--strategy all` runs: sequential, decompose:`parts`, and the three fusions.
+std::vector<Strategy> all_strategies(int decompose_parts);
+
+}  // namespace compass::schedule

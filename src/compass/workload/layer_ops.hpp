@@ -1,0 +1,42 @@
+#pragma once
+// The TP operators of one transformer layer, and the paper's 288-configuration grid.
+
+#include <cstdint>
+#include <vector>
+
+#include "compass/workload/model_config.hpp"
+#include "compass/workload/operator.hpp"
+
+namespace compass::workload {
+
+struct ParallelConfig {
+  int tp = 1;
+  std::int64_t seq = 2048;
+  std::int64_t micro_batch = 1;
+  bool sequence_parallel = true;
+  DType dtype = DType::bf16;
+};
+
+/// Whether the operator runs in the forward or the backward pass.
+enum class Pass { forward, backward };
+
+struct LayerOp {
+  OperatorSpec op;
+  Pass pass = Pass::forward;
+};
+
+/// The TP operators of one layer, forward then backward, with roles (qkv_fprop, proj_fprop,
+/// fc1_fprop, fc2_fprop, *_dgrad, *_wgrad). Errors on shapes not divisible by tp.
+Result<std::vector<LayerOp>> layer_operators(const ModelConfig& m, const ParallelConfig& pc);
+
+/// One row of the paper grid.
+struct GridEntry {
+  std::string model;   ///< model name
+  std::string layer;   ///< "qkv", "fc1", "proj", "fc2"
+  OperatorSpec op;
+};
+
+/// The 288 configurations of DESIGN.md section 6, in a fixed order.
+std::vector<GridEntry> paper_grid();
+
+}  // namespace compass::workload

@@ -1,0 +1,51 @@
+#pragma once
+// A TP operator: a GEMM glued to a collective, with its global and per-rank shapes.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "compass/core/dtype.hpp"
+#include "compass/core/result.hpp"
+
+namespace compass::workload {
+
+/// ag_gemm: AllGather(X) -> GEMM; gemm_rs: GEMM -> ReduceScatter; gemm_ar: GEMM -> AllReduce.
+enum class OpKind { ag_gemm, gemm_rs, gemm_ar };
+
+std::string_view to_string(OpKind k);
+std::optional<OpKind> parse_op_kind(std::string_view s);
+
+/// Global shapes: M tokens, K input features, N output features (DESIGN.md section 1).
+struct OperatorSpec {
+  OpKind kind = OpKind::ag_gemm;
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  int tp = 1;
+  DType dtype = DType::bf16;
+  std::string role;  ///< "qkv_fprop", "fc2_dgrad", ... (empty for ad-hoc operators)
+  bool operator==(const OperatorSpec&) const = default;
+};
+
+/// Per-rank shapes of one operator.
+struct RankShapes {
+  std::int64_t x_rows = 0, x_cols = 0;  ///< local input X_r
+  std::int64_t w_rows = 0, w_cols = 0;  ///< local weight W_r
+  std::int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;  ///< the local GEMM (whole, unchunked)
+  std::int64_t y_rows = 0, y_cols = 0;  ///< local output Y_r
+  std::int64_t comm_bytes = 0;          ///< bytes of the tensor the collective works on (global)
+};
+
+/// Positive sizes, tp >= 1, and divisibility: ag_gemm needs p | M and p | N; gemm_rs needs
+/// p | M and p | K; gemm_ar needs p | K. The error names the value.
+Status validate(const OperatorSpec& op);
+/// Shapes per rank (op must be valid).
+RankShapes rank_shapes(const OperatorSpec& op);
+/// FLOPs of the whole operator across all ranks: 2 M N K.
+double total_flops(const OperatorSpec& op);
+/// "ag_gemm M=.. N=.. K=.. tp=.. bf16".
+std::string describe(const OperatorSpec& op);
+
+}  // namespace compass::workload

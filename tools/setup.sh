@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine for Compass: installs the missing Debian packages
+# (idempotent: only what is absent), then configures and builds the release preset.
+# Usage: tools/setup.sh            (from anywhere; builds in build/release)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake ninja-build g++ pkg-config git
+          libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
+          libsimgrid-dev libopenblas-pthread-dev python3 python3-matplotlib
+          clang libclang-rt-14-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The CUDA toolkit is optional: when nvcc is present the CUDA backend is built too.
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
+if [ ! -f build/release/build.ninja ]; then
+  cmake --preset release >/dev/null
+fi
+cmake --build --preset release -- -j"$(nproc)" | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
