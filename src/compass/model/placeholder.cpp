@@ -1,0 +1,1 @@
+// Placeholder translation unit; removed when the layer gets real sources.
