@@ -1,12 +1,125 @@
-// Placeholder: the 'calibrate' verb is not implemented yet.
+// compass calibrate: measures the machine and writes a Profile whose calibration, overheads
+// and interference come from the measurement (the planner then uses them).
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "compass/backends/cuda/cuda_backend.hpp"
 #include "compass/cli/common.hpp"
+#include "compass/hardware/profile_io.hpp"
 
 namespace compass::cli {
+namespace {
+
+struct CalibrateArgs {
+  std::string backend = "cuda";
+  std::string out;
+  std::string profile = "h200x1";
+  bool force = false;
+  bool quick = false;
+  bool json = false;
+  int device = 0;
+};
+
+void print_table(const backends::cuda::CalibrationResult& c, const std::string& out) {
+  fmt::print("calibrated {} ({}, {} SMs, {} visible GPU{}) in {:.1f} s\n", c.device, c.arch,
+             c.sm_count, c.device_count, c.device_count == 1 ? "" : "s", c.elapsed_s);
+  fmt::print("  {:<34} {}\n", "GEMM shapes measured (BF16)", c.gemm.size());
+  fmt::print("  {:<34} {:.1f} TFLOP/s\n", "best BF16 GEMM", c.best_bf16_flops / 1e12);
+  fmt::print("  {:<34} {}\n", "device-to-device copy", format_bandwidth(c.copy_bandwidth_bytes_per_s));
+  if (c.peer_bandwidth_bytes_per_s) {
+    fmt::print("  {:<34} {}\n", "peer copy GPU0 -> GPU1", format_bandwidth(*c.peer_bandwidth_bytes_per_s));
+  }
+  fmt::print("  {:<34} {}\n", "kernel launch", format_seconds(c.kernel_launch_s));
+  fmt::print("  {:<34} {}\n", "copy launch", format_seconds(c.copy_launch_s));
+  if (c.collective_launch_s) {
+    fmt::print("  {:<34} {}\n", "NCCL collective launch", format_seconds(*c.collective_launch_s));
+  }
+  fmt::print("  {:<34} {:.3f}x\n", "GEMM beside copy-engine copies", c.gemm_slowdown_copy_engine);
+  fmt::print("  {:<34} {:.3f}x\n", "GEMM beside an SM copy kernel", c.gemm_slowdown_sm_copy);
+  fmt::print("  {:<34} {:.3f}x\n", "copy beside a GEMM", c.comm_slowdown_beside_gemm);
+  for (const auto& n : c.notes) fmt::print("  note: {}\n", n);
+  fmt::print("wrote {}\n", out);
+}
+
+nlohmann::ordered_json to_json(const backends::cuda::CalibrationResult& c, const std::string& out) {
+  nlohmann::ordered_json j;
+  j["device"] = c.device;
+  j["arch"] = c.arch;
+  j["sm_count"] = c.sm_count;
+  j["device_count"] = c.device_count;
+  j["elapsed_s"] = c.elapsed_s;
+  j["best_bf16_flops"] = c.best_bf16_flops;
+  j["copy_bandwidth_bytes_per_s"] = c.copy_bandwidth_bytes_per_s;
+  j["peer_bandwidth_bytes_per_s"] =
+      c.peer_bandwidth_bytes_per_s ? nlohmann::ordered_json(*c.peer_bandwidth_bytes_per_s) : nullptr;
+  j["kernel_launch_s"] = c.kernel_launch_s;
+  j["copy_launch_s"] = c.copy_launch_s;
+  j["collective_launch_s"] =
+      c.collective_launch_s ? nlohmann::ordered_json(*c.collective_launch_s) : nullptr;
+  j["gemm_slowdown_copy_engine"] = c.gemm_slowdown_copy_engine;
+  j["gemm_slowdown_sm_copy"] = c.gemm_slowdown_sm_copy;
+  j["comm_slowdown_beside_gemm"] = c.comm_slowdown_beside_gemm;
+  auto gemm = nlohmann::ordered_json::array();
+  for (const auto& g : c.gemm) {
+    gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"time_s", g.time_s},
+                    {"tflops", 2.0 * g.m * g.n * g.k / g.time_s / 1e12}});
+  }
+  j["gemm"] = gemm;
+  j["notes"] = c.notes;
+  j["profile"] = out;
+  return j;
+}
+
+void run_calibrate(const CalibrateArgs& a) {
+  if (a.backend == "cpu") {
+    throw UsageError("compass calibrate --backend cpu is not implemented yet");
+  }
+  if (a.backend != "cuda") {
+    throw UsageError(fmt::format("--backend: unknown backend '{}' (calibrate supports cuda)", a.backend));
+  }
+  if (a.device < 0) throw UsageError(fmt::format("--device: {} is not a GPU ordinal", a.device));
+  // Everything that can fail without a GPU fails before minutes of measurement.
+  const hardware::Profile base = load_profile(a.profile);
+  std::error_code ec;
+  if (!a.force && std::filesystem::exists(a.out, ec)) {
+    throw UsageError(fmt::format("--out: '{}' exists (use --force to overwrite)", a.out));
+  }
+  backends::cuda::CalibrateOptions options;
+  options.quick = a.quick;
+  options.device = a.device;
+  const backends::cuda::CalibrationResult c = unwrap(backends::cuda::calibrate(options));
+  hardware::Profile measured = backends::cuda::apply_calibration(base, c);
+  unwrap(hardware::validate(measured));
+  unwrap(hardware::save_profile_file(measured, a.out, a.force));
+  if (a.json) {
+    fmt::print("{}\n", to_json(c, a.out).dump(2));
+  } else {
+    print_table(c, a.out);
+  }
+}
+
+}  // namespace
 
 void add_calibrate_verb(CLI::App& app) {
-  auto* sub = app.add_subcommand("calibrate", "(not implemented yet)");
-  sub->allow_extras();
-  sub->callback([] { throw UsageError("'calibrate' is not implemented yet"); });
+  auto args = std::make_shared<CalibrateArgs>();
+  auto* sub = app.add_subcommand(
+      "calibrate",
+      "Measure a GPU (GEMM table, copy bandwidth, launch overheads, interference) and write a "
+      "calibrated profile");
+  sub->add_option("--backend", args->backend, "cuda (cpu: not implemented yet)")
+      ->capture_default_str();
+  sub->add_option("--out", args->out, "profile JSON to write")->required();
+  sub->add_option("--profile", args->profile,
+                  "base profile (preset or file) the measurements are written into")
+      ->capture_default_str();
+  sub->add_option("--device", args->device, "CUDA device to measure")->capture_default_str();
+  sub->add_flag("--force", args->force, "overwrite --out if it exists");
+  sub->add_flag("--quick", args->quick, "fewer shapes and repeats (well under a minute)");
+  sub->add_flag("--json", args->json, "print the measurements as JSON");
+  sub->callback([args] { run_calibrate(*args); });
 }
 
 }  // namespace compass::cli

@@ -1,12 +1,83 @@
-// Placeholder: the 'list' verb is not implemented yet.
+// compass list presets|models [--json]: what is built into the binary.
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
 #include "compass/cli/common.hpp"
+#include "compass/hardware/presets.hpp"
+#include "compass/workload/model_config.hpp"
 
 namespace compass::cli {
 
+namespace {
+
+struct ListOptions {
+  std::string kind;
+  bool json = false;
+};
+
+void list_presets(bool as_json) {
+  const auto names = hardware::preset_names();
+  if (as_json) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const std::string& name : names) {
+      const hardware::Profile p = unwrap(hardware::make_preset(name));
+      out.push_back({{"name", name}, {"gpus", p.gpu_count()}, {"description", p.description}});
+    }
+    fmt::print("{}\n", out.dump(2));
+    return;
+  }
+  fmt::print("{:<10} {:>4}  {}\n", "PRESET", "GPUS", "DESCRIPTION");
+  for (const std::string& name : names) {
+    const hardware::Profile p = unwrap(hardware::make_preset(name));
+    fmt::print("{:<10} {:>4}  {}\n", name, p.gpu_count(), p.description);
+  }
+}
+
+void list_models(bool as_json) {
+  const auto models = workload::builtin_models();
+  if (as_json) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const workload::ModelConfig& m : models)
+      out.push_back({{"name", m.name},
+                     {"hidden", m.hidden},
+                     {"ffn", m.ffn},
+                     {"heads", m.heads},
+                     {"kv_heads", m.kv_heads},
+                     {"layers", m.layers},
+                     {"vocab", m.vocab},
+                     {"swiglu", m.swiglu}});
+    fmt::print("{}\n", out.dump(2));
+    return;
+  }
+  fmt::print("{:<12} {:>6} {:>6} {:>5} {:>8} {:>6} {:>6}  {}\n", "MODEL", "HIDDEN", "FFN", "HEADS",
+             "KV_HEADS", "LAYERS", "VOCAB", "SWIGLU");
+  for (const workload::ModelConfig& m : models)
+    fmt::print("{:<12} {:>6} {:>6} {:>5} {:>8} {:>6} {:>6}  {}\n", m.name, m.hidden, m.ffn, m.heads,
+               m.kv_heads, m.layers, m.vocab, m.swiglu ? "yes" : "no");
+}
+
+}  // namespace
+
 void add_list_verb(CLI::App& app) {
-  auto* sub = app.add_subcommand("list", "(not implemented yet)");
-  sub->allow_extras();
-  sub->callback([] { throw UsageError("'list' is not implemented yet"); });
+  auto opts = std::make_shared<ListOptions>();
+  auto* sub = app.add_subcommand("list", "List the built-in machine presets or model configs");
+  sub->add_option("kind", opts->kind, "What to list: presets or models")->required();
+  sub->add_flag("--json", opts->json, "Machine-readable JSON output");
+  sub->callback([opts] {
+    if (opts->kind == "presets") {
+      list_presets(opts->json);
+    } else if (opts->kind == "models") {
+      list_models(opts->json);
+    } else {
+      throw UsageError(
+          fmt::format("unknown list kind '{}' (expected 'presets' or 'models')", opts->kind));
+    }
+  });
 }
 
 }  // namespace compass::cli

@@ -1,12 +1,117 @@
-// Placeholder: the 'op' verb is not implemented yet.
+// compass op --profile P --op K --m M --n N --k K --tp P [--dtype bf16] [--gpus ..] [--json]:
+// every strategy's predicted time with its breakdown, the decomposition model (A, B, C, d* in
+// closed form and the exact argmin), and the selector's choice with its one-line reason.
+
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "compass/cli/common.hpp"
+#include "compass/model/selector.hpp"
+#include "compass/plan/report.hpp"
 
 namespace compass::cli {
 
+namespace {
+
+struct OpOptions {
+  std::string profile = "a6000x8";
+  std::string op;
+  std::int64_t m = 0, n = 0, k = 0;
+  int tp = 0;
+  std::string dtype = "bf16";
+  std::string gpus;
+  bool json = false;
+};
+
+std::string ring_text(const std::vector<int>& ring, const std::vector<int>& gpus) {
+  std::string s;
+  for (int r : ring) s += fmt::format("{} -> ", gpus[r]);
+  return ring.empty() ? s : s + std::to_string(gpus[ring.front()]);
+}
+
+void print_human(const model::OperatorChoice& c, const schedule::CommPlan& plan,
+                 const std::string& profile) {
+  using model::format_duration;
+  fmt::print("operator  {} on {}\n", workload::describe(c.op), profile);
+  fmt::print("ring      {}\n", ring_text(plan.ring, plan.gpus));
+  fmt::print("ring2     {}\n\n", ring_text(plan.ring2, plan.gpus));
+  fmt::print("{:<18} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", "strategy", "total",
+             "compute", "exposed", "overhead", "interf.", "comm", "bottleneck");
+  for (std::size_t i = 0; i < c.estimates.size(); ++i) {
+    const model::Estimate& e = c.estimates[i];
+    fmt::print("{:<18} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}{}\n",
+               schedule::to_string(e.strategy) + (i == c.chosen ? " *" : ""),
+               format_duration(e.total_s), format_duration(e.compute_s),
+               format_duration(e.exposed_comm_s), format_duration(e.overhead_s),
+               format_duration(e.interference_s), format_duration(e.comm_s),
+               e.bottleneck.empty() ? "-" : e.bottleneck,
+               e.congested.empty() ? "" : fmt::format(" ({} congested)", e.congested.size()));
+  }
+  const model::OdpResult& o = c.odp;
+  fmt::print("\ndecomposition model T(d) = A*d + B + C/d ({}-bound)\n",
+             o.coef.comm_bound ? "communication" : "compute");
+  fmt::print("  A = {}  B = {}  C = {}  sqrt(C/A) = {:.2f}\n", format_duration(o.coef.a_s),
+             format_duration(o.coef.b_s), format_duration(o.coef.c_s), o.d_continuous);
+  fmt::print("  {:>4} {:>10} {:>10}\n", "d", "T(d)", "estimate");
+  for (std::size_t i = 0; i < o.feasible.size(); ++i)
+    fmt::print("  {:>4} {:>10} {:>10}{}{}\n", o.feasible[i], format_duration(o.formula_s[i]),
+               format_duration(o.exact_s[i]), o.feasible[i] == o.d_closed ? "  <- d* (closed form)" : "",
+               o.feasible[i] == o.d_argmin ? "  <- argmin" : "");
+  fmt::print("  d* = {} ({}), argmin d = {} ({}), gap {:.1f}%\n\n", o.d_closed,
+             format_duration(o.t_closed_s), o.d_argmin, format_duration(o.t_argmin_s),
+             100.0 * o.gap());
+  fmt::print("choice    {}\n", c.reason);
+}
+
+void run(const OpOptions& o) {
+  const hardware::Profile profile = load_profile(o.profile);
+  const auto kind = workload::parse_op_kind(o.op);
+  if (!kind) throw UsageError(fmt::format("--op: unknown operator '{}' (expected ag_gemm, gemm_rs or gemm_ar)", o.op));
+  const auto dtype = parse_dtype(o.dtype);
+  if (!dtype) throw UsageError(fmt::format("--dtype: unknown type '{}' (expected fp32, fp16, bf16 or fp8)", o.dtype));
+  if (o.tp <= 0) throw UsageError(fmt::format("--tp: must be positive, got {}", o.tp));
+  const std::vector<int> group = select_group(profile, o.tp, o.gpus);
+  workload::OperatorSpec op;
+  op.kind = *kind;
+  op.m = o.m;
+  op.n = o.n;
+  op.k = o.k;
+  op.tp = o.tp;
+  op.dtype = *dtype;
+  unwrap(workload::validate(op));
+  const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(profile, group));
+  const model::OperatorChoice c = unwrap(model::choose_strategy(profile, op, plan));
+  if (o.json) {
+    nlohmann::json j = plan::to_json(c);
+    j["profile"] = profile.name;
+    j["gpus"] = plan.gpus;
+    j["ring"] = plan.ring;
+    j["ring2"] = plan.ring2;
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    print_human(c, plan, profile.name);
+  }
+}
+
+}  // namespace
+
 void add_op_verb(CLI::App& app) {
-  auto* sub = app.add_subcommand("op", "(not implemented yet)");
-  sub->allow_extras();
-  sub->callback([] { throw UsageError("'op' is not implemented yet"); });
+  auto opts = std::make_shared<OpOptions>();
+  auto* sub = app.add_subcommand(
+      "op", "Predict every strategy for one TP operator and choose the fastest");
+  sub->add_option("--profile", opts->profile, "Preset name or profile JSON file")
+      ->capture_default_str();
+  sub->add_option("--op", opts->op, "ag_gemm, gemm_rs or gemm_ar")->required();
+  sub->add_option("--m", opts->m, "Tokens M (global)")->required();
+  sub->add_option("--n", opts->n, "Output features N (global)")->required();
+  sub->add_option("--k", opts->k, "Input features K (global)")->required();
+  sub->add_option("--tp", opts->tp, "Tensor-parallel degree")->required();
+  sub->add_option("--dtype", opts->dtype, "Element type")->capture_default_str();
+  sub->add_option("--gpus", opts->gpus, "GPU ordinals of the TP group (default 0..tp-1)");
+  sub->add_flag("--json", opts->json, "Machine-readable output");
+  sub->callback([opts] { run(*opts); });
 }
 
 }  // namespace compass::cli

@@ -1,12 +1,120 @@
-// Placeholder: the 'plan' verb is not implemented yet.
+// compass plan [--profile P] [--model M] [--tp N] [--seq S] [--mbs B] [--no-sp] [--json]:
+// every TP operator of one layer (forward and backward) with all strategies' predictions and
+// Compass's choice, and the end-to-end iteration estimate of Megatron-LM (all sequential),
+// TransformerEngine's defaults and Compass side by side, with speedups.
+
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "compass/cli/common.hpp"
+#include "compass/plan/layer_plan.hpp"
+#include "compass/plan/report.hpp"
 
 namespace compass::cli {
 
+namespace {
+
+struct PlanOptions {
+  std::string profile = "a6000x8";
+  std::string model = "llama2-13b";
+  int tp = 8;
+  std::int64_t seq = 4096;
+  std::int64_t mbs = 1;
+  bool no_sp = false;
+  bool json = false;
+};
+
+void print_human(const plan::LayerPlan& lp) {
+  using model::format_duration;
+  using schedule::StrategyKind;
+  fmt::print("plan      {} on {}, tp {}, seq {}, micro-batch {}, sequence parallel {}\n",
+             lp.model.name, lp.profile, lp.parallel.tp, lp.parallel.seq, lp.parallel.micro_batch,
+             lp.parallel.sequence_parallel ? "on" : "off");
+  std::string ring;
+  for (int r : lp.plan.ring) ring += fmt::format("{} -> ", lp.plan.gpus[r]);
+  if (!lp.plan.ring.empty()) ring += std::to_string(lp.plan.gpus[lp.plan.ring.front()]);
+  fmt::print("ring      {}\n\n", ring);
+  fmt::print("{:<11} {:<4} {:<8} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n",
+             "role", "pass", "kind", "M", "N", "K", "sequential", "decomp:d*", "all2all", "ring",
+             "dbl-ring", "te-default", "choice");
+  for (const plan::PlannedOp& po : lp.ops) {
+    const model::OperatorChoice& c = po.choice;
+    const workload::OperatorSpec& op = c.op;
+    fmt::print("{:<11} {:<4} {:<8} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n",
+               op.role, po.layer_op.pass == workload::Pass::forward ? "fwd" : "bwd",
+               workload::to_string(op.kind), op.m, op.n, op.k,
+               format_duration(c.of(StrategyKind::sequential).total_s),
+               fmt::format("{} d={}", format_duration(c.of(StrategyKind::decompose).total_s),
+                           c.odp.d_closed),
+               format_duration(c.of(StrategyKind::fuse_all2all).total_s),
+               format_duration(c.of(StrategyKind::fuse_ring).total_s),
+               format_duration(c.of(StrategyKind::fuse_double_ring).total_s),
+               format_duration(po.te.total_s), schedule::to_string(c.choice().strategy));
+  }
+  fmt::print("\nreasons\n");
+  for (const plan::PlannedOp& po : lp.ops)
+    fmt::print("  {:<11} {}\n", po.choice.op.role, po.choice.reason);
+  const plan::OtherWork& w = lp.other;
+  fmt::print("\nper layer outside the TP operators: attention {} + {}, element-wise {} + {}, "
+             "plain GEMMs {} + {} (fwd + bwd)\n",
+             format_duration(w.attention_fwd_s), format_duration(w.attention_bwd_s),
+             format_duration(w.elementwise_fwd_s), format_duration(w.elementwise_bwd_s),
+             format_duration(w.plain_gemm_fwd_s), format_duration(w.plain_gemm_bwd_s));
+  fmt::print("LM head (3 GEMMs): {}; {} layers\n\n", format_duration(lp.lm_head_s), lp.model.layers);
+  fmt::print("{:<12} {:>12} {:>12} {:>14} {:>10}\n", "config", "TP ops/layer", "layer",
+             "iteration", "speedup");
+  const std::pair<const char*, const plan::IterationEstimate*> rows[] = {
+      {"megatron", &lp.megatron}, {"te-default", &lp.te}, {"compass", &lp.compass}};
+  for (const auto& [name, it] : rows)
+    fmt::print("{:<12} {:>12} {:>12} {:>14} {:>9.3f}x\n", name, format_duration(it->tp_ops_s),
+               format_duration(it->layer_s), format_duration(it->total_s),
+               lp.megatron.total_s / it->total_s);
+  fmt::print("\ncompass over megatron {:.3f}x, over te-default {:.3f}x (one micro-batch, "
+             "forward + backward)\n",
+             lp.megatron.total_s / lp.compass.total_s, lp.te.total_s / lp.compass.total_s);
+  std::string left;
+  for (const std::string& s : plan::LayerPlan::left_out()) left += (left.empty() ? "" : ", ") + s;
+  fmt::print("left out: {}\n", left);
+}
+
+void run(const PlanOptions& o) {
+  const hardware::Profile profile = load_profile(o.profile);
+  const workload::ModelConfig model = unwrap(workload::resolve_model(o.model));
+  if (o.tp <= 0) throw UsageError(fmt::format("--tp: must be positive, got {}", o.tp));
+  if (o.tp > profile.gpu_count())
+    throw UsageError(fmt::format("--tp {} exceeds the {} GPUs of '{}'", o.tp, profile.gpu_count(),
+                                 profile.name));
+  workload::ParallelConfig pc;
+  pc.tp = o.tp;
+  pc.seq = o.seq;
+  pc.micro_batch = o.mbs;
+  pc.sequence_parallel = !o.no_sp;
+  const plan::LayerPlan lp = unwrap(plan::plan_layer(profile, model, pc));
+  if (o.json) {
+    fmt::print("{}\n", plan::to_json(lp).dump(2));
+  } else {
+    print_human(lp);
+  }
+}
+
+}  // namespace
+
 void add_plan_verb(CLI::App& app) {
-  auto* sub = app.add_subcommand("plan", "(not implemented yet)");
-  sub->allow_extras();
-  sub->callback([] { throw UsageError("'plan' is not implemented yet"); });
+  auto opts = std::make_shared<PlanOptions>();
+  auto* sub = app.add_subcommand(
+      "plan", "Plan every TP operator of a model's layer and estimate a training iteration");
+  sub->add_option("--profile", opts->profile, "Preset name or profile JSON file")
+      ->capture_default_str();
+  sub->add_option("--model", opts->model, "Built-in model name or model JSON file")
+      ->capture_default_str();
+  sub->add_option("--tp", opts->tp, "Tensor-parallel degree")->capture_default_str();
+  sub->add_option("--seq", opts->seq, "Sequence length")->capture_default_str();
+  sub->add_option("--mbs", opts->mbs, "Micro-batch size")->capture_default_str();
+  sub->add_flag("--no-sp", opts->no_sp, "Without sequence parallelism (GEMM + AllReduce)");
+  sub->add_flag("--json", opts->json, "Machine-readable output");
+  sub->callback([opts] { run(*opts); });
 }
 
 }  // namespace compass::cli

@@ -1,12 +1,337 @@
-// Placeholder: the 'run' verb is not implemented yet.
+// compass run: executes an operator for real under one strategy or all of them, on the CPU
+// backend (ranks as threads, OpenBLAS GEMMs) or the CUDA backend, and reports the median, min
+// and max time over --repeat runs, with --check the error against an FP64 reference.
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "compass/backends/cpu/blas.hpp"
+#include "compass/backends/cpu/executor.hpp"
+#include "compass/backends/cpu/memory.hpp"
+#include "compass/backends/cuda/cuda_backend.hpp"
 #include "compass/cli/common.hpp"
+#include "compass/schedule/generate.hpp"
 
 namespace compass::cli {
 
+namespace {
+
+namespace cpu = backends::cpu;
+namespace cuda = backends::cuda;
+
+struct RunArgs {
+  std::string backend = "cpu";
+  std::string op;
+  std::int64_t m = 0, n = 0, k = 0;
+  int tp = 0;
+  std::string strategy = "all";
+  std::string profile = "a6000x8";
+  std::string dtype = "fp32";
+  bool check = false;
+  int repeat = 5;
+  int warmup = 1;
+  std::uint64_t seed = 1;
+  bool json = false;
+  int threads_per_rank = 1;
+  double wait_timeout_s = 0;
+};
+
+struct StrategyRun {
+  schedule::Schedule schedule;
+  std::vector<double> times_s;
+  double median_s = 0, min_s = 0, max_s = 0;
+  int threads = 0;
+  bool checked = false;
+  cpu::ErrorStats error;
+  bool passed = true;
+};
+
+void summarise(StrategyRun& r) {
+  std::vector<double> t = r.times_s;
+  std::sort(t.begin(), t.end());
+  if (t.empty()) return;
+  r.min_s = t.front();
+  r.max_s = t.back();
+  r.median_s = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+}
+
+workload::OperatorSpec parse_operator(const RunArgs& a) {
+  if (a.backend != "cpu" && a.backend != "cuda")
+    throw UsageError(fmt::format("--backend: unknown backend '{}' (expected cpu or cuda)", a.backend));
+  auto kind = workload::parse_op_kind(a.op);
+  if (!kind)
+    throw UsageError(fmt::format("--op: unknown operator '{}' (expected ag_gemm, gemm_rs or gemm_ar)",
+                                 a.op));
+  if (a.m <= 0) throw UsageError(fmt::format("--m: must be positive, got {}", a.m));
+  if (a.n <= 0) throw UsageError(fmt::format("--n: must be positive, got {}", a.n));
+  if (a.k <= 0) throw UsageError(fmt::format("--k: must be positive, got {}", a.k));
+  if (a.tp <= 0) throw UsageError(fmt::format("--tp: must be positive, got {}", a.tp));
+  if (a.repeat < 1) throw UsageError(fmt::format("--repeat: must be at least 1, got {}", a.repeat));
+  if (a.warmup < 0) throw UsageError(fmt::format("--warmup: must not be negative, got {}", a.warmup));
+  if (a.threads_per_rank < 1)
+    throw UsageError(
+        fmt::format("--threads-per-rank: must be at least 1, got {}", a.threads_per_rank));
+  if (a.wait_timeout_s < 0)
+    throw UsageError(fmt::format("--wait-timeout: must not be negative, got {}", a.wait_timeout_s));
+  auto dtype = parse_dtype(a.dtype);
+  if (!dtype)
+    throw UsageError(fmt::format("--dtype: unknown type '{}' (expected fp32, fp16, bf16 or fp8)",
+                                 a.dtype));
+  workload::OperatorSpec op;
+  op.kind = *kind;
+  op.m = a.m;
+  op.n = a.n;
+  op.k = a.k;
+  op.tp = a.tp;
+  op.dtype = *dtype;
+  unwrap(cpu::check_operator(op));
+  return op;
+}
+
+// The strategies to run with their schedules; all generated before anything runs, so bad input
+// fails fast. For "all", decompose uses the largest of {4, 2, 1} parts the shape allows.
+std::vector<StrategyRun> make_schedules(const workload::OperatorSpec& op, const std::string& name,
+                                        const schedule::CommPlan& plan) {
+  std::vector<schedule::Strategy> strategies;
+  if (name == "all") {
+    int parts = 1;
+    for (int d : {4, 2, 1})
+      if (schedule::generate(op, schedule::Strategy{schedule::StrategyKind::decompose, d}, plan)
+              .ok()) {
+        parts = d;
+        break;
+      }
+    strategies = schedule::all_strategies(parts);
+  } else {
+    strategies.push_back(unwrap(schedule::parse_strategy(name)));
+  }
+  std::vector<StrategyRun> runs;
+  for (const auto& st : strategies) {
+    auto s = schedule::generate(op, st, plan);
+    if (!s.ok()) {
+      // Generator errors for decompose already start with "decompose:D: ".
+      const std::string name = schedule::to_string(st);
+      const std::string& msg = s.error().message;
+      throw UsageError(msg.rfind(name, 0) == 0 ? msg : fmt::format("strategy {}: {}", name, msg));
+    }
+    runs.push_back({std::move(s).value()});
+  }
+  return runs;
+}
+
+void run_cpu(const RunArgs& a, const workload::OperatorSpec& op, std::vector<StrategyRun>& runs) {
+  // Check the whole footprint first: X and W, the FP64 reference, and the largest workspace.
+  std::int64_t workspace = 0;
+  for (const auto& r : runs) workspace = std::max(workspace, cpu::Workspace::bytes_needed(r.schedule));
+  const std::int64_t total =
+      cpu::operator_data_bytes(op) + (a.check ? cpu::reference_bytes(op) : 0) + workspace;
+  unwrap(cpu::check_memory(total, 0,
+                           fmt::format("M={} N={} K={} tp={} (inputs, {}buffers)", op.m, op.n,
+                                       op.k, op.tp, a.check ? "FP64 reference, " : "")));
+
+  const cpu::OperatorData data = unwrap(cpu::make_operator_data(op, a.seed));
+  cpu::HostMatrix<double> reference;
+  if (a.check) reference = unwrap(cpu::reference_output(data));
+
+  cpu::ExecutorOptions options;
+  options.blas_threads_per_rank = a.threads_per_rank;
+  options.wait_timeout_s = a.wait_timeout_s;
+  for (auto& r : runs) {
+    const std::string label = schedule::to_string(r.schedule.strategy);
+    auto ws = cpu::Workspace::create(r.schedule, data, options);
+    if (!ws.ok()) throw UsageError(fmt::format("strategy {}: {}", label, ws.error().message));
+    for (int i = 0; i < a.warmup + a.repeat; ++i) {
+      ws->reset(data);
+      auto stats = cpu::run(r.schedule, *ws, options);
+      if (!stats.ok()) throw UsageError(fmt::format("strategy {}: {}", label, stats.error().message));
+      r.threads = stats->threads;
+      if (i >= a.warmup) r.times_s.push_back(stats->wall_s);
+    }
+    summarise(r);
+    if (a.check) {
+      r.checked = true;
+      r.error = cpu::compare_outputs(r.schedule, *ws, reference);
+      r.passed = r.error.max_rel_error <= cpu::kCheckTolerance;
+    }
+  }
+}
+
+void run_cuda(const RunArgs& a, std::vector<StrategyRun>& runs, std::string& device) {
+  unwrap(cuda::device_available());
+  cuda::RunOptions options;
+  options.repeat = a.repeat;
+  options.warmup = a.warmup;
+  options.check = a.check;
+  options.seed = static_cast<unsigned>(a.seed);
+  for (auto& r : runs) {
+    auto report = cuda::run_schedule(r.schedule, options);
+    if (!report.ok())
+      throw UsageError(fmt::format("strategy {}: {}", schedule::to_string(r.schedule.strategy),
+                                   report.error().message));
+    r.times_s = report->times_s;
+    r.median_s = report->median_s;
+    r.min_s = report->min_s;
+    r.max_s = report->max_s;
+    r.checked = report->checked;
+    r.error.max_abs_error = report->max_abs_error;
+    r.error.max_rel_error = report->max_rel_error;
+    r.passed = !r.checked || r.error.max_rel_error <= cpu::kCheckTolerance;
+    device = report->device;
+  }
+}
+
+std::string ring_text(const std::vector<int>& ring) {
+  std::string s;
+  for (int r : ring) s += (s.empty() ? "" : " ") + std::to_string(r);
+  return s;
+}
+
+void print_table(const RunArgs& a, const workload::OperatorSpec& op,
+                 const schedule::CommPlan& plan, const std::vector<StrategyRun>& runs,
+                 const std::string& device) {
+  fmt::print("{} M={} N={} K={} tp={} dtype={} on backend {}\n", workload::to_string(op.kind),
+             op.m, op.n, op.k, op.tp, to_string(op.dtype), a.backend);
+  if (a.backend == "cpu") {
+    fmt::print("compute: FP32 on the CPU ({} cores, {} BLAS thread{} per rank){}\n",
+               std::thread::hardware_concurrency(), a.threads_per_rank,
+               a.threads_per_rank == 1 ? "" : "s",
+               op.dtype == DType::fp32 ? "" : fmt::format("; --dtype {} only sizes transfers", a.dtype));
+  } else {
+    fmt::print("device: {}\n", device);
+  }
+  fmt::print("ring (ranks, from {}): {}   second ring: {}\n", a.profile, ring_text(plan.ring),
+             ring_text(plan.ring2));
+  fmt::print("time: over {} run{} after {} warmup{}\n\n", a.repeat, a.repeat == 1 ? "" : "s",
+             a.warmup, a.warmup == 1 ? "" : "s");
+  fmt::print("{:<18} {:>11} {:>11} {:>11} {:>7}", "strategy", "median", "min", "max", "tasks");
+  if (a.check) fmt::print(" {:>12} {:>12} {:>6}", "max abs err", "max rel err", "check");
+  fmt::print("\n");
+  for (const auto& r : runs) {
+    fmt::print("{:<18} {:>11} {:>11} {:>11} {:>7}", schedule::to_string(r.schedule.strategy),
+               format_seconds(r.median_s), format_seconds(r.min_s), format_seconds(r.max_s),
+               r.schedule.tasks.size());
+    if (a.check)
+      fmt::print(" {:>12.3e} {:>12.3e} {:>6}", r.error.max_abs_error, r.error.max_rel_error,
+                 r.passed ? "PASS" : "FAIL");
+    fmt::print("\n");
+  }
+  if (a.check)
+    fmt::print("\ncheck: max rel err = max |y - ref| / max |ref| over all outputs, FP64 "
+               "reference, PASS when <= {:.0e}\n",
+               cpu::kCheckTolerance);
+}
+
+void print_json(const RunArgs& a, const workload::OperatorSpec& op,
+                const schedule::CommPlan& plan, const std::vector<StrategyRun>& runs,
+                const std::string& device) {
+  nlohmann::json j;
+  j["backend"] = a.backend;
+  j["op"] = {{"kind", workload::to_string(op.kind)}, {"m", op.m}, {"n", op.n}, {"k", op.k},
+             {"tp", op.tp}, {"dtype", to_string(op.dtype)}};
+  if (a.backend == "cpu") {
+    j["compute_dtype"] = "fp32";
+    j["blas"] = cpu::blas_description();
+    j["threads_per_rank"] = a.threads_per_rank;
+  } else {
+    j["device"] = device;
+  }
+  j["profile"] = a.profile;
+  j["ring"] = plan.ring;
+  j["ring2"] = plan.ring2;
+  j["repeat"] = a.repeat;
+  j["warmup"] = a.warmup;
+  j["seed"] = a.seed;
+  bool all_passed = true;
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& r : runs) {
+    nlohmann::json e = {{"strategy", schedule::to_string(r.schedule.strategy)},
+                        {"tasks", r.schedule.tasks.size()},
+                        {"times_s", r.times_s},
+                        {"median_s", r.median_s},
+                        {"min_s", r.min_s},
+                        {"max_s", r.max_s}};
+    if (a.backend == "cpu") e["threads"] = r.threads;
+    if (r.checked)
+      e["check"] = {{"max_abs_error", r.error.max_abs_error},
+                    {"max_rel_error", r.error.max_rel_error},
+                    {"max_ref_abs", r.error.max_ref_abs},
+                    {"tolerance", cpu::kCheckTolerance},
+                    {"pass", r.passed}};
+    all_passed = all_passed && r.passed;
+    results.push_back(std::move(e));
+  }
+  j["results"] = std::move(results);
+  if (a.check) j["passed"] = all_passed;
+  fmt::print("{}\n", j.dump(2));
+}
+
+void run_verb(const RunArgs& a) {
+  const workload::OperatorSpec op = parse_operator(a);
+  const hardware::Profile profile = load_profile(a.profile);
+  const std::vector<int> group = select_group(profile, a.tp, "");
+  const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(profile, group));
+  std::vector<StrategyRun> runs = make_schedules(op, a.strategy, plan);
+
+  std::string device;
+  if (a.backend == "cuda") {
+    run_cuda(a, runs, device);
+  } else {
+    run_cpu(a, op, runs);
+  }
+  if (a.json) {
+    print_json(a, op, plan, runs, device);
+  } else {
+    print_table(a, op, plan, runs, device);
+  }
+  std::vector<std::string> failed;
+  for (const auto& r : runs)
+    if (!r.passed) failed.push_back(schedule::to_string(r.schedule.strategy));
+  if (!failed.empty()) {
+    std::fflush(stdout);
+    fmt::print(stderr, "compass: check failed for {} (max rel err above {:.0e})\n",
+               fmt::join(failed, ", "), cpu::kCheckTolerance);
+    // A failed check is not a usage error: exit code 1, after the table is out.
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
 void add_run_verb(CLI::App& app) {
-  auto* sub = app.add_subcommand("run", "(not implemented yet)");
-  sub->allow_extras();
-  sub->callback([] { throw UsageError("'run' is not implemented yet"); });
+  auto args = std::make_shared<RunArgs>();
+  auto* sub = app.add_subcommand(
+      "run", "Execute an operator for real under one strategy or all, and time it");
+  sub->add_option("--backend", args->backend, "cpu (ranks as threads) or cuda")
+      ->capture_default_str();
+  sub->add_option("--op", args->op, "ag_gemm, gemm_rs or gemm_ar")->required();
+  sub->add_option("--m", args->m, "tokens M (global)")->required();
+  sub->add_option("--n", args->n, "output features N (global)")->required();
+  sub->add_option("--k", args->k, "input features K (global)")->required();
+  sub->add_option("--tp", args->tp, "tensor-parallel degree p (ranks)")->required();
+  sub->add_option("--strategy", args->strategy,
+                  "sequential, decompose:D, fuse:all2all, fuse:ring, fuse:double-ring or all")
+      ->capture_default_str();
+  sub->add_option("--profile", args->profile, "machine preset or profile file (ring order)")
+      ->capture_default_str();
+  sub->add_option("--dtype", args->dtype,
+                  "operator dtype; the CPU backend computes in FP32 whatever it says")
+      ->capture_default_str();
+  sub->add_flag("--check", args->check,
+                "compare with an FP64 reference; exit code 1 when max rel err > 1e-4");
+  sub->add_option("--repeat", args->repeat, "timed runs per strategy")->capture_default_str();
+  sub->add_option("--warmup", args->warmup, "untimed runs first")->capture_default_str();
+  sub->add_option("--seed", args->seed, "seed of the random X and W")->capture_default_str();
+  sub->add_option("--threads-per-rank", args->threads_per_rank, "BLAS threads per GEMM call (cpu)")
+      ->capture_default_str();
+  sub->add_option("--wait-timeout", args->wait_timeout_s,
+                  "seconds a task may wait for its dependencies (cpu; 0 = automatic)")
+      ->capture_default_str();
+  sub->add_flag("--json", args->json, "machine-readable output");
+  sub->callback([args] { run_verb(*args); });
 }
 
 }  // namespace compass::cli

@@ -1,12 +1,219 @@
-// Placeholder: the 'topo' verb is not implemented yet.
+// compass topo [--profile] <preset|file.json> [--tp N] [--gpus 0,1,..] [--size BYTES] [--json]:
+// the machine (devices, nodes, links), the topology-aware ring and double ring for a TP group,
+// and the all-gather time of each communication pattern with its bottleneck and, for
+// all-to-all, the congested link directions.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "compass/cli/common.hpp"
+#include "compass/hardware/rings.hpp"
 
 namespace compass::cli {
 
+namespace {
+
+using hardware::DoubleRing;
+using hardware::PatternTime;
+using hardware::Profile;
+using hardware::Ring;
+
+struct TopoOptions {
+  std::string positional;
+  std::string profile;
+  int tp = 0;
+  std::string gpus;
+  double size_bytes = 1024.0 * 1024.0 * 1024.0;
+  bool json = false;
+};
+
+struct TopoReport {
+  Profile profile;
+  std::vector<int> group;
+  Ring ring;
+  DoubleRing double_ring;
+  std::vector<PatternTime> patterns;  // ring, double-ring, all2all
+};
+
+std::string ring_text(const Ring& r) {
+  std::string s;
+  for (int g : r.order) s += fmt::format("{} -> ", g);
+  return r.order.empty() ? s : s + std::to_string(r.order.front());
+}
+
+std::string join_ints(const std::vector<int>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+double busy_of(const PatternTime& t, const std::string& name) {
+  for (const hardware::HopLoad& l : t.loads)
+    if (l.name == name) return l.busy_s;
+  return 0;
+}
+
+void print_human(const TopoReport& r, double size_bytes) {
+  const Profile& p = r.profile;
+  fmt::print("machine: {}\n", p.name);
+  if (!p.description.empty()) fmt::print("  {}\n", p.description);
+  fmt::print("  peer-to-peer: {}\n", p.p2p ? "yes" : "no (staged through host memory)");
+  for (const std::string& n : p.notes) fmt::print("  note: {}\n", n);
+
+  fmt::print("\ndevices:\n");
+  fmt::print("  {:<16} {:<6} {:>4} {:>10} {:>12} {:>3}  {}\n", "NAME", "ARCH", "SMS", "MEMORY",
+             "MEM BW", "CE", "PEAK");
+  for (const hardware::DeviceSpec& d : p.devices) {
+    std::string peak;
+    for (const auto& [dtype, flops] : d.peak_flops)
+      peak += fmt::format("{}{} {:.1f} TFLOP/s", peak.empty() ? "" : ", ", to_string(dtype),
+                          flops / 1e12);
+    fmt::print("  {:<16} {:<6} {:>4} {:>10} {:>12} {:>3}  {}\n", d.name, d.arch, d.sm_count,
+               format_bytes(d.memory_bytes), format_bandwidth(d.memory_bandwidth_bytes_per_s),
+               d.copy_engines, peak);
+  }
+
+  fmt::print("\nnodes ({}):\n", p.nodes.size());
+  fmt::print("  {:<4} {:<16} {:<13} {}\n", "ID", "NAME", "KIND", "DEVICE");
+  for (std::size_t i = 0; i < p.nodes.size(); ++i)
+    fmt::print("  {:<4} {:<16} {:<13} {}\n", i, p.nodes[i].name, to_string(p.nodes[i].kind),
+               p.nodes[i].device);
+
+  fmt::print("\nlinks ({}):\n", p.links.size());
+  fmt::print("  {:<18} {:<12} {:<28} {:>11} {:>11} {:>9}  {}\n", "NAME", "KIND", "A <-> B",
+             "A->B", "B->A", "LATENCY", "SHARED");
+  for (const hardware::Link& l : p.links)
+    fmt::print("  {:<18} {:<12} {:<28} {:>11} {:>11} {:>9}  {}\n", l.name, to_string(l.kind),
+               fmt::format("{} <-> {}", p.nodes[l.a].name, p.nodes[l.b].name),
+               format_bandwidth(l.bandwidth_bytes_per_s),
+               format_bandwidth(l.reverse_bandwidth_bytes_per_s), format_seconds(l.latency_s),
+               l.shared ? "yes" : "no");
+
+  fmt::print("\ngroup: {} GPUs ({})\n", r.group.size(), join_ints(r.group));
+  fmt::print("ring:        {}\n", ring_text(r.ring));
+  fmt::print("double ring: {}\n", ring_text(r.double_ring.first));
+  fmt::print("             {}\n", ring_text(r.double_ring.second));
+
+  fmt::print("\nall-gather of {} ({} per rank), max-min link sharing:\n", format_bytes(size_bytes),
+             format_bytes(size_bytes / static_cast<double>(r.group.size())));
+  const double ring_s = r.patterns.front().time_s;
+  fmt::print("  {:<12} {:>11} {:>8}  {}\n", "PATTERN", "TIME", "VS RING", "BOTTLENECK (busy time)");
+  for (const PatternTime& t : r.patterns) {
+    std::string neck = t.bottleneck.empty()
+                           ? "-"
+                           : fmt::format("{} ({})", t.bottleneck,
+                                         format_seconds(busy_of(t, t.bottleneck)));
+    std::string ratio = t.time_s > 0 ? fmt::format("{:.2f}x", ring_s / t.time_s) : "-";
+    fmt::print("  {:<12} {:>11} {:>8}  {}\n", t.pattern, format_seconds(t.time_s), ratio, neck);
+  }
+
+  const PatternTime& a2a = r.patterns.back();
+  fmt::print("\nall2all congested link directions (busier than the ring's busiest direction):\n");
+  if (a2a.congested.empty()) fmt::print("  none\n");
+  for (const std::string& name : a2a.congested)
+    fmt::print("  {:<40} busy {}\n", name, format_seconds(busy_of(a2a, name)));
+}
+
+nlohmann::ordered_json pattern_json(const PatternTime& t) {
+  nlohmann::ordered_json loads = nlohmann::ordered_json::array();
+  for (const hardware::HopLoad& l : t.loads)
+    loads.push_back({{"name", l.name},
+                     {"link", l.hop.link},
+                     {"forward", l.hop.forward},
+                     {"bytes", l.bytes},
+                     {"flows", l.flows},
+                     {"busy_s", l.busy_s}});
+  return {{"pattern", t.pattern},
+          {"time_s", t.time_s},
+          {"bottleneck", t.bottleneck},
+          {"congested", t.congested},
+          {"loads", loads}};
+}
+
+void print_json(const TopoReport& r, double size_bytes) {
+  const Profile& p = r.profile;
+  nlohmann::ordered_json out;
+  out["machine"] = p.name;
+  out["description"] = p.description;
+  out["p2p"] = p.p2p;
+  out["notes"] = p.notes;
+  nlohmann::ordered_json devices = nlohmann::ordered_json::array();
+  for (const hardware::DeviceSpec& d : p.devices) {
+    nlohmann::ordered_json peak = nlohmann::ordered_json::object();
+    for (const auto& [dtype, flops] : d.peak_flops) peak[std::string(to_string(dtype))] = flops;
+    devices.push_back({{"name", d.name},
+                       {"arch", d.arch},
+                       {"sm_count", d.sm_count},
+                       {"memory_bytes", d.memory_bytes},
+                       {"memory_bandwidth_bytes_per_s", d.memory_bandwidth_bytes_per_s},
+                       {"copy_engines", d.copy_engines},
+                       {"peak_flops", peak}});
+  }
+  out["devices"] = devices;
+  nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
+  for (const hardware::Node& n : p.nodes)
+    nodes.push_back({{"name", n.name}, {"kind", std::string(to_string(n.kind))}, {"device", n.device}});
+  out["nodes"] = nodes;
+  nlohmann::ordered_json links = nlohmann::ordered_json::array();
+  for (const hardware::Link& l : p.links)
+    links.push_back({{"name", l.name},
+                     {"kind", std::string(to_string(l.kind))},
+                     {"a", p.nodes[l.a].name},
+                     {"b", p.nodes[l.b].name},
+                     {"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s},
+                     {"reverse_bandwidth_bytes_per_s", l.reverse_bandwidth_bytes_per_s},
+                     {"latency_s", l.latency_s},
+                     {"shared", l.shared}});
+  out["links"] = links;
+  out["group"] = r.group;
+  out["ring"] = r.ring.order;
+  out["double_ring"] = {{"first", r.double_ring.first.order}, {"second", r.double_ring.second.order}};
+  out["allgather_bytes"] = size_bytes;
+  nlohmann::ordered_json patterns = nlohmann::ordered_json::array();
+  for (const PatternTime& t : r.patterns) patterns.push_back(pattern_json(t));
+  out["patterns"] = patterns;
+  fmt::print("{}\n", out.dump(2));
+}
+
+void run_topo(const TopoOptions& o) {
+  if (!o.positional.empty() && !o.profile.empty() && o.positional != o.profile)
+    throw UsageError(fmt::format("two profiles given: '{}' and --profile '{}'", o.positional, o.profile));
+  const std::string which = !o.profile.empty() ? o.profile : (!o.positional.empty() ? o.positional : "a6000x8");
+  if (!(o.size_bytes > 0)) throw UsageError(fmt::format("--size: must be positive, got {}", o.size_bytes));
+
+  TopoReport r;
+  r.profile = load_profile(which);
+  r.group = select_group(r.profile, o.tp, o.gpus);
+  unwrap(hardware::validate_group(r.profile, r.group));
+  r.ring = unwrap(hardware::find_ring(r.profile, r.group));
+  r.double_ring = unwrap(hardware::find_double_ring(r.profile, r.group));
+  r.patterns.push_back(hardware::allgather_time_ring(r.profile, r.ring, o.size_bytes));
+  r.patterns.push_back(hardware::allgather_time_double_ring(r.profile, r.double_ring, o.size_bytes));
+  r.patterns.push_back(hardware::allgather_time_all2all(r.profile, r.group, o.size_bytes));
+  if (o.json)
+    print_json(r, o.size_bytes);
+  else
+    print_human(r, o.size_bytes);
+}
+
+}  // namespace
+
 void add_topo_verb(CLI::App& app) {
-  auto* sub = app.add_subcommand("topo", "(not implemented yet)");
-  sub->allow_extras();
-  sub->callback([] { throw UsageError("'topo' is not implemented yet"); });
+  auto opts = std::make_shared<TopoOptions>();
+  auto* sub = app.add_subcommand(
+      "topo", "Show a machine's topology, the topology-aware ring and double ring for a TP group, "
+              "and each all-gather pattern's time and bottleneck");
+  sub->add_option("profile", opts->positional, "Preset name or profile JSON file (default a6000x8)");
+  sub->add_option("--profile", opts->profile, "Preset name or profile JSON file (same as the positional)");
+  sub->add_option("--tp", opts->tp, "TP degree: GPUs 0..N-1 (default: every GPU)");
+  sub->add_option("--gpus", opts->gpus, "Explicit TP group, e.g. 0,1,4,5");
+  sub->add_option("--size", opts->size_bytes, "All-gather size in bytes (default 1 GiB)");
+  sub->add_flag("--json", opts->json, "Machine-readable JSON output");
+  sub->callback([opts] { run_topo(*opts); });
 }
 
 }  // namespace compass::cli

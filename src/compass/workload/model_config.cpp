@@ -4,9 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace compass::workload {
 
@@ -72,7 +71,7 @@ Result<ModelConfig> model_from_json(const std::string& text, const std::string& 
   }
   if (!j.is_object()) return make_error("{}: a model must be a JSON object", origin);
 
-  static const char* const kKnown[] = {"name",   "hidden", "ffn",   "heads",
+  static const char* const kKnown[] = {"name",     "hidden", "ffn",   "heads",
                                        "kv_heads", "layers", "vocab", "swiglu"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool known = false;

@@ -2,10 +2,12 @@
 // The CUDA backend's host-side entry points. These compile without nvcc; when the backend
 // is not compiled in, or no GPU is present, they return "no CUDA device found".
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "compass/core/result.hpp"
+#include "compass/hardware/profile.hpp"
 #include "compass/schedule/schedule.hpp"
 
 namespace compass::backends::cuda {
@@ -17,6 +19,11 @@ Status device_available();
 
 /// How ranks map onto GPUs.
 enum class LaunchMode { virtual_ranks, multi_gpu };
+
+/// "virtual" / "multi-gpu".
+std::string_view to_string(LaunchMode m);
+/// Parses the names above; the error names the bad text.
+Result<LaunchMode> parse_launch_mode(std::string_view s);
 
 struct RunOptions {
   LaunchMode mode = LaunchMode::virtual_ranks;
@@ -33,9 +40,69 @@ struct RunReport {
   double max_abs_error = 0;
   double max_rel_error = 0;
   std::string device;            ///< GPU name
+  // Added by the backend (beyond the lead's contract):
+  double tolerance = 0;          ///< the max_rel_error --check accepts for the dtype
+  bool check_passed = true;      ///< false when checked and max_rel_error > tolerance
+  int streams = 0;               ///< CUDA streams the schedule was mapped onto
+  int events = 0;                ///< cross-stream dependency events
 };
 
-/// Runs a schedule on the GPU(s); errors name the failing task or CUDA call.
+/// Runs a schedule on the GPU(s); errors name the failing task or CUDA call. A failed --check
+/// is not an error: the report says so (check_passed) and the caller decides.
 Result<RunReport> run_schedule(const schedule::Schedule& s, const RunOptions& options);
+
+/// Argument checks of run_schedule that need no GPU: repeat >= 1, warmup >= 0, a supported
+/// dtype (fp32, fp16, bf16), a structurally valid schedule that maps onto streams without
+/// deadlock, and with --check the per-rank x, w, y buffers the reference needs.
+Status check_run_request(const schedule::Schedule& s, const RunOptions& options);
+
+/// The relative error (max |y - ref| / max |ref| over an output) --check accepts per dtype.
+double check_tolerance(DType t);
+
+// ---- Calibration ------------------------------------------------------------------------
+
+struct CalibrateOptions {
+  bool quick = false;  ///< fewer shapes and repeats (about a quarter of the time)
+  int device = 0;      ///< the GPU measured (peer copies and NCCL use all visible GPUs)
+};
+
+/// One GEMM shape the calibration measures.
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0;
+  bool operator==(const GemmShape&) const = default;
+};
+
+/// The GEMM shapes measured: for each (n, k) of a fixed list of per-rank TP shapes and each
+/// token count M, the M/d rows of the chunked GEMMs that decomposition into d = 1, 2, 4, 8
+/// parts produces (deduplicated, sorted). Quick mode uses a subset.
+std::vector<GemmShape> calibration_gemm_shapes(bool quick);
+
+/// Everything a calibration measured; optional fields are absent when not measurable here.
+struct CalibrationResult {
+  std::string device;                   ///< GPU name
+  std::string arch;                     ///< "sm_90"
+  int sm_count = 0;
+  int device_count = 0;                 ///< visible GPUs
+  std::vector<hardware::GemmSample> gemm;  ///< BF16 times
+  double best_bf16_flops = 0;           ///< fastest GEMM of the table, FLOP/s
+  double copy_bandwidth_bytes_per_s = 0;   ///< device-to-device cudaMemcpyAsync
+  std::optional<double> peer_bandwidth_bytes_per_s;  ///< GPU 0 -> GPU 1, when > 1 GPU
+  double kernel_launch_s = 0;           ///< issue cost of one small kernel, back to back
+  double copy_launch_s = 0;             ///< issue cost of one small cudaMemcpyAsync
+  std::optional<double> collective_launch_s;  ///< NCCL 4-byte all-reduce, when > 1 GPU
+  double gemm_slowdown_copy_engine = 1; ///< GEMM time beside copy-engine copies / alone
+  double gemm_slowdown_sm_copy = 1;     ///< GEMM time beside an SM copy kernel / alone
+  double comm_slowdown_beside_gemm = 1; ///< copy time beside a GEMM / alone
+  double elapsed_s = 0;                 ///< wall time of the calibration
+  std::vector<std::string> notes;       ///< what was skipped and why
+};
+
+/// Measures the GPU `options.device` (about 1-3 minutes on an H200; quick: well under 1).
+Result<CalibrationResult> calibrate(const CalibrateOptions& options);
+
+/// Writes a calibration into a copy of `base`: Calibration (GEMM table, copy bandwidth,
+/// efficiency against the base's BF16 peak when known, source), Overheads, Interference;
+/// the peer bandwidth and anything without a Profile field go into notes.
+hardware::Profile apply_calibration(hardware::Profile base, const CalibrationResult& c);
 
 }  // namespace compass::backends::cuda

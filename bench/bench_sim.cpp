@@ -1,0 +1,110 @@
+// Simulator speed: one 8-GPU operator per strategy on a6000x8 (target <= 50 ms each, fork
+// included) and a 1024-GPU ring all-gather on 128 x 8 NVSwitch nodes (target <= 10 s).
+// Run: ./build/bench/bench_sim --benchmark_min_time=1x  (see docs/simulator.md)
+
+#include <benchmark/benchmark.h>
+
+#include <fmt/format.h>
+
+#include "compass/backends/sim/simulator.hpp"
+#include "compass/hardware/presets.hpp"
+#include "compass/schedule/generate.hpp"
+
+namespace {
+
+using namespace compass;
+
+// One 8-GPU operator (GPT-3 13B FC1 forward shape) under strategy `arg`.
+void BM_Operator8Gpu(benchmark::State& state) {
+  static const hardware::Profile prof = *hardware::make_preset("a6000x8");
+  const std::vector<schedule::Strategy> strategies = schedule::all_strategies(4);
+  const schedule::Strategy st = strategies.at(static_cast<std::size_t>(state.range(0)));
+  workload::OperatorSpec op{workload::OpKind::ag_gemm, 8192, 20480, 5120, 8, DType::bf16, ""};
+  std::vector<int> gpus{0, 1, 2, 3, 4, 5, 6, 7};
+  const auto plan = schedule::comm_plan_for(prof, gpus);
+  if (!plan.ok()) {
+    state.SkipWithError(plan.error().message.c_str());
+    return;
+  }
+  const auto s = schedule::generate(op, st, *plan);
+  if (!s.ok()) {
+    state.SkipWithError(s.error().message.c_str());
+    return;
+  }
+  double simulated = 0;
+  for (auto _ : state) {
+    auto r = backends::sim::simulate(prof, *s);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    simulated = r->total_s;
+  }
+  state.SetLabel(schedule::to_string(st));
+  state.counters["tasks"] = static_cast<double>(s->tasks.size());
+  state.counters["simulated_ms"] = simulated * 1e3;
+}
+BENCHMARK(BM_Operator8Gpu)->DenseRange(0, 4)->Unit(benchmark::kMillisecond);
+
+// A ring all-gather of 1 MiB shards over `range(0)` GPUs of 8-GPU NVSwitch nodes, one NIC each.
+schedule::Schedule ring_allgather(int p, std::int64_t shard_rows, std::int64_t cols) {
+  schedule::Schedule s;
+  s.op = workload::OperatorSpec{workload::OpKind::ag_gemm, shard_rows * p, cols, cols, p,
+                                DType::bf16, ""};
+  s.strategy = schedule::Strategy{schedule::StrategyKind::fuse_ring, 0};
+  s.copy_engines = 1;
+  for (int r = 0; r < p; ++r) s.gpus.push_back(r);
+  for (int r = 0; r < p; ++r) {
+    s.buffers.push_back(schedule::Buffer{"x", r, shard_rows, cols, schedule::BufferRole::input});
+    s.buffers.push_back(schedule::Buffer{"xg", r, shard_rows * p, cols, schedule::BufferRole::scratch});
+  }
+  s.tasks.reserve(static_cast<std::size_t>(p) * (p - 1));
+  std::vector<int> prev(p, -1), cur(p);
+  for (int step = 0; step + 1 < p; ++step) {
+    for (int r = 0; r < p; ++r) {
+      const int to = (r + 1) % p;
+      const int chunk = ((r - step) % p + p) % p;
+      schedule::Task t;
+      t.id = static_cast<int>(s.tasks.size());
+      t.kind = schedule::TaskKind::transfer;
+      t.resource = schedule::Resource{r, schedule::ResourceKind::copy_engine, 0};
+      const int left = prev[(r - 1 + p) % p];
+      if (left >= 0) t.deps.push_back(left);
+      t.src = step == 0 ? schedule::Region{2 * r, 0, shard_rows, 0, cols}
+                        : schedule::Region{2 * r + 1, chunk * shard_rows, shard_rows, 0, cols};
+      t.dst = schedule::Region{2 * to + 1, chunk * shard_rows, shard_rows, 0, cols};
+      t.step = step;
+      t.chunk = chunk;
+      cur[r] = t.id;
+      s.tasks.push_back(std::move(t));
+    }
+    prev = cur;
+  }
+  return s;
+}
+
+void BM_RingAllGatherMultinode(benchmark::State& state) {
+  const int p = static_cast<int>(state.range(0));
+  const hardware::Profile prof = hardware::make_multinode_nvswitch(p / 8, 8);
+  const schedule::Schedule s = ring_allgather(p, 256, 2048);  // 1 MiB shards
+  std::int64_t transfers = 0;
+  double simulated = 0;
+  for (auto _ : state) {
+    auto r = backends::sim::simulate(prof, s);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    transfers += r->transfers;
+    simulated = r->total_s;
+  }
+  state.counters["transfers_per_s"] =
+      benchmark::Counter(static_cast<double>(transfers), benchmark::Counter::kIsRate);
+  state.counters["transfers"] = static_cast<double>(s.tasks.size());
+  state.counters["simulated_ms"] = simulated * 1e3;
+}
+BENCHMARK(BM_RingAllGatherMultinode)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kSecond)->Iterations(1);
+
+}  // namespace
+
+BENCHMARK_MAIN();

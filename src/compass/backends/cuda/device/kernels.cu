@@ -1,0 +1,126 @@
+// Small CUDA kernels: initialisation, reduction adds, conversion for checks, and the
+// launch-overhead and SM-copy probes of calibration.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "compass/backends/cuda/device/kernels.hpp"
+
+namespace compass::backends::cuda::device {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ inline float load_as_float(const void* p, std::int64_t i, ElemType t) {
+  switch (t) {
+    case ElemType::f16: return __half2float(static_cast<const __half*>(p)[i]);
+    case ElemType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ inline void store_float(void* p, std::int64_t i, ElemType t, float v) {
+  switch (t) {
+    case ElemType::f16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case ElemType::bf16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    default: static_cast<float*>(p)[i] = v; break;
+  }
+}
+
+// SplitMix64: a good enough counter-based hash for test data.
+__device__ inline std::uint64_t mix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+__global__ void fill_uniform_kernel(void* p, std::int64_t n, ElemType t, std::uint64_t seed) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const std::uint64_t h = mix(seed * 0x100000001B3ull + static_cast<std::uint64_t>(i));
+    const float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    store_float(p, i, t, 2.0f * u - 1.0f);
+  }
+}
+
+__global__ void add_2d_kernel(void* dst, std::int64_t ld_dst, const void* src, std::int64_t ld_src,
+                              std::int64_t rows, std::int64_t cols, ElemType t) {
+  const std::int64_t n = rows * cols;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const std::int64_t r = i / cols, c = i % cols;
+    const std::int64_t di = r * ld_dst + c, si = r * ld_src + c;
+    store_float(dst, di, t, load_as_float(dst, di, t) + load_as_float(src, si, t));
+  }
+}
+
+__global__ void to_float_2d_kernel(const void* src, std::int64_t ld_src, std::int64_t rows,
+                                   std::int64_t cols, ElemType t, float* out) {
+  const std::int64_t n = rows * cols;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const std::int64_t r = i / cols, c = i % cols;
+    out[i] = load_as_float(src, r * ld_src + c, t);
+  }
+}
+
+__global__ void empty_kernel() {}
+
+__global__ void sm_copy_kernel(int4* dst, const int4* src, std::int64_t n, int passes) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (int pass = 0; pass < passes; ++pass) {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += stride) {
+      dst[i] = src[i];
+    }
+  }
+}
+
+unsigned grid_for(std::int64_t n) {
+  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
+  // Grid-stride loops cover the rest; 65535 blocks keep every GPU busy.
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks));
+}
+
+}  // namespace
+
+cudaError_t launch_fill_uniform(void* p, std::int64_t n, ElemType t, std::uint64_t seed,
+                                cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  fill_uniform_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, n, t, seed);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add_2d(void* dst, std::int64_t ld_dst, const void* src, std::int64_t ld_src,
+                          std::int64_t rows, std::int64_t cols, ElemType t, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  add_2d_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(dst, ld_dst, src, ld_src, rows,
+                                                                 cols, t);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_to_float_2d(const void* src, std::int64_t ld_src, std::int64_t rows,
+                               std::int64_t cols, ElemType t, float* out, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  to_float_2d_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(src, ld_src, rows, cols, t,
+                                                                      out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_empty(cudaStream_t stream) {
+  empty_kernel<<<1, 32, 0, stream>>>();
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sm_copy(void* dst, const void* src, std::int64_t bytes, int blocks, int passes,
+                           cudaStream_t stream) {
+  if (bytes <= 0 || blocks <= 0 || passes <= 0) return cudaSuccess;
+  sm_copy_kernel<<<static_cast<unsigned>(blocks), 512, 0, stream>>>(
+      static_cast<int4*>(dst), static_cast<const int4*>(src), bytes / 16, passes);
+  return cudaGetLastError();
+}
+
+}  // namespace compass::backends::cuda::device

@@ -1,0 +1,36 @@
+#pragma once
+// The few CUDA kernels of the backend, behind plain launch functions so the host code is
+// compiled by the C++ compiler. Each returns the launch status (cudaGetLastError).
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace compass::backends::cuda::device {
+
+/// Element types the kernels handle.
+enum class ElemType : int { f32 = 0, f16 = 1, bf16 = 2 };
+
+/// p[i] = uniform value in [-1, 1) from a counter hash of (seed, i): reproducible, and the
+/// same on every GPU.
+cudaError_t launch_fill_uniform(void* p, std::int64_t n, ElemType t, std::uint64_t seed,
+                                cudaStream_t stream);
+
+/// dst[r, c] += src[r, c] over a rows x cols rectangle; ld_* are row strides in elements.
+/// The sum is formed in FP32 and rounded once to the element type.
+cudaError_t launch_add_2d(void* dst, std::int64_t ld_dst, const void* src, std::int64_t ld_src,
+                          std::int64_t rows, std::int64_t cols, ElemType t, cudaStream_t stream);
+
+/// out[r, c] = float(src[r, c]) for a rows x cols rectangle into a dense rows x cols array.
+cudaError_t launch_to_float_2d(const void* src, std::int64_t ld_src, std::int64_t rows,
+                               std::int64_t cols, ElemType t, float* out, cudaStream_t stream);
+
+/// An empty kernel (launch-overhead measurement).
+cudaError_t launch_empty(cudaStream_t stream);
+
+/// An SM-driven copy of `bytes` (multiple of 16) from src to dst by `blocks` thread blocks,
+/// repeated `passes` times: stands in for NCCL-style copy kernels in interference tests.
+cudaError_t launch_sm_copy(void* dst, const void* src, std::int64_t bytes, int blocks, int passes,
+                           cudaStream_t stream);
+
+}  // namespace compass::backends::cuda::device

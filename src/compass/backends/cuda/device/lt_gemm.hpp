@@ -1,0 +1,83 @@
+#pragma once
+// Row-major GEMMs on sub-matrices through cuBLASLt. A row-major C[m,n] = A[m,k] B[k,n] with
+// row strides lda, ldb, ldc is the column-major product C^T = B^T A^T with the same strides, so
+// the call swaps the operands and needs no transposes. Descriptors, the heuristic's algorithm
+// and the pointer alignments are fixed once per task (LtGemm) so the timed loop only calls
+// cublasLtMatmul.
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "compass/core/dtype.hpp"
+#include "compass/core/result.hpp"
+
+namespace compass::backends::cuda::device {
+
+/// Ok, or an error "<call> failed for <context>: cuBLAS status <n> (<name>)".
+Status cublas_check(cublasStatus_t s, std::string_view call, std::string_view context);
+
+/// A cuBLASLt handle, destroyed on destruction (one per device: created with it current).
+class LtHandle {
+ public:
+  LtHandle() = default;
+  LtHandle(const LtHandle&) = delete;
+  LtHandle& operator=(const LtHandle&) = delete;
+  LtHandle(LtHandle&& o) noexcept;
+  LtHandle& operator=(LtHandle&& o) noexcept;
+  ~LtHandle();
+  static Result<LtHandle> create(int device);
+  cublasLtHandle_t get() const { return h_; }
+
+ private:
+  cublasLtHandle_t h_ = nullptr;
+};
+
+/// The shape and memory of one GEMM: C (+)= A * B, row-major, strides in elements.
+struct GemmCall {
+  std::int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  std::int64_t lda = 0;
+  const void* b = nullptr;
+  std::int64_t ldb = 0;
+  void* c = nullptr;
+  std::int64_t ldc = 0;
+  DType in = DType::bf16;   ///< A and B
+  DType out = DType::bf16;  ///< C (fp32 for references)
+  bool accumulate = false;
+};
+
+/// Bytes of cuBLASLt workspace each stream gets.
+inline constexpr std::int64_t kLtWorkspaceBytes = 32ll << 20;
+
+/// A prepared GEMM: descriptors plus the algorithm cuBLASLt's heuristic picked.
+class LtGemm {
+ public:
+  LtGemm() = default;
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+  LtGemm(LtGemm&& o) noexcept;
+  LtGemm& operator=(LtGemm&& o) noexcept;
+  ~LtGemm();
+  /// Prepares `call` (its pointers fix the alignments the algorithm may assume); `what` names
+  /// the task in errors. FP32 accumulation for every input type.
+  static Result<LtGemm> prepare(cublasLtHandle_t handle, const GemmCall& call,
+                                std::int64_t workspace_bytes, std::string_view what);
+  /// Enqueues the GEMM on `stream` (whose device must be current).
+  Status run(void* workspace, cudaStream_t stream) const;
+
+ private:
+  void release();
+  cublasLtHandle_t handle_ = nullptr;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  GemmCall call_;
+  std::int64_t workspace_bytes_ = 0;
+  std::string what_;
+};
+
+}  // namespace compass::backends::cuda::device

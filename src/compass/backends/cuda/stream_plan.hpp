@@ -1,0 +1,74 @@
+#pragma once
+// The schedule-to-stream mapping of the CUDA executor, as plain C++ so it is tested without a
+// GPU. Every (rank, resource) of the schedule becomes one CUDA stream on the rank's device;
+// a task runs on its resource's stream; a dependency between tasks on different streams
+// becomes a CUDA event recorded after the producer and waited on by the consumer's stream
+// (also across ranks and devices: one process owns every stream). Same-stream dependencies
+// need nothing because a stream runs in issue order.
+
+#include <vector>
+
+#include "compass/backends/cuda/cuda_backend.hpp"
+#include "compass/core/result.hpp"
+#include "compass/schedule/schedule.hpp"
+
+namespace compass::backends::cuda {
+
+/// One CUDA stream.
+struct StreamSpec {
+  int rank = 0;
+  schedule::ResourceKind kind = schedule::ResourceKind::compute;
+  int index = 0;       ///< copy engine number (0 for compute)
+  int device = 0;      ///< CUDA device ordinal the stream lives on
+  /// Copy-engine streams get the device's highest priority, compute streams the lowest: the
+  /// DMA copies themselves ignore priorities, but the small kernels that feed or drain
+  /// communication (adds of received partials placed on a copy resource, future SM-driven
+  /// copies) must not queue behind a long GEMM's blocks, which is what delays the next
+  /// transfer and exposes communication.
+  bool high_priority = false;
+  bool operator==(const StreamSpec&) const = default;
+};
+
+/// How one task is issued from the host.
+struct TaskIssue {
+  int task = 0;                  ///< task id
+  int stream = 0;                ///< index into StreamPlan::streams
+  std::vector<int> wait_events;  ///< events the stream waits on before the task
+  int record_event = -1;         ///< event recorded after the task (-1: none needed)
+  bool operator==(const TaskIssue&) const = default;
+};
+
+struct StreamPlan {
+  std::vector<StreamSpec> streams;
+  std::vector<int> event_task;   ///< the producer task of each event
+  std::vector<TaskIssue> issues; ///< in host issue order
+  std::vector<int> devices;      ///< distinct devices used, ascending
+};
+
+/// The device of `rank`: 0 for virtual ranks, s.gpus[rank] for multi-GPU.
+int rank_device(const schedule::Schedule& s, LaunchMode mode, int rank);
+
+/// Maps a schedule onto streams and events. The issue order is a topological order of the
+/// dependencies that keeps each resource's tasks in list order (ties go to the lower task id),
+/// so an event is always recorded before any stream waits on it. Waits are pruned: of several
+/// producers on one stream only the last in that stream's order is waited on. Errors (naming
+/// the tasks): out-of-range ids, deps or ranks, and schedules that deadlock, e.g. a task that
+/// depends on a task listed after it on the same resource.
+Result<StreamPlan> make_stream_plan(const schedule::Schedule& s, LaunchMode mode);
+
+/// Where rank r's local input, weight and output sit in the global X [M, K], W [K, N] and
+/// Y [M, N] of the operator (the --check reference is built from these).
+struct ReferenceBlocks {
+  int x = -1, w = -1, y = -1;          ///< buffer indices
+  std::int64_t x_row = 0, x_col = 0;   ///< top-left of the x block in X
+  std::int64_t w_row = 0, w_col = 0;   ///< top-left of the w block in W
+  std::int64_t y_row = 0, y_col = 0;   ///< top-left of the y block in Y
+};
+
+/// The blocks of every rank: ag_gemm x = rows block r of X, w = cols block r of W, y = cols
+/// block r of Y; gemm_rs x = cols block r of X, w = rows block r of W, y = rows block r of Y;
+/// gemm_ar as gemm_rs but y = all of Y. Errors name a missing buffer or a shape that does not
+/// match the operator.
+Result<std::vector<ReferenceBlocks>> reference_blocks(const schedule::Schedule& s);
+
+}  // namespace compass::backends::cuda

@@ -1,0 +1,394 @@
+// simulate(): checks the input, turns tasks into costs and routes, runs the SimGrid engine (in a
+// forked child by default) and derives the reported quantities from the task times.
+
+#include "compass/backends/sim/simulator.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include "compass/backends/sim/prepared.hpp"
+#include "compass/model/gemm_model.hpp"
+
+namespace compass::backends::sim {
+namespace detail {
+namespace {
+
+using schedule::ResourceKind;
+using schedule::TaskKind;
+
+// The Profile's route src->dst: the O(1) slot when routes are sorted as presets keep them, a
+// search otherwise; nullptr when the profile has none.
+const hardware::Route* find_route(const hardware::Profile& p, int src, int dst,
+                                  std::unordered_map<std::int64_t, const hardware::Route*>& index) {
+  const auto n = static_cast<std::size_t>(p.gpu_count());
+  if (n > 1 && p.routes.size() == n * (n - 1)) {
+    const std::size_t i = static_cast<std::size_t>(src) * (n - 1) +
+                          static_cast<std::size_t>(dst < src ? dst : dst - 1);
+    if (i < p.routes.size() && p.routes[i].src == src && p.routes[i].dst == dst) return &p.routes[i];
+  }
+  if (index.empty())
+    for (const hardware::Route& r : p.routes)
+      index.emplace(static_cast<std::int64_t>(r.src) << 32 | static_cast<std::uint32_t>(r.dst), &r);
+  auto it = index.find(static_cast<std::int64_t>(src) << 32 | static_cast<std::uint32_t>(dst));
+  return it == index.end() ? nullptr : it->second;
+}
+
+double launch_s(const hardware::Profile& p, const schedule::Task& t) {
+  return t.resource.kind == ResourceKind::copy_engine ? p.overheads.copy_launch_s
+                                                      : p.overheads.kernel_launch_s;
+}
+
+// Local memory operations: a copy reads and writes each byte once (or runs at the calibrated
+// device-to-device copy rate), an add reads two regions and writes one.
+Result<double> local_memory_s(const hardware::Profile& p, int gpu, const schedule::Task& t,
+                              std::int64_t bytes) {
+  if (bytes == 0) return 0.0;
+  if (t.kind != TaskKind::add && p.calibration.copy_bandwidth_bytes_per_s &&
+      *p.calibration.copy_bandwidth_bytes_per_s > 0)
+    return static_cast<double>(bytes) / *p.calibration.copy_bandwidth_bytes_per_s;
+  const hardware::DeviceSpec& d = p.gpu_device(gpu);
+  if (!(d.memory_bandwidth_bytes_per_s > 0))
+    return make_error("device '{}' has no memory_bandwidth_bytes_per_s; task {} '{}' needs it",
+                      d.name, t.id, t.name);
+  const double passes = t.kind == TaskKind::add ? 3.0 : 2.0;
+  return passes * static_cast<double>(bytes) / d.memory_bandwidth_bytes_per_s;
+}
+
+Status check_input(const hardware::Profile& p, const schedule::Schedule& s) {
+  COMPASS_TRY(schedule::validate(s));
+  const int n = p.gpu_count();
+  std::vector<int> rank_of_gpu(std::max(n, 0), -1);
+  for (int r = 0; r < s.ranks(); ++r) {
+    const int g = s.gpus[r];
+    if (g < 0 || g >= n)
+      return make_error("schedule puts rank {} on GPU {}, but profile '{}' has {} GPUs", r, g,
+                        p.name, n);
+    if (rank_of_gpu[g] >= 0)
+      return make_error("schedule puts ranks {} and {} on the same GPU {}", rank_of_gpu[g], r, g);
+    rank_of_gpu[g] = r;
+  }
+  for (const schedule::Task& t : s.tasks)
+    if (t.resource.rank < 0 || t.resource.rank >= s.ranks())
+      return make_error("task {} '{}' runs on rank {}, but the schedule has {} ranks", t.id,
+                        t.name, t.resource.rank, s.ranks());
+  return Status::success();
+}
+
+Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s,
+                         const SimOptions& o) {
+  COMPASS_TRY(check_input(p, s));
+  Prepared out;
+  out.profile = &p;
+  out.schedule = &s;
+  if (o.interference && s.ranks() > 1)
+    out.comm_slowdown = std::max(1.0, p.interference.comm_slowdown_beside_gemm);
+  std::unordered_map<std::int64_t, const hardware::Route*> route_index;
+  std::map<std::pair<int, int>, int> route_slot;
+  std::map<std::pair<int, bool>, double> link_bytes;
+  std::map<std::tuple<int, int, int>, int> resource_slot;
+
+  // Fused strategies run each rank's GEMM chunks inside one kernel that waits on arrival
+  // flags, with copy engines moving data; sequential/decompose run one GEMM kernel per part and
+  // NCCL-style collectives (one kernel per collective, reductions inside it, on SMs).
+  const bool fused = s.strategy.kind == schedule::StrategyKind::fuse_all2all ||
+                     s.strategy.kind == schedule::StrategyKind::fuse_ring ||
+                     s.strategy.kind == schedule::StrategyKind::fuse_double_ring;
+  if (o.interference && s.ranks() > 1)
+    out.gemm_slowdown = std::max(1.0, fused ? p.interference.gemm_slowdown_copy_engine
+                                            : p.interference.gemm_slowdown_sm_copy);
+  std::vector<char> rank_has_gemm(s.ranks(), 0);
+  out.costs.resize(s.tasks.size());
+  for (const schedule::Task& t : s.tasks) {
+    TaskCost& c = out.costs[t.id];
+    const int gpu = s.gpus[t.resource.rank];
+    c.on_copy_engine = t.resource.kind == ResourceKind::copy_engine;
+    const auto key = std::make_tuple(t.resource.rank, static_cast<int>(t.resource.kind),
+                                     t.resource.kind == ResourceKind::compute ? 0 : t.resource.index);
+    auto [it, fresh] = resource_slot.emplace(key, static_cast<int>(out.resources.size()));
+    if (fresh) {
+      out.resources.push_back(t.resource);
+      if (t.resource.kind == ResourceKind::compute) out.resources.back().index = 0;
+      out.resource_tasks.emplace_back();
+    }
+    out.resource_tasks[it->second].push_back(t.id);
+
+    if (t.kind == TaskKind::gemm) {
+      c.gemm_s = model::gemm_compute_s(p, t.dst.rows, t.dst.cols, t.src.cols, s.op.dtype, gpu);
+      // One launch per GEMM kernel; a fused kernel launches once and then waits on a flag
+      // before each further chunk.
+      const bool first = !rank_has_gemm[t.resource.rank];
+      rank_has_gemm[t.resource.rank] = 1;
+      c.fixed_s = fused && !first ? p.overheads.flag_wait_s : p.overheads.kernel_launch_s;
+      continue;
+    }
+    const std::int64_t bytes = schedule::task_bytes(s, t);
+    const int src_gpu = s.gpus[s.owner(t.src)];
+    const int dst_gpu = s.gpus[s.owner(t.dst)];
+    if (t.kind == TaskKind::transfer && src_gpu != dst_gpu) {
+      auto [rit, rfresh] = route_slot.emplace(std::make_pair(src_gpu, dst_gpu),
+                                              static_cast<int>(out.routes.size()));
+      if (rfresh) {
+        const hardware::Route* r = find_route(p, src_gpu, dst_gpu, route_index);
+        if (r == nullptr)
+          return make_error("profile '{}' has no route from GPU {} to GPU {} (task {} '{}')",
+                            p.name, src_gpu, dst_gpu, t.id, t.name);
+        double bottleneck = 0;
+        for (const hardware::Hop& h : r->hops) {
+          if (h.link < 0 || h.link >= static_cast<int>(p.links.size()))
+            return make_error("route {}->{} of profile '{}' names link {} which does not exist",
+                              src_gpu, dst_gpu, p.name, h.link);
+          const double bw = p.hop_bandwidth(h);
+          if (!(bw > 0))
+            return make_error("link '{}' has no bandwidth in the direction route {}->{} uses",
+                              p.links[h.link].name, src_gpu, dst_gpu);
+          bottleneck = bottleneck == 0 ? bw : std::min(bottleneck, bw);
+        }
+        if (r->hops.empty())
+          return make_error("route {}->{} of profile '{}' has no hops", src_gpu, dst_gpu, p.name);
+        out.routes.push_back(UsedRoute{src_gpu, dst_gpu, r, bottleneck});
+      }
+      c.route = rit->second;
+      c.net_bytes = bytes;
+      // Copy engines issue every transfer; an NCCL-style collective pays one launch (at its
+      // first step) and runs its later steps inside the same kernel.
+      c.fixed_s = fused ? p.overheads.copy_launch_s
+                        : (t.step <= 0 ? p.overheads.collective_launch_s : 0.0);
+      for (const hardware::Hop& h : out.routes[c.route].route->hops)
+        link_bytes[{h.link, h.forward}] += static_cast<double>(bytes);
+      continue;
+    }
+    COMPASS_ASSIGN(const double mem_s, local_memory_s(p, gpu, t, bytes));
+    // Reductions run inside the collective or fused kernel (a flag wait in the latter); copies
+    // are their own operation.
+    const double overhead = t.kind == TaskKind::add ? (fused ? p.overheads.flag_wait_s : 0.0)
+                                                     : launch_s(p, t);
+    c.fixed_s = overhead + mem_s;
+  }
+
+  std::vector<std::pair<double, std::pair<int, bool>>> by_bytes;
+  for (const auto& [dir, b] : link_bytes) by_bytes.push_back({b, dir});
+  std::stable_sort(by_bytes.begin(), by_bytes.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  const std::size_t keep = std::min(by_bytes.size(), static_cast<std::size_t>(std::max(0, o.busiest_links)));
+  for (std::size_t i = 0; i < keep; ++i)
+    out.tracked.push_back(TrackedLink{by_bytes[i].second.first, by_bytes[i].second.second});
+  return out;
+}
+
+// Runs the engine in a forked child and reads its outcome from a pipe.
+Result<RawResult> run_isolated(const Prepared& p) {
+  int fds[2];
+  if (pipe(fds) != 0) return make_error("simulator: pipe failed: {}", std::strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return make_error("simulator: fork failed: {}", std::strerror(errno));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    // SimGrid reports deadlocks and warnings on stderr; the parent reports errors itself.
+    // COMPASS_SIM_STDERR=1 keeps SimGrid's messages (for debugging a crash).
+    const char* keep = std::getenv("COMPASS_SIM_STDERR");
+    const int devnull = keep != nullptr && *keep == '1' ? -1 : open("/dev/null", O_WRONLY);
+    if (devnull >= 0) {
+      dup2(devnull, STDOUT_FILENO);
+      dup2(devnull, STDERR_FILENO);
+    }
+    std::string bytes;
+    try {
+      bytes = encode(run_engine(p));
+    } catch (const std::exception& e) {
+      bytes = encode(Result<RawResult>(make_error("simulator: {}", e.what())));
+    }
+    const char* data = bytes.data();
+    std::size_t left = bytes.size();
+    while (left > 0) {
+      const ssize_t w = write(fds[1], data, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) _exit(3);
+      data += w;
+      left -= static_cast<std::size_t>(w);
+    }
+    close(fds[1]);
+    _exit(0);  // no atexit handlers, no flushing of the parent's stdio buffers
+  }
+  close(fds[1]);
+  std::string bytes;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t r = read(fds[0], buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    bytes.append(buf, static_cast<std::size_t>(r));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    return make_error("simulator crashed (signal {}: {})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return make_error("simulator child failed (exit status {})", WEXITSTATUS(status));
+  return decode(bytes);
+}
+
+SimResult finish(const hardware::Profile& p, const schedule::Schedule& s, const Prepared& prep,
+                 RawResult raw) {
+  SimResult out;
+  out.tasks = std::move(raw.tasks);
+  for (const TaskTime& t : out.tasks) out.total_s = std::max(out.total_s, t.end_s);
+  for (std::size_t a = 0; a < prep.resources.size(); ++a) {
+    ResourceBusy b;
+    b.rank = prep.resources[a].rank;
+    b.kind = prep.resources[a].kind;
+    b.index = prep.resources[a].index;
+    b.tasks = static_cast<int>(prep.resource_tasks[a].size());
+    for (int id : prep.resource_tasks[a]) b.busy_s += out.tasks[id].end_s - out.tasks[id].start_s;
+    out.resources.push_back(b);
+  }
+  std::sort(out.resources.begin(), out.resources.end(), [](const auto& x, const auto& y) {
+    return std::tie(x.rank, x.kind, x.index) < std::tie(y.rank, y.kind, y.index);
+  });
+  out.exposed_comm_s_per_rank.assign(s.ranks(), out.total_s);
+  for (const ResourceBusy& b : out.resources)
+    if (b.kind == schedule::ResourceKind::compute) out.exposed_comm_s_per_rank[b.rank] -= b.busy_s;
+  for (double& e : out.exposed_comm_s_per_rank) {
+    e = std::max(0.0, e);
+    out.exposed_comm_s = std::max(out.exposed_comm_s, e);
+  }
+  for (const schedule::Task& t : s.tasks) {
+    if (prep.costs[t.id].route < 0) continue;
+    ++out.transfers;
+    out.transferred_bytes += static_cast<double>(prep.costs[t.id].net_bytes);
+  }
+  for (std::size_t i = 0; i < prep.tracked.size(); ++i) {
+    const TrackedLink& tl = prep.tracked[i];
+    LinkUse u;
+    u.link = tl.link;
+    u.forward = tl.forward;
+    u.name = p.hop_name(hardware::Hop{tl.link, tl.forward});
+    u.bandwidth_bytes_per_s = p.hop_bandwidth(hardware::Hop{tl.link, tl.forward});
+    for (const schedule::Task& t : s.tasks) {
+      const TaskCost& c = prep.costs[t.id];
+      if (c.route < 0) continue;
+      for (const hardware::Hop& h : prep.routes[c.route].route->hops)
+        if (h.link == tl.link && h.forward == tl.forward) u.bytes += static_cast<double>(c.net_bytes);
+    }
+    u.samples = i < raw.samples.size() ? std::move(raw.samples[i]) : std::vector<LinkSample>{};
+    for (std::size_t k = 0; k < u.samples.size(); ++k) {
+      const double end = k + 1 < u.samples.size() ? u.samples[k + 1].t_s : out.total_s;
+      if (u.samples[k].utilisation > 1e-12) u.busy_s += end - u.samples[k].t_s;
+    }
+    if (u.samples.empty() || u.samples.back().utilisation != 0.0)
+      u.samples.push_back(LinkSample{out.total_s, 0.0});
+    u.busy_fraction = out.total_s > 0 ? u.busy_s / out.total_s : 0.0;
+    out.busiest_links.push_back(std::move(u));
+  }
+  return out;
+}
+
+// Little-endian host order is fine: parent and child are the same binary on the same machine.
+template <typename T>
+void put(std::string& b, const T& v) {
+  b.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+template <typename T>
+bool get(const std::string& b, std::size_t& pos, T& v) {
+  if (pos + sizeof v > b.size()) return false;
+  std::memcpy(&v, b.data() + pos, sizeof v);
+  pos += sizeof v;
+  return true;
+}
+
+}  // namespace
+
+std::string encode(const Result<RawResult>& r) {
+  std::string b;
+  if (!r.ok()) {
+    put<std::uint8_t>(b, 1);
+    put<std::uint64_t>(b, r.error().message.size());
+    b += r.error().message;
+    return b;
+  }
+  put<std::uint8_t>(b, 0);
+  put<std::uint64_t>(b, r->tasks.size());
+  b.reserve(b.size() + r->tasks.size() * 2 * sizeof(double));
+  for (const TaskTime& t : r->tasks) {
+    put(b, t.start_s);
+    put(b, t.end_s);
+  }
+  put<std::uint64_t>(b, r->samples.size());
+  for (const auto& v : r->samples) {
+    put<std::uint64_t>(b, v.size());
+    for (const LinkSample& x : v) {
+      put(b, x.t_s);
+      put(b, x.utilisation);
+    }
+  }
+  return b;
+}
+
+Result<RawResult> decode(const std::string& b) {
+  const Error truncated = make_error("simulator child sent a truncated result ({} bytes)", b.size());
+  std::size_t pos = 0;
+  std::uint8_t tag = 0;
+  std::uint64_t n = 0;
+  if (!get(b, pos, tag) || !get(b, pos, n)) return truncated;
+  if (tag == 1) {
+    if (pos + n > b.size()) return truncated;
+    return Error{b.substr(pos, n)};
+  }
+  RawResult r;
+  if (n > b.size()) return truncated;
+  r.tasks.resize(n);
+  for (TaskTime& t : r.tasks)
+    if (!get(b, pos, t.start_s) || !get(b, pos, t.end_s)) return truncated;
+  if (!get(b, pos, n) || n > b.size()) return truncated;
+  r.samples.resize(n);
+  for (auto& v : r.samples) {
+    std::uint64_t m = 0;
+    if (!get(b, pos, m) || m > b.size()) return truncated;
+    v.resize(m);
+    for (LinkSample& x : v)
+      if (!get(b, pos, x.t_s) || !get(b, pos, x.utilisation)) return truncated;
+  }
+  return r;
+}
+
+}  // namespace detail
+
+Result<SimResult> simulate(const hardware::Profile& profile, const schedule::Schedule& s,
+                           const SimOptions& options) {
+  COMPASS_ASSIGN(const detail::Prepared prep, detail::prepare(profile, s, options));
+  COMPASS_ASSIGN(detail::RawResult raw,
+                 options.isolate ? detail::run_isolated(prep) : detail::run_engine(prep));
+  if (raw.tasks.size() != s.tasks.size())
+    return make_error("simulator returned {} task times for {} tasks", raw.tasks.size(), s.tasks.size());
+  return detail::finish(profile, s, prep, std::move(raw));
+}
+
+double isolated_task_time_s(const hardware::Profile& profile, const schedule::Schedule& s,
+                            const schedule::Task& t) {
+  auto prep = detail::prepare(profile, s, SimOptions{});
+  if (!prep.ok()) return 0.0;
+  const detail::TaskCost& c = prep->costs.at(t.id);
+  double time_s = c.fixed_s + c.gemm_s;
+  if (c.route >= 0) {
+    const detail::UsedRoute& r = prep->routes[c.route];
+    for (const hardware::Hop& h : r.route->hops) time_s += profile.links[h.link].latency_s;
+    time_s += static_cast<double>(c.net_bytes) / r.bottleneck_bytes_per_s;
+  }
+  return time_s;
+}
+
+}  // namespace compass::backends::sim

@@ -1,0 +1,103 @@
+#pragma once
+// The SimGrid backend: executes a Schedule on a machine modelled from a Profile (SimGrid 3.32,
+// S4U API, CM02 network model without cross-traffic, split-duplex links, routes exactly as the
+// Profile gives them). Links are shared by max-min fairness, so congestion appears by itself;
+// GEMM durations come from model::gemm_time_s and the Profile's interference factors are
+// applied on top (SimGrid does not model compute slowed by communication). See
+// docs/simulator.md for the translation rules.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compass/core/result.hpp"
+#include "compass/hardware/profile.hpp"
+#include "compass/schedule/schedule.hpp"
+
+namespace compass::backends::sim {
+
+struct SimOptions {
+  /// Run SimGrid in a forked child process. SimGrid 3.32's engine is a process-wide singleton
+  /// (its clock and configuration survive a second Engine), so only the first in-process
+  /// simulation of a process is clean; forking also isolates SimGrid crashes.
+  bool isolate = true;
+  /// How many link directions to report (and to trace as counters), busiest by bytes first.
+  int busiest_links = 4;
+  /// Apply the Profile's interference factors (off: pure network + GEMM model times).
+  bool interference = true;
+};
+
+/// Busy time of one serial resource (sum of its tasks' durations).
+struct ResourceBusy {
+  int rank = 0;
+  schedule::ResourceKind kind = schedule::ResourceKind::compute;
+  int index = 0;
+  int tasks = 0;
+  double busy_s = 0;
+  bool operator==(const ResourceBusy&) const = default;
+};
+
+/// When one task ran (simulated seconds from the start of the operator).
+struct TaskTime {
+  double start_s = 0;
+  double end_s = 0;
+  bool operator==(const TaskTime&) const = default;
+};
+
+/// Utilisation of one link direction over [t_s, next sample's t_s) (0..1 of its bandwidth).
+struct LinkSample {
+  double t_s = 0;
+  double utilisation = 0;
+  bool operator==(const LinkSample&) const = default;
+};
+
+/// One link direction with the traffic the schedule put on it.
+struct LinkUse {
+  int link = 0;                     ///< index into Profile::links
+  bool forward = true;              ///< a->b
+  std::string name;                 ///< Profile::hop_name, e.g. "pcie-sw0-up up"
+  double bandwidth_bytes_per_s = 0;
+  double bytes = 0;                 ///< bytes the schedule's transfers carry over it
+  double busy_s = 0;                ///< time with at least one flow moving data over it
+  double busy_fraction = 0;         ///< busy_s / total_s
+  std::vector<LinkSample> samples;  ///< utilisation over time (piecewise constant)
+  bool operator==(const LinkUse&) const = default;
+};
+
+/// The outcome of one simulation.
+struct SimResult {
+  double total_s = 0;                        ///< end of the last task
+  std::vector<ResourceBusy> resources;       ///< every resource that has tasks, by rank
+  std::vector<double> exposed_comm_s_per_rank;  ///< total_s minus the rank's compute busy time
+  double exposed_comm_s = 0;                 ///< the largest per-rank exposed communication
+  std::vector<TaskTime> tasks;               ///< indexed by task id
+  std::vector<LinkUse> busiest_links;        ///< by bytes, largest first
+  std::int64_t transfers = 0;                ///< transfer tasks between different GPUs
+  double transferred_bytes = 0;              ///< bytes those transfers moved
+  bool operator==(const SimResult&) const = default;
+};
+
+/// Simulates `s` on `profile`. Errors: an invalid schedule, ranks on GPUs the profile lacks or
+/// sharing a GPU, a missing route or a zero-bandwidth hop on a route a transfer uses, a
+/// schedule whose resource order deadlocks, or a crashed simulator child.
+Result<SimResult> simulate(const hardware::Profile& profile, const schedule::Schedule& s,
+                           const SimOptions& options = {});
+
+/// Seconds one task takes alone on the machine (no sharing, no interference); for tests and
+/// reports. Transfers: copy launch + route latency + bytes / route bottleneck.
+double isolated_task_time_s(const hardware::Profile& profile, const schedule::Schedule& s,
+                            const schedule::Task& t);
+
+/// The result as JSON (total, per-resource busy time, exposed communication, busiest links).
+std::string sim_result_to_json(const SimResult& r, const schedule::Schedule& s);
+
+/// Chrome trace-event JSON (Perfetto compatible): one process per rank, one thread per compute
+/// stream and copy engine, an "X" slice per task (microseconds), "C" counters for the busiest
+/// links' utilisation.
+std::string trace_to_json(const SimResult& r, const schedule::Schedule& s);
+
+/// Writes trace_to_json to `path`; refuses to overwrite an existing file unless `overwrite`.
+Status write_trace(const SimResult& r, const schedule::Schedule& s, const std::string& path,
+                   bool overwrite = false);
+
+}  // namespace compass::backends::sim

@@ -1,0 +1,75 @@
+#pragma once
+// Transfer and collective time: latency + bytes / bandwidth per route, with concurrent flows
+// sharing links max-min fairly (hardware::run_flows). Formulas: docs/model.md, "Communication".
+
+#include <string>
+#include <vector>
+
+#include "compass/hardware/flows.hpp"
+#include "compass/hardware/profile.hpp"
+
+namespace compass::model {
+
+/// One point-to-point transfer alone on its route: route latency + bytes / bottleneck bandwidth
+/// (0 when src == dst or bytes <= 0).
+double transfer_time_s(const hardware::Profile& p, int src_gpu, int dst_gpu, double bytes);
+
+/// A set of flows that start together and the time until the last one lands.
+struct StepTime {
+  double time_s = 0;        ///< makespan, route latency included
+  std::string bottleneck;   ///< busiest link direction ("" when nothing moves)
+  std::vector<hardware::HopLoad> loads;  ///< heaviest first
+};
+
+/// Runs `flows` together (max-min sharing, re-shared as flows finish).
+StepTime concurrent_flows_time(const hardware::Profile& p, const std::vector<hardware::Flow>& flows);
+
+/// One ring step: every member of `ring_gpus` sends `bytes` to its successor at once.
+StepTime ring_step_time(const hardware::Profile& p, const std::vector<int>& ring_gpus, double bytes);
+
+/// One double-ring step: both rings send `bytes_each` to their successors at once.
+StepTime double_ring_step_time(const hardware::Profile& p, const std::vector<int>& ring1_gpus,
+                               const std::vector<int>& ring2_gpus, double bytes_each);
+
+/// ring_step_time (ring2 == nullptr) or double_ring_step_time through a process-wide cache.
+/// Equal flows that start together scale exactly with their size (every max-min rate is fixed
+/// by the pattern, latency is added once), so one run per pattern serves every size; the key is
+/// the flows' hops with their bandwidths and latencies. `loads` is left empty. Thread-safe.
+StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int>& ring_gpus,
+                               const std::vector<int>* ring2_gpus, double bytes_each);
+
+/// A flow that becomes ready at `release_s` (e.g. when the GEMM producing it ends) and, when
+/// `after` >= 0, not before flow `after` has finished plus `gap_s` (a serial copy engine).
+struct TimedFlow {
+  int src = 0;
+  int dst = 0;
+  double bytes = 0;
+  double release_s = 0;
+  int after = -1;     ///< index of an earlier flow that must finish first, or -1
+  double gap_s = 0;   ///< issue cost between `after` finishing and this flow starting
+};
+
+/// Finish time (route latency included) of each flow when flows join the max-min sharing at
+/// their release times; rates are re-shared at every release and every finish. `after` must
+/// point to an earlier index.
+std::vector<double> run_released_flows(const hardware::Profile& p,
+                                       const std::vector<TimedFlow>& flows);
+
+/// run_released_flows for flows that are all released at 0 with no gaps, through a process-wide
+/// cache: such a run scales exactly with a common byte count, so one run per pattern (the same
+/// src, dst, `after` and byte ratios) serves every size. Thread-safe.
+std::vector<double> cached_released_flows(const hardware::Profile& p,
+                                          const std::vector<TimedFlow>& flows);
+
+enum class Collective { all_gather, reduce_scatter, all_reduce };
+
+/// NCCL-style ring collective over `ring_gpus` on a tensor of `total_bytes` (the gathered /
+/// reduced size): (p-1) steps (2(p-1) for all-reduce) of concurrent ring flows of total/p bytes
+/// each, plus Overheads::collective_launch_s when `with_launch`.
+double ring_collective_time_s(const hardware::Profile& p, const std::vector<int>& ring_gpus,
+                              double total_bytes, Collective kind, bool with_launch = true);
+
+/// Number of ring steps of a collective over p ranks.
+int collective_steps(Collective kind, int p);
+
+}  // namespace compass::model

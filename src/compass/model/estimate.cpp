@@ -1,0 +1,556 @@
+#include "compass/model/estimate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <numeric>
+
+#include "compass/hardware/rings.hpp"
+#include "compass/model/comm_model.hpp"
+#include "compass/model/gemm_model.hpp"
+
+namespace compass::model {
+
+using schedule::StrategyKind;
+using workload::OpKind;
+
+std::int64_t rows_per_rank(const workload::OperatorSpec& op) {
+  return op.kind == OpKind::gemm_ar ? op.m : op.m / op.tp;
+}
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Everything one evaluation needs: shapes, GPUs of the rings, and the costs under the knobs.
+struct Ctx {
+  const hardware::Profile& prof;
+  const workload::OperatorSpec& op;
+  ModelKnobs knobs;
+  bool details = false;         // also compute comm alone, bottleneck and congestion (slower)
+  int p = 1;
+  double e = 2;                 // bytes per element
+  std::vector<int> gpus;        // GPU of each rank
+  std::vector<int> ring;        // GPU order of the one-way ring
+  std::vector<int> ring2;       // GPU order of the second ring
+  int engines = 2;              // copy engines per rank
+  double launch = 0, coll_launch = 0, copy_issue = 0, flag_wait = 0, reorder = 0;
+  double fg = 1, fc = 1;        // interference factors (transfers run on copy engines)
+  double mem_bw = 1, copy_bw = 1;
+
+  Ctx(const hardware::Profile& pr, const workload::OperatorSpec& o,
+      const schedule::CommPlan& plan, ModelKnobs k)
+      : prof(pr), op(o), knobs(k), p(o.tp), e(dtype_bytes(o.dtype)), gpus(plan.gpus),
+        engines(std::max(1, plan.copy_engines)) {
+    for (int r : plan.ring) ring.push_back(gpus[r]);
+    for (int r : plan.ring2) ring2.push_back(gpus[r]);
+    if (ring2.empty()) ring2.assign(ring.rbegin(), ring.rend());
+    if (k.overheads) {
+      launch = pr.overheads.kernel_launch_s;
+      coll_launch = pr.overheads.collective_launch_s;
+      copy_issue = pr.overheads.copy_launch_s;
+      flag_wait = pr.overheads.flag_wait_s;
+      reorder = kFusedTileReorderOverhead;
+    }
+    if (k.interference && p > 1) {
+      fg = pr.interference.gemm_slowdown_copy_engine;
+      fc = pr.interference.comm_slowdown_beside_gemm;
+    }
+    mem_bw = pr.gpu_device(gpus.front()).memory_bandwidth_bytes_per_s;
+    const auto& cal = pr.calibration.copy_bandwidth_bytes_per_s;
+    copy_bw = cal && *cal > 0 ? *cal : mem_bw / 2;  // a copy reads and writes every byte
+  }
+
+  // GEMM work without launch (the model of one GEMM's tiles).
+  double gemm(std::int64_t m, std::int64_t n, std::int64_t k) const {
+    return gemm_compute_s(prof, m, n, k, op.dtype, gpus.front());
+  }
+  // Reduction of a received partial into the local one: read both, write one.
+  double add(double bytes) const { return mem_bw > 0 ? 3.0 * bytes / mem_bw : 0.0; }
+  // A local copy of `bytes` (staging, own shard).
+  double copy(double bytes) const { return copy_bw > 0 ? bytes / copy_bw : 0.0; }
+  // One step of the one-way ring: every rank sends `bytes` to its successor.
+  StepTime ring_step(double bytes) const {
+    return cached_ring_step_time(prof, ring, nullptr, bytes);
+  }
+  StepTime dring_step(double bytes_each) const {
+    return cached_ring_step_time(prof, ring, &ring2, bytes_each);
+  }
+};
+
+struct Outcome {
+  double total_s = 0;
+  double compute_s = 0;  // the compute stream's work (GEMMs, adds, copies) on the slowest rank
+  double comm_s = 0;     // the communication alone
+  std::string bottleneck;
+  std::vector<std::string> congested;
+};
+
+// Local GEMM shape: ag_gemm multiplies gathered rows by W_r [K, N/p]; gemm_rs/ar multiply
+// rows of X_r [M, K/p] by W_r [K/p, N].
+struct GemmShape {
+  std::int64_t n = 0, k = 0;
+};
+GemmShape local_shape(const workload::OperatorSpec& op) {
+  if (op.kind == OpKind::ag_gemm) return {op.n / op.tp, op.k};
+  return {op.n, op.k / op.tp};
+}
+
+// ---- sequential and decompose:d (sequential is decompose:1, as in the schedule) --------------
+// The collectives are NCCL-style rings of transfers on copy engine 0; a reduce-scatter step
+// adds the received block on the compute stream before the next step forwards it.
+
+struct CollectiveCosts {
+  double step_s = 0;     // one ring transfer step (slowed by interference when beside a GEMM)
+  double add_s = 0;      // reduce-scatter: the add after each step
+  std::string bottleneck;
+};
+
+CollectiveCosts collective_costs(const Ctx& c, std::int64_t part_rows) {
+  CollectiveCosts cc;
+  if (c.p <= 1) return cc;
+  const double cols = c.op.kind == OpKind::ag_gemm ? c.op.k : c.op.n;
+  const double block = static_cast<double>(part_rows) / c.p * cols * c.e;
+  const StepTime st = c.ring_step(block);
+  cc.step_s = st.time_s + c.copy_issue;
+  cc.bottleneck = st.bottleneck;
+  if (c.op.kind != OpKind::ag_gemm) cc.add_s = c.add(block);
+  return cc;
+}
+
+Outcome decompose(const Ctx& c, int d) {
+  Outcome o;
+  const GemmShape s = local_shape(c.op);
+  const int p = c.p;
+  const std::int64_t part_rows = c.op.m / d;  // all ranks' rows of one part (ag), or M/d
+  const bool staged = d > 1 && p > 1;
+  const double g = c.gemm(part_rows, s.n, s.k);
+  const CollectiveCosts cc = collective_costs(c, part_rows);
+  o.bottleneck = cc.bottleneck;
+  const double steps = p - 1;
+  if (c.op.kind == OpKind::ag_gemm) {
+    // Copy engine 0: own shard copy, then the p-1 ring steps of part i; the GEMM of part i waits
+    // for its gather; staged outputs are copied back in rank order on the compute stream.
+    const double own_copy = p > 1 ? c.copy(static_cast<double>(part_rows) / p * c.op.k * c.e) : 0;
+    const double out_copy = staged ? c.copy(static_cast<double>(part_rows) * s.n * c.e) : 0;
+    double ce = 0, cs = 0;
+    for (int i = 0; i < d; ++i) {
+      const bool beside_gemm = i >= 1;  // part i's gather runs beside GEMM i-1
+      if (p > 1) ce += c.coll_launch + own_copy + steps * cc.step_s * (beside_gemm ? c.fc : 1.0);
+      const bool beside_comm = i + 1 < d && p > 1;
+      cs = std::max(cs, ce) + c.launch + g * (beside_comm ? c.fg : 1.0) + out_copy;
+      o.compute_s += g + out_copy;
+    }
+    o.total_s = cs;
+    o.comm_s = d * steps * (cc.step_s - c.copy_issue);
+  } else {
+    // Program order of the schedule: GEMM 0, then for each part i: GEMM i+1, then the adds of
+    // part i's reduce-scatter (each after its step's transfer); transfers of part i start after
+    // GEMM i and each forwards the previous add's result.
+    const double in_copy = staged ? c.copy(static_cast<double>(part_rows) * s.k * c.e) : 0;
+    const double own_copy = p > 1 ? c.copy(static_cast<double>(part_rows) / p * c.op.n * c.e) : 0;
+    double cs = 0, ce = 0;
+    std::vector<double> gemm_end(d, 0);
+    auto run_gemm = [&](int i, bool beside_comm) {
+      cs += in_copy + c.launch + g * (beside_comm ? c.fg : 1.0);
+      o.compute_s += g + in_copy;
+      gemm_end[i] = cs;
+    };
+    run_gemm(0, false);
+    double ag_end = 0;
+    for (int i = 0; i < d; ++i) {
+      if (i + 1 < d) run_gemm(i + 1, p > 1);
+      if (p == 1) continue;
+      cs += own_copy;
+      o.compute_s += own_copy;
+      double t = std::max(ce, gemm_end[i]) + c.coll_launch;
+      const bool beside_gemm = i + 1 < d;
+      for (int st = 0; st < p - 1; ++st) {
+        const double arrive = t + cc.step_s * (beside_gemm ? c.fc : 1.0);
+        cs = std::max(cs, arrive) + cc.add_s;
+        o.compute_s += cc.add_s;
+        t = cs;  // the next step forwards the sum
+      }
+      ce = t;
+      if (c.op.kind == OpKind::gemm_ar) {
+        // The all-gather of part i's sums follows on the same copy engine.
+        ce += (p - 1) * cc.step_s;
+        ag_end = ce;
+      }
+    }
+    o.total_s = std::max(cs, ag_end);
+    const double coll_steps = c.op.kind == OpKind::gemm_ar ? 2.0 * steps : steps;
+    o.comm_s = d * coll_steps * (cc.step_s - c.copy_issue);
+  }
+  return o;
+}
+
+// ---- IntraFusion, AG-GEMM --------------------------------------------------------------------
+
+// One fused kernel (one launch) computing chunks in a fixed order; chunk i waits for its rows
+// (arrivals[i], the own shard at 0) and pays a flag wait; chunks computed while transfers are
+// still landing are slowed by the copy engines; tiles run in arrival order (reorder cost).
+double fused_compute(const Ctx& c, const std::vector<double>& arrivals,
+                     const std::vector<std::int64_t>& rows, double comm_end, double* compute_acc) {
+  const GemmShape s = local_shape(c.op);
+  double t = c.launch;
+  for (std::size_t i = 0; i < arrivals.size(); ++i) {
+    const double start = std::max(t, arrivals[i]);
+    const double work = c.gemm(rows[i], s.n, s.k);
+    *compute_acc += work;
+    t = start + work * (1.0 + c.reorder) * (start < comm_end ? c.fg : 1.0) + c.flag_wait;
+  }
+  return t;
+}
+
+Outcome fused_ag_ring(const Ctx& c, bool double_ring) {
+  Outcome o;
+  const std::int64_t shard_rows = c.op.m / c.p;
+  const double shard_bytes = static_cast<double>(shard_rows) * c.op.k * c.e;
+  const StepTime st = double_ring ? c.dring_step(shard_bytes / 2) : c.ring_step(shard_bytes);
+  const double step = st.time_s * c.fc + c.copy_issue;
+  // Own shard first (one GEMM), then per step the chunk (or both half-chunks) that landed.
+  std::vector<double> arrivals{0.0};
+  std::vector<std::int64_t> rows{shard_rows};
+  const std::int64_t half = ceil_div(shard_rows, 2);
+  for (int s = 1; s < c.p; ++s) {
+    if (double_ring) {
+      arrivals.insert(arrivals.end(), {s * step, s * step});
+      rows.insert(rows.end(), {half, shard_rows - half});
+    } else {
+      arrivals.push_back(s * step);
+      rows.push_back(shard_rows);
+    }
+  }
+  o.total_s = fused_compute(c, arrivals, rows, (c.p - 1) * step, &o.compute_s);
+  o.comm_s = (c.p - 1) * st.time_s;
+  o.bottleneck = st.bottleneck;
+  return o;
+}
+
+// All-to-all pushes as the schedule issues them: rank r sends to r+k on copy engine
+// (k-1) mod engines, one transfer after another per engine, the first ones released at
+// `release(r, k)`. Returns finish times indexed [src * p + dst] (route latency included).
+std::vector<double> all2all_pushes(const Ctx& c, double bytes,
+                                   const std::function<double(int, int)>* release) {
+  std::vector<TimedFlow> flows;
+  std::vector<int> flow_of(static_cast<std::size_t>(c.p * c.p), -1);
+  std::vector<int> queue_pos;
+  for (int r = 0; r < c.p; ++r) {
+    std::vector<int> last_on_engine(static_cast<std::size_t>(c.engines), -1);
+    for (int k = 1; k < c.p; ++k) {
+      const int dst = (r + k) % c.p;
+      const int engine = (k - 1) % c.engines;
+      const double rel = release ? (*release)(r, k) + c.copy_issue : 0.0;
+      TimedFlow f{c.gpus[r], c.gpus[dst], bytes, rel, last_on_engine[engine],
+                  release ? c.copy_issue : 0.0};
+      last_on_engine[engine] = static_cast<int>(flows.size());
+      flow_of[r * c.p + dst] = static_cast<int>(flows.size());
+      queue_pos.push_back((k - 1) / c.engines);
+      flows.push_back(f);
+    }
+  }
+  std::vector<double> fin;
+  if (release) {
+    // Later pushes of one engine were appended after their predecessor, so `after` < index.
+    fin = run_released_flows(c.prof, flows);
+  } else {
+    // Everything ready at once: the chained flows scale exactly with their size, so one cached
+    // run per pattern serves all sizes; the copy issue before each push of an engine queue is
+    // added afterwards (it shifts that queue by one issue per push).
+    fin = cached_released_flows(c.prof, flows);
+    for (std::size_t i = 0; i < fin.size(); ++i) fin[i] += (queue_pos[i] + 1) * c.copy_issue;
+  }
+  std::vector<double> out(static_cast<std::size_t>(c.p * c.p), 0);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (flow_of[i] >= 0) out[i] = fin[flow_of[i]];
+  return out;
+}
+
+// Link directions the all-to-all exchange of `block` bytes per pair loads beyond the busiest
+// direction of the one-way ring all-gather of the same data (the plan's ring), busiest first.
+void all2all_congestion(const Ctx& c, double block, Outcome* o) {
+  // Loads are linear in the bytes, so the answer depends on the pattern only: cache it.
+  std::vector<double> key;
+  for (const hardware::Link& l : c.prof.links)
+    key.insert(key.end(), {l.bandwidth_bytes_per_s, l.reverse_bandwidth_bytes_per_s});
+  key.push_back(-1);
+  for (int g : c.gpus) key.push_back(g);
+  key.push_back(-1);
+  for (int g : c.ring) key.push_back(g);
+  static std::mutex mu;
+  static std::map<std::vector<double>, Outcome> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) {
+      o->bottleneck = it->second.bottleneck;
+      o->congested = it->second.congested;
+      return;
+    }
+  }
+  std::vector<hardware::Flow> a2a;
+  for (int s = 0; s < c.p; ++s)
+    for (int d = 0; d < c.p; ++d)
+      if (s != d) a2a.push_back({c.gpus[s], c.gpus[d], block});
+  std::vector<hardware::Flow> ring;
+  for (int i = 0; i < c.p; ++i)
+    ring.push_back({c.ring[i], c.ring[(i + 1) % c.p], block * (c.p - 1)});
+  const hardware::FlowOutcome ra = hardware::run_flows(c.prof, a2a);
+  const hardware::FlowOutcome rr = hardware::run_flows(c.prof, ring);
+  const double ring_busy = rr.loads.empty() ? 0.0 : rr.loads.front().busy_s;
+  Outcome found;
+  if (!ra.loads.empty()) found.bottleneck = ra.loads.front().name;
+  for (const hardware::HopLoad& l : ra.loads)
+    if (l.busy_s > ring_busy * (1 + 1e-9)) found.congested.push_back(l.name);
+  o->bottleneck = found.bottleneck;
+  o->congested = found.congested;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() > 1024) cache.clear();
+  cache.emplace(std::move(key), std::move(found));
+}
+
+Outcome fused_ag_all2all(const Ctx& c) {
+  Outcome o;
+  const std::int64_t shard_rows = c.op.m / c.p;
+  const double shard_bytes = static_cast<double>(shard_rows) * c.op.k * c.e;
+  // Comm slowed beside the GEMM: the same as proportionally more bytes.
+  const std::vector<double> fin =
+      all2all_pushes(c, shard_bytes * c.fc, nullptr);
+  // Rank r computes its own shard, then the shard of r-k for k = 1..p-1, each when it landed.
+  for (int r = 0; r < c.p; ++r) {
+    std::vector<double> arrivals{0.0};
+    for (int k = 1; k < c.p; ++k) arrivals.push_back(fin[((r - k + c.p) % c.p) * c.p + r]);
+    const double comm_end = *std::max_element(arrivals.begin(), arrivals.end());
+    double compute = 0;
+    const double t = fused_compute(c, arrivals, std::vector<std::int64_t>(c.p, shard_rows),
+                                   comm_end, &compute);
+    if (t > o.total_s) {
+      o.total_s = t;
+      o.compute_s = compute;
+    }
+  }
+  if (c.details && c.p > 1) {
+    const std::vector<double> alone = all2all_pushes(c, shard_bytes, nullptr);
+    o.comm_s = *std::max_element(alone.begin(), alone.end());
+    all2all_congestion(c, shard_bytes, &o);
+  }
+  return o;
+}
+
+// ---- IntraFusion, GEMM-RS (and the reduce-scatter half of GEMM-AR) ---------------------------
+
+// Ring reduce-scatter fused with the GEMM (one ring, or a double ring with half of every chunk
+// on each ring): at step s the rank at ring position P computes the partial of the chunk owned
+// by ring[P - s - 1], adds the running sum that arrived, and forwards it; at the last step the
+// chunk is its own. Compute-stream order per step: (GEMM, add) per ring; the last step computes
+// the whole own chunk, then adds both arrivals.
+Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
+  Outcome o;
+  const GemmShape s = local_shape(c.op);
+  const std::int64_t chunk_rows = ceil_div(c.op.m, c.p);
+  const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
+  const int lanes = double_ring ? 2 : 1;
+  const std::int64_t half = double_ring ? ceil_div(chunk_rows, 2) : chunk_rows;
+  const std::int64_t lane_rows[2] = {half, chunk_rows - half};
+  const StepTime st = double_ring ? c.dring_step(chunk_bytes / 2) : c.ring_step(chunk_bytes);
+  const double step = st.time_s * c.fc + c.copy_issue;
+  double t = c.launch;
+  double arrival[2] = {0, 0};
+  auto work = [&](double w, bool beside_comm) {
+    o.compute_s += w;
+    t += w * (1.0 + c.reorder) * (beside_comm ? c.fg : 1.0);
+  };
+  for (int k = 0; k < c.p; ++k) {
+    const bool last = k + 1 == c.p;
+    if (last) work(c.gemm(chunk_rows, s.n, s.k), k >= 1);
+    for (int h = 0; h < lanes; ++h) {
+      const double lane_bytes = static_cast<double>(lane_rows[h]) * c.op.n * c.e;
+      if (!last) work(c.gemm(lane_rows[h], s.n, s.k), k >= 1);
+      if (k >= 1) {
+        t = std::max(t, arrival[h]) + c.flag_wait;
+        o.compute_s += c.add(lane_bytes);
+        t += c.add(lane_bytes);
+      }
+      if (!last) arrival[h] = t + step;  // forward the (summed) partial on ring h
+    }
+  }
+  o.total_s = t;
+  o.comm_s = (c.p - 1) * st.time_s;
+  o.bottleneck = st.bottleneck;
+  return o;
+}
+
+// All-to-all: rank r computes the partials of chunks r+1, ..., r+p-1 (pushing each to its owner
+// when done) and then its own; after its GEMMs it adds the p-1 received partials in the order
+// r-1, r-2, ... as they land.
+Outcome fused_rs_all2all(const Ctx& c) {
+  Outcome o;
+  const GemmShape s = local_shape(c.op);
+  const std::int64_t chunk_rows = ceil_div(c.op.m, c.p);
+  const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
+  const double g = c.gemm(chunk_rows, s.n, s.k);
+  const double g_f = g * (1.0 + c.reorder) * (c.p > 1 ? c.fg : 1.0) + c.flag_wait;
+  const std::function<double(int, int)> release = [&](int, int k) { return c.launch + k * g_f; };
+  const std::vector<double> fin = all2all_pushes(c, chunk_bytes * c.fc, &release);
+  const double add_work = c.add(chunk_bytes);
+  for (int r = 0; r < c.p; ++r) {
+    double t = c.launch + c.p * g_f;
+    for (int k = 1; k < c.p; ++k)
+      t = std::max(t, fin[((r - k + c.p) % c.p) * c.p + r]) + add_work + c.flag_wait;
+    o.total_s = std::max(o.total_s, t);
+  }
+  o.compute_s = c.p * g + (c.p - 1) * add_work;
+  if (c.details && c.p > 1) {
+    const std::vector<double> alone = all2all_pushes(c, chunk_bytes, nullptr);
+    o.comm_s = *std::max_element(alone.begin(), alone.end());
+    all2all_congestion(c, chunk_bytes, &o);
+  }
+  return o;
+}
+
+// GEMM-AR fused: the fused reduce-scatter, then an all-gather of the reduced chunks in the same
+// pattern (nothing left to overlap it with).
+Outcome fused_ar(const Ctx& c, StrategyKind kind) {
+  Outcome o = kind == StrategyKind::fuse_all2all
+                  ? fused_rs_all2all(c)
+                  : fused_rs_ring(c, kind == StrategyKind::fuse_double_ring);
+  if (c.p <= 1) return o;
+  const std::int64_t chunk_rows = ceil_div(c.op.m, c.p);
+  const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
+  double ag = 0, alone = 0;
+  if (kind == StrategyKind::fuse_all2all) {
+    const std::vector<double> fin = all2all_pushes(c, chunk_bytes, nullptr);
+    alone = *std::max_element(fin.begin(), fin.end());
+    ag = alone;
+  } else {
+    const StepTime st = kind == StrategyKind::fuse_double_ring ? c.dring_step(chunk_bytes / 2)
+                                                               : c.ring_step(chunk_bytes);
+    ag = (c.p - 1) * (st.time_s + c.copy_issue);
+    alone = (c.p - 1) * st.time_s;
+  }
+  o.total_s += ag;
+  o.comm_s += alone;
+  return o;
+}
+
+Outcome evaluate(const Ctx& c, const schedule::Strategy& st) {
+  switch (st.kind) {
+    case StrategyKind::sequential: return decompose(c, 1);
+    case StrategyKind::decompose: return decompose(c, st.parts);
+    case StrategyKind::fuse_all2all:
+    case StrategyKind::fuse_ring:
+    case StrategyKind::fuse_double_ring:
+      if (c.op.kind == OpKind::ag_gemm) {
+        return st.kind == StrategyKind::fuse_all2all
+                   ? fused_ag_all2all(c)
+                   : fused_ag_ring(c, st.kind == StrategyKind::fuse_double_ring);
+      }
+      if (c.op.kind == OpKind::gemm_rs) {
+        return st.kind == StrategyKind::fuse_all2all
+                   ? fused_rs_all2all(c)
+                   : fused_rs_ring(c, st.kind == StrategyKind::fuse_double_ring);
+      }
+      return fused_ar(c, st.kind);
+  }
+  return {};
+}
+
+Status check_inputs(const hardware::Profile& p, const workload::OperatorSpec& op,
+                    const schedule::Strategy& strategy, const schedule::CommPlan& plan) {
+  COMPASS_TRY(workload::validate(op));
+  const auto n = static_cast<std::size_t>(op.tp);
+  if (plan.gpus.size() != n)
+    return make_error("comm plan has {} ranks but tp is {}", plan.gpus.size(), op.tp);
+  if (plan.ring.size() != n || (!plan.ring2.empty() && plan.ring2.size() != n))
+    return make_error("comm plan rings must list all {} ranks", op.tp);
+  for (int r : plan.ring)
+    if (r < 0 || r >= op.tp) return make_error("comm plan ring names rank {} (tp {})", r, op.tp);
+  for (int r : plan.ring2)
+    if (r < 0 || r >= op.tp) return make_error("comm plan ring2 names rank {} (tp {})", r, op.tp);
+  for (int g : plan.gpus)
+    if (g < 0 || g >= p.gpu_count())
+      return make_error("GPU {} does not exist on '{}' ({} GPUs)", g, p.name, p.gpu_count());
+  if (strategy.kind == StrategyKind::decompose) {
+    const std::int64_t rows = rows_per_rank(op);
+    if (strategy.parts < 1 || rows % strategy.parts != 0)
+      return make_error("decompose:{}: the parts must divide the {} rows each rank owns",
+                        strategy.parts, rows);
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+Result<double> estimate_time_s(const hardware::Profile& p, const workload::OperatorSpec& op,
+                               const schedule::Strategy& strategy, const schedule::CommPlan& plan,
+                               const ModelKnobs& knobs) {
+  COMPASS_TRY(check_inputs(p, op, strategy, plan));
+  return evaluate(Ctx(p, op, plan, knobs), strategy).total_s;
+}
+
+Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSpec& op,
+                          const schedule::Strategy& strategy, const schedule::CommPlan& plan) {
+  COMPASS_TRY(check_inputs(p, op, strategy, plan));
+  Ctx full_ctx(p, op, plan, {true, true});
+  full_ctx.details = true;
+  const Outcome full = evaluate(full_ctx, strategy);
+  const double no_interf = evaluate(Ctx(p, op, plan, {false, true}), strategy).total_s;
+  const Outcome bare = evaluate(Ctx(p, op, plan, {false, false}), strategy);
+  Estimate e;
+  e.strategy = strategy;
+  e.total_s = full.total_s;
+  e.compute_s = bare.compute_s;
+  e.interference_s = full.total_s - no_interf;
+  e.overhead_s = no_interf - bare.total_s;
+  e.exposed_comm_s = std::max(0.0, bare.total_s - bare.compute_s);
+  // Rounding can leave a sliver; keep the parts summing to the total.
+  e.compute_s = e.total_s - e.interference_s - e.overhead_s - e.exposed_comm_s;
+  e.comm_s = full.comm_s;
+  e.bottleneck = full.bottleneck;
+  e.congested = full.congested;
+  return e;
+}
+
+Result<std::vector<std::string>> all2all_congested_links(const hardware::Profile& p,
+                                                         const workload::OperatorSpec& op,
+                                                         const schedule::CommPlan& plan) {
+  COMPASS_TRY(check_inputs(p, op, schedule::Strategy{StrategyKind::fuse_all2all, 0}, plan));
+  const Ctx c(p, op, plan, {true, true});
+  if (c.p <= 1) return std::vector<std::string>{};
+  const double cols = op.kind == OpKind::ag_gemm ? op.k : op.n;
+  Outcome o;
+  all2all_congestion(c, static_cast<double>(ceil_div(op.m, c.p)) * cols * c.e, &o);
+  return o.congested;
+}
+
+DecomposeParts decompose_parts(const hardware::Profile& p, const workload::OperatorSpec& op,
+                               int d, const schedule::CommPlan& plan) {
+  COMPASS_CHECK(d >= 1 && rows_per_rank(op) % d == 0, "decompose_parts: bad degree {}", d);
+  const Ctx c(p, op, plan, {true, true});
+  DecomposeParts dp;
+  const GemmShape s = local_shape(op);
+  const std::int64_t part_rows = op.m / d;
+  const bool staged = d > 1 && c.p > 1;
+  const CollectiveCosts cc = collective_costs(c, part_rows);
+  const double steps = c.p - 1;
+  dp.comm_first = op.kind == OpKind::ag_gemm;
+  dp.gemm_slowdown = c.fg;
+  dp.comm_slowdown = c.fc;
+  dp.gemm_part_s = c.launch + c.gemm(part_rows, s.n, s.k);
+  if (c.p == 1) return dp;
+  if (op.kind == OpKind::ag_gemm) {
+    dp.comm_part_s = c.coll_launch + c.copy(static_cast<double>(part_rows) / c.p * op.k * c.e) +
+                     steps * cc.step_s;
+    if (staged) dp.gemm_part_s += c.copy(static_cast<double>(part_rows) * s.n * c.e);
+  } else {
+    dp.comm_part_s = c.coll_launch + steps * (cc.step_s + cc.add_s) +
+                     c.copy(static_cast<double>(part_rows) / c.p * op.n * c.e);
+    if (op.kind == OpKind::gemm_ar) dp.comm_part_s += steps * cc.step_s;
+    if (staged) dp.gemm_part_s += c.copy(static_cast<double>(part_rows) * s.k * c.e);
+  }
+  return dp;
+}
+
+}  // namespace compass::model

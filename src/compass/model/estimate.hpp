@@ -1,0 +1,72 @@
+#pragma once
+// Strategy estimates: the predicted time of one TP operator under one strategy, modelled step
+// by step on the same pattern the schedule generators build (schedule/generate.hpp), with a
+// breakdown into compute, exposed communication, overheads and interference.
+// Formulas: docs/model.md, "Strategy estimates".
+
+#include <string>
+#include <vector>
+
+#include "compass/hardware/profile.hpp"
+#include "compass/schedule/generate.hpp"
+#include "compass/schedule/strategy.hpp"
+#include "compass/workload/operator.hpp"
+
+namespace compass::model {
+
+/// Extra compute a fused kernel spends because tiles run in arrival order rather than the
+/// cache-friendly swizzled order (assumed: 2% of its GEMM work; docs/model.md).
+inline constexpr double kFusedTileReorderOverhead = 0.02;
+
+/// Switches for what-if evaluation and for the breakdown (both on for a real estimate).
+struct ModelKnobs {
+  bool interference = true;  ///< apply Profile::interference factors
+  bool overheads = true;     ///< launches, flag waits, copy issue, tile reordering
+};
+
+/// A predicted time with its breakdown. total = compute + exposed_comm + overhead + interference.
+struct Estimate {
+  schedule::Strategy strategy;
+  double total_s = 0;
+  double compute_s = 0;       ///< GEMM (and reduction-add) work alone on one rank
+  double exposed_comm_s = 0;  ///< time not hidden under compute (fill, drain, comm-bound steps)
+  double overhead_s = 0;      ///< launches, flag waits, copy issue, tile reordering
+  double interference_s = 0;  ///< added by compute/communication slowing each other
+  double comm_s = 0;          ///< the communication alone (no overlap, no interference)
+  std::string bottleneck;     ///< busiest link direction of the pattern ("" without comm)
+  std::vector<std::string> congested;  ///< fuse:all2all: link directions loaded beyond the ring's
+};
+
+/// Predicts `op` under `strategy` with the communication orders of `plan` (rank numbers; GPUs
+/// plan.gpus). Errors: invalid op, a plan whose size differs from op.tp or names GPUs the
+/// profile lacks, decompose parts that do not divide the rows each rank owns.
+Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSpec& op,
+                          const schedule::Strategy& strategy, const schedule::CommPlan& plan);
+
+/// The total time only, under the given knobs (same errors as estimate()).
+Result<double> estimate_time_s(const hardware::Profile& p, const workload::OperatorSpec& op,
+                               const schedule::Strategy& strategy, const schedule::CommPlan& plan,
+                               const ModelKnobs& knobs);
+
+/// The link directions fuse:all2all loads beyond the busiest direction of the plan's one-way ring
+/// moving the same data (busiest first), and the all2all bottleneck. Errors as estimate().
+Result<std::vector<std::string>> all2all_congested_links(const hardware::Profile& p,
+                                                         const workload::OperatorSpec& op,
+                                                         const schedule::CommPlan& plan);
+
+/// Rows each rank owns along M, the dimension decompose:d splits (M/p, or M for gemm_ar).
+std::int64_t rows_per_rank(const workload::OperatorSpec& op);
+
+/// Per-part times of decompose:d before pipelining (overheads included, no interference).
+struct DecomposeParts {
+  double comm_part_s = 0;   ///< one part's collective, launch included
+  double gemm_part_s = 0;   ///< one part's GEMM, launch included
+  bool comm_first = true;   ///< ag_gemm: collective then GEMM; gemm_rs/ar: GEMM then collective
+  double gemm_slowdown = 1; ///< factor on a GEMM beside a collective (copy-engine transfers)
+  double comm_slowdown = 1; ///< factor on a collective beside a GEMM
+};
+/// The parts of decompose:d (d must divide rows_per_rank(op); op and plan valid).
+DecomposeParts decompose_parts(const hardware::Profile& p, const workload::OperatorSpec& op,
+                               int d, const schedule::CommPlan& plan);
+
+}  // namespace compass::model

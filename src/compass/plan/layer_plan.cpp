@@ -1,0 +1,148 @@
+#include "compass/plan/layer_plan.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "compass/model/gemm_model.hpp"
+
+namespace compass::plan {
+
+using schedule::Strategy;
+using schedule::StrategyKind;
+
+std::string_view to_string(Config c) {
+  switch (c) {
+    case Config::megatron: return "megatron";
+    case Config::te_default: return "te-default";
+    case Config::compass: return "compass";
+  }
+  return "?";
+}
+
+Strategy te_default_strategy(const workload::OperatorSpec& op) {
+  const std::string& r = op.role;
+  if (r == "qkv_fprop" || r == "fc1_fprop" || r == "proj_dgrad" || r == "fc2_dgrad")
+    return Strategy{StrategyKind::fuse_ring, 0};
+  if (r == "proj_fprop" || r == "fc2_fprop") {
+    const std::int64_t rows = model::rows_per_rank(op);
+    for (int d = 4; d >= 2; --d)
+      if (rows % d == 0) return Strategy{StrategyKind::decompose, d};
+  }
+  return Strategy{StrategyKind::sequential, 0};
+}
+
+schedule::CommPlan rank_order_plan(const schedule::CommPlan& topo) {
+  schedule::CommPlan te = topo;
+  const int p = static_cast<int>(topo.gpus.size());
+  te.ring.resize(p);
+  std::iota(te.ring.begin(), te.ring.end(), 0);
+  te.ring2.assign(te.ring.rbegin(), te.ring.rend());
+  return te;
+}
+
+std::vector<std::string> LayerPlan::left_out() {
+  return {"optimizer step", "data-parallel gradient communication", "pipeline bubbles",
+          "embedding lookup and loss", "activation recomputation", "LM-head collectives",
+          "dropout and RoPE kernels"};
+}
+
+namespace {
+
+// The twelve GEMMs of a layer per rank (forward, data gradient, weight gradient of QKV, proj,
+// FC1, FC2), as (role, pass, m, n, k) with the TP split applied.
+struct LayerGemm {
+  std::string role;
+  workload::Pass pass;
+  std::int64_t m, n, k;
+};
+
+std::vector<LayerGemm> layer_gemms(const workload::ModelConfig& mc, std::int64_t tokens, int tp) {
+  using workload::Pass;
+  const std::int64_t h = mc.hidden, f = mc.ffn, qkv = mc.qkv_out(), fc1 = mc.fc1_out();
+  const std::int64_t t = tokens;
+  return {
+      {"qkv_fprop", Pass::forward, t, qkv / tp, h},   {"proj_fprop", Pass::forward, t, h, h / tp},
+      {"fc1_fprop", Pass::forward, t, fc1 / tp, h},   {"fc2_fprop", Pass::forward, t, h, f / tp},
+      {"qkv_dgrad", Pass::backward, t, h, qkv / tp},  {"proj_dgrad", Pass::backward, t, h / tp, h},
+      {"fc1_dgrad", Pass::backward, t, h, fc1 / tp},  {"fc2_dgrad", Pass::backward, t, f / tp, h},
+      {"qkv_wgrad", Pass::backward, qkv / tp, h, t},  {"proj_wgrad", Pass::backward, h, h / tp, t},
+      {"fc1_wgrad", Pass::backward, fc1 / tp, h, t},  {"fc2_wgrad", Pass::backward, h, f / tp, t},
+  };
+}
+
+OtherWork other_work(const hardware::Profile& p, const workload::ModelConfig& mc,
+                     const workload::ParallelConfig& pc, const std::set<std::string>& tp_roles) {
+  OtherWork w;
+  const int tp = pc.tp;
+  const std::int64_t tokens = pc.seq * pc.micro_batch;
+  const double e = dtype_bytes(pc.dtype);
+  const hardware::DeviceSpec& dev = p.gpu_device(0);
+  const double launch = p.overheads.kernel_launch_s;
+  // FlashAttention (causal: half of the score matrix), heads split across ranks.
+  const double heads_per_rank = static_cast<double>(mc.heads) / tp;
+  const double attn_fwd_flops = 0.5 * 4.0 * static_cast<double>(pc.micro_batch) * pc.seq *
+                                pc.seq * mc.head_dim() * heads_per_rank;
+  const double attn_rate =
+      model::peak_flops(p, pc.dtype) * model::large_gemm_efficiency(p) * kAttentionEfficiencyRatio;
+  w.attention_fwd_s = attn_fwd_flops / attn_rate + launch;
+  w.attention_bwd_s = kAttentionBackwardRatio * attn_fwd_flops / attn_rate + launch;
+  // Memory-bound kernels: 2 norms (read + write h), 2 residual adds (read 2, write 1), the
+  // activation (reads fc1_out, writes f). Norms and adds run on the rank's token shard with SP.
+  const double rows = static_cast<double>(pc.sequence_parallel ? tokens / tp : tokens);
+  const double fwd_bytes = rows * mc.hidden * e * (2 * 2 + 2 * 3) +
+                           static_cast<double>(tokens) * (mc.fc1_out() + mc.ffn) / tp * e;
+  const double bw = dev.memory_bandwidth_bytes_per_s;
+  w.elementwise_fwd_s = fwd_bytes / bw + 5 * launch;
+  w.elementwise_bwd_s = 2 * fwd_bytes / bw + 10 * launch;
+  for (const LayerGemm& g : layer_gemms(mc, tokens, tp)) {
+    if (tp_roles.count(g.role)) continue;
+    const double t = model::gemm_time_s(p, g.m, g.n, g.k, pc.dtype);
+    (g.pass == workload::Pass::forward ? w.plain_gemm_fwd_s : w.plain_gemm_bwd_s) += t;
+  }
+  return w;
+}
+
+}  // namespace
+
+Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelConfig& model,
+                             const workload::ParallelConfig& parallel) {
+  if (parallel.tp < 1) return make_error("tp={} must be at least 1", parallel.tp);
+  if (parallel.tp > p.gpu_count())
+    return make_error("tp={} exceeds the {} GPUs of '{}'", parallel.tp, p.gpu_count(), p.name);
+  LayerPlan lp;
+  lp.profile = p.name;
+  lp.model = model;
+  lp.parallel = parallel;
+  COMPASS_ASSIGN(const std::vector<workload::LayerOp> ops,
+                 workload::layer_operators(model, parallel));
+  std::vector<int> gpus(parallel.tp);
+  std::iota(gpus.begin(), gpus.end(), 0);
+  COMPASS_ASSIGN(lp.plan, schedule::comm_plan_for(p, gpus));
+  lp.te_plan = rank_order_plan(lp.plan);
+  std::set<std::string> roles;
+  for (const workload::LayerOp& lo : ops) {
+    PlannedOp po;
+    po.layer_op = lo;
+    COMPASS_ASSIGN(po.choice, model::choose_strategy(p, lo.op, lp.plan));
+    po.megatron = po.choice.of(StrategyKind::sequential);
+    COMPASS_ASSIGN(po.te, model::estimate(p, lo.op, te_default_strategy(lo.op), lp.te_plan));
+    lp.compass.tp_ops_s += po.compass().total_s;
+    lp.megatron.tp_ops_s += po.megatron.total_s;
+    lp.te.tp_ops_s += po.te.total_s;
+    roles.insert(lo.op.role);
+    lp.ops.push_back(std::move(po));
+  }
+  lp.other = other_work(p, model, parallel, roles);
+  const std::int64_t tokens = parallel.seq * parallel.micro_batch;
+  const bool vocab_split = model.vocab % parallel.tp == 0;
+  const std::int64_t vocab_rank = vocab_split ? model.vocab / parallel.tp : model.vocab;
+  lp.lm_head_s = 3 * model::gemm_time_s(p, tokens, vocab_rank, model.hidden, parallel.dtype);
+  for (IterationEstimate* it : {&lp.megatron, &lp.te, &lp.compass}) {
+    it->layer_s = it->tp_ops_s + lp.other.total_s();
+    it->total_s = model.layers * it->layer_s + lp.lm_head_s;
+  }
+  return lp;
+}
+
+}  // namespace compass::plan

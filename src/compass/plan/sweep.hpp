@@ -1,0 +1,59 @@
+#pragma once
+// The sweep: every operator configuration of a grid (the paper's 288 by default), every
+// strategy's prediction, the choice, and a summary of wins and speedup distributions.
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compass/hardware/profile.hpp"
+#include "compass/model/selector.hpp"
+#include "compass/workload/layer_ops.hpp"
+
+namespace compass::plan {
+
+struct SweepRow {
+  workload::GridEntry entry;
+  model::OperatorChoice choice;
+  double decompose4_s = 0;  ///< decompose:4 (the TransformerEngine default); <0 if infeasible
+  int worst_d = 1;          ///< the slowest feasible degree
+  double worst_d_s = 0;
+};
+
+/// min / median / mean / max of a set of ratios.
+struct Distribution {
+  int count = 0;
+  double min = 0, median = 0, mean = 0, max = 0;
+};
+/// The distribution of `values` (all zero when empty).
+Distribution distribution(std::vector<double> values);
+
+struct SweepSummary {
+  std::map<std::string, int> wins;  ///< chosen strategy kind ("decompose" for any d) -> rows
+  Distribution double_ring_over_all2all;  ///< t(fuse:all2all) / t(fuse:double-ring)
+  Distribution dstar_over_d4;             ///< t(decompose:4) / t(decompose:d*)
+  Distribution dstar_over_worst_d;        ///< t(decompose:worst) / t(decompose:d*)
+  Distribution choice_over_sequential;    ///< t(sequential) / t(choice)
+  Distribution odp_gap;                   ///< t(d*) / t(argmin) - 1
+  int all2all_slower_than_sequential = 0; ///< rows where fuse:all2all > sequential
+  int closed_form_is_argmin = 0;          ///< rows where d* == the exact argmin
+};
+
+struct SweepResult {
+  std::string profile;
+  std::vector<SweepRow> rows;
+  SweepSummary summary;
+};
+
+/// Plans every entry on GPUs 0..tp-1 of `p` with the topology-aware comm plan. `progress`
+/// (optional) is called after each row with (done, total). Errors: an entry whose tp exceeds
+/// the machine or whose shapes are invalid (the error names the row).
+Result<SweepResult> run_sweep(const hardware::Profile& p,
+                              const std::vector<workload::GridEntry>& grid,
+                              const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+/// The summary of a set of rows.
+SweepSummary summarise(const std::vector<SweepRow>& rows);
+
+}  // namespace compass::plan

@@ -1,0 +1,145 @@
+#include "compass/schedule/builder.hpp"
+
+#include <algorithm>
+
+namespace compass::schedule::detail {
+
+namespace {
+
+bool overlaps(const Region& a, const Region& b) {
+  return a.buffer == b.buffer && a.row < b.row + b.rows && b.row < a.row + a.rows &&
+         a.col < b.col + b.cols && b.col < a.col + a.cols;
+}
+
+bool covers(const Region& outer, const Region& inner) {
+  return outer.buffer == inner.buffer && outer.row <= inner.row &&
+         inner.row + inner.rows <= outer.row + outer.rows && outer.col <= inner.col &&
+         inner.col + inner.cols <= outer.col + outer.cols;
+}
+
+bool empty(const Region& r) { return r.rows <= 0 || r.cols <= 0; }
+
+}  // namespace
+
+Builder::Builder(const workload::OperatorSpec& op, const Strategy& strategy,
+                 const std::vector<int>& gpus) {
+  s_.op = op;
+  s_.strategy = strategy;
+  s_.gpus = gpus;
+}
+
+void Builder::buffer(int rank, const std::string& name, std::int64_t rows, std::int64_t cols,
+                     BufferRole role) {
+  auto key = std::make_pair(rank, name);
+  COMPASS_CHECK(!index_.count(key), "buffer '{}' of rank {} declared twice", name, rank);
+  index_[key] = static_cast<int>(s_.buffers.size());
+  s_.buffers.push_back(Buffer{name, rank, rows, cols, role});
+  accesses_.emplace_back();
+}
+
+Region Builder::rows(int rank, const std::string& name, Rows r) const {
+  auto it = index_.find({rank, name});
+  COMPASS_CHECK(it != index_.end(), "no buffer '{}' on rank {}", name, rank);
+  const Buffer& b = s_.buffers[static_cast<std::size_t>(it->second)];
+  COMPASS_CHECK(r.off >= 0 && r.len >= 0 && r.off + r.len <= b.rows,
+                "rows [{}, {}) outside '{}' of rank {} ({} rows)", r.off, r.off + r.len, name,
+                rank, b.rows);
+  return Region{it->second, r.off, r.len, 0, b.cols};
+}
+
+Region Builder::whole(int rank, const std::string& name) const {
+  auto it = index_.find({rank, name});
+  COMPASS_CHECK(it != index_.end(), "no buffer '{}' on rank {}", name, rank);
+  return rows(rank, name, Rows{0, s_.buffers[static_cast<std::size_t>(it->second)].rows});
+}
+
+void Builder::access(int task, const Region& r, bool write, std::vector<int>& deps) {
+  auto& list = accesses_[static_cast<std::size_t>(r.buffer)];
+  for (const Access& a : list)
+    if ((write || a.write) && overlaps(a.region, r)) deps.push_back(a.task);
+  if (write) {
+    // A write that covers an earlier access orders every later conflicting access after it,
+    // so the earlier one need not be remembered (keeps the lists short and deps minimal).
+    std::erase_if(list, [&](const Access& a) { return a.task != task && covers(r, a.region); });
+  }
+  list.push_back(Access{task, r, write});
+}
+
+int Builder::emit(Task t) {
+  if (empty(t.src) || empty(t.dst) || (t.kind == TaskKind::gemm && empty(t.b))) return -1;
+  t.id = static_cast<int>(s_.tasks.size());
+  std::vector<int> deps;
+  access(t.id, t.src, false, deps);
+  if (t.kind == TaskKind::gemm) access(t.id, t.b, false, deps);
+  // add and accumulating gemm read their destination too; a write subsumes that for hazards.
+  access(t.id, t.dst, true, deps);
+  std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  std::erase(deps, t.id);
+  t.deps = std::move(deps);
+  s_.tasks.push_back(std::move(t));
+  return s_.tasks.back().id;
+}
+
+int Builder::transfer(Region src, Region dst, int engine, int channel, int step, int chunk,
+                      std::string name) {
+  Task t;
+  t.kind = TaskKind::transfer;
+  t.resource = Resource{s_.buffers.at(static_cast<std::size_t>(src.buffer)).rank,
+                        ResourceKind::copy_engine, engine};
+  t.src = src;
+  t.dst = dst;
+  t.channel = channel;
+  t.step = step;
+  t.chunk = chunk;
+  t.name = std::move(name);
+  return emit(std::move(t));
+}
+
+int Builder::gemm(int rank, Region a, Region b, Region c, int step, int chunk, std::string name) {
+  Task t;
+  t.kind = TaskKind::gemm;
+  t.resource = Resource{rank, ResourceKind::compute, 0};
+  t.src = a;
+  t.b = b;
+  t.dst = c;
+  t.step = step;
+  t.chunk = chunk;
+  t.name = std::move(name);
+  return emit(std::move(t));
+}
+
+int Builder::add(int rank, Region src, Region dst, int step, int chunk, std::string name) {
+  Task t;
+  t.kind = TaskKind::add;
+  t.resource = Resource{rank, ResourceKind::compute, 0};
+  t.src = src;
+  t.dst = dst;
+  t.step = step;
+  t.chunk = chunk;
+  t.name = std::move(name);
+  return emit(std::move(t));
+}
+
+int Builder::copy(Resource res, Region src, Region dst, int step, int chunk, std::string name) {
+  Task t;
+  t.kind = TaskKind::copy;
+  t.resource = res;
+  t.src = src;
+  t.dst = dst;
+  t.step = step;
+  t.chunk = chunk;
+  t.name = std::move(name);
+  return emit(std::move(t));
+}
+
+Schedule Builder::finish() && {
+  int engines = 1;
+  for (const Task& t : s_.tasks)
+    if (t.resource.kind == ResourceKind::copy_engine)
+      engines = std::max(engines, t.resource.index + 1);
+  s_.copy_engines = engines;
+  return std::move(s_);
+}
+
+}  // namespace compass::schedule::detail

@@ -1,0 +1,517 @@
+// The generators: one per strategy, for each operator kind. docs/schedule.md describes the
+// graphs in words; the tests in tests/schedule check their dataflow symbolically.
+
+#include "compass/schedule/generate.hpp"
+
+#include <algorithm>
+#include <functional>
+
+#include "compass/schedule/builder.hpp"
+
+namespace compass::schedule {
+
+using detail::Builder;
+using detail::half_rows;
+using detail::Rows;
+using detail::split_rows;
+using workload::OpKind;
+
+CommPlan default_comm_plan(int p) {
+  CommPlan plan;
+  for (int i = 0; i < p; ++i) {
+    plan.gpus.push_back(i);
+    plan.ring.push_back(i);
+  }
+  plan.ring2.assign(plan.ring.rbegin(), plan.ring.rend());
+  plan.copy_engines = 2;
+  return plan;
+}
+
+namespace {
+
+int mod(int a, int p) { return ((a % p) + p) % p; }
+
+// A ring as rank order plus each rank's position in it.
+struct RingView {
+  std::vector<int> order;
+  std::vector<int> pos;
+  int size() const { return static_cast<int>(order.size()); }
+  int at(int position) const { return order[static_cast<std::size_t>(mod(position, size()))]; }
+  int pos_of(int rank) const { return pos[static_cast<std::size_t>(rank)]; }
+  int succ(int rank) const { return at(pos_of(rank) + 1); }
+};
+
+Result<RingView> ring_view(const std::vector<int>& order, int p, const char* what) {
+  if (static_cast<int>(order.size()) != p)
+    return make_error("comm plan: {} has {} ranks but the operator has tp = {}", what,
+                      order.size(), p);
+  RingView v{order, std::vector<int>(static_cast<std::size_t>(p), -1)};
+  for (int i = 0; i < p; ++i) {
+    int r = order[static_cast<std::size_t>(i)];
+    if (r < 0 || r >= p)
+      return make_error("comm plan: {} names rank {} (ranks are 0..{})", what, r, p - 1);
+    if (v.pos[static_cast<std::size_t>(r)] != -1)
+      return make_error("comm plan: {} lists rank {} twice", what, r);
+    v.pos[static_cast<std::size_t>(r)] = i;
+  }
+  return v;
+}
+
+// Everything a generator needs about the operator and the plan.
+struct Ctx {
+  const workload::OperatorSpec& op;
+  int p;
+  RingView ring;   // plan.ring
+  RingView ring2;  // plan.ring2
+  int engine2;     // copy engine of the second ring / channel
+  int engines;     // copy engines available
+
+  // Rows of the chunk owned by rank j along M (near-equal split; equal when p | M).
+  Rows chunk(int j) const { return split_rows(op.m, p, j); }
+  std::int64_t max_chunk() const { return (op.m + p - 1) / p; }
+  const RingView& ring_of(int c) const { return c == 0 ? ring : ring2; }
+  int engine_of(int c) const { return c == 0 ? 0 : engine2; }
+};
+
+Rows shift(Rows r, std::int64_t by) { return Rows{r.off + by, r.len}; }
+
+// ---------------------------------------------------------------------------------------------
+// Building blocks shared by the NCCL-style (sequential / decompose) collectives.
+
+using RegionOf = std::function<Region(int rank, int chunk)>;
+
+// Ring all-gather of p blocks along `rv`: at step s the rank at position P forwards the block
+// of rank ring[P - s] (its own at step 0, from `first_src`) to its successor's `loc`.
+void ring_allgather(Builder& b, const Ctx& c, const RingView& rv, int engine, int channel,
+                    const RegionOf& first_src, const RegionOf& loc, int label_chunk,
+                    const char* tag) {
+  const int p = c.p;
+  for (int s = 0; s + 1 < p; ++s)
+    for (int r = 0; r < p; ++r) {
+      const int o = rv.at(rv.pos_of(r) - s);
+      const int to = rv.succ(r);
+      Region src = s == 0 ? first_src(r, o) : loc(r, o);
+      b.transfer(src, loc(to, o), engine, channel, s, label_chunk >= 0 ? label_chunk : o,
+                 fmt::format("r{} {} s{} c{} ring{} ->r{}", r, tag, s,
+                             label_chunk >= 0 ? label_chunk : o, channel, to));
+    }
+}
+
+// Ring reduce-scatter of p blocks along `rv`: block j of rank r is `part(r, j)`. At step s the
+// rank at position P sends its (accumulated) block of rank ring[P - s - 1] to its successor's
+// receive slot `recv(t, s, j)`, which adds it into its own block of j, or into `final(t)` at the
+// last step (then j == t). `final(r)` must already hold r's own partial.
+void ring_reduce_scatter(Builder& b, const Ctx& c, const RingView& rv, int engine, int channel,
+                         const RegionOf& part,
+                         const std::function<Region(int rank, int step, int chunk)>& recv,
+                         const std::function<Region(int rank)>& final_dst, int label_chunk,
+                         const char* tag) {
+  const int p = c.p;
+  for (int s = 0; s + 1 < p; ++s) {
+    for (int r = 0; r < p; ++r) {
+      const int j = rv.at(rv.pos_of(r) - s - 1);
+      const int to = rv.succ(r);
+      const int lc = label_chunk >= 0 ? label_chunk : j;
+      b.transfer(part(r, j), recv(to, s, j), engine, channel, s, lc,
+                 fmt::format("r{} {} s{} c{} ring{} ->r{}", r, tag, s, lc, channel, to));
+    }
+    for (int t = 0; t < p; ++t) {
+      const int j = rv.at(rv.pos_of(t) - s - 2);  // the block t received at this step
+      const int lc = label_chunk >= 0 ? label_chunk : j;
+      Region dst = s + 2 == p ? final_dst(t) : part(t, j);
+      b.add(t, recv(t, s, j), dst, s, lc, fmt::format("r{} add s{} c{} ring{}", t, s, lc, channel));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ag_gemm
+
+void declare_ag(Builder& b, const Ctx& c, bool gathered) {
+  const auto& op = c.op;
+  for (int r = 0; r < c.p; ++r) {
+    b.buffer(r, "x", op.m / c.p, op.k, BufferRole::input);
+    b.buffer(r, "w", op.k, op.n / c.p, BufferRole::weight);
+    b.buffer(r, "y", op.m, op.n / c.p, BufferRole::output);
+    if (gathered && c.p > 1) b.buffer(r, "xg", op.m, op.k, BufferRole::scratch);
+  }
+}
+
+// sequential == decompose:1. Parts are row sub-blocks i of every shard; the gathered input and
+// (when d > 1) the GEMM output are stored part-major so each part is one contiguous GEMM.
+void ag_decompose(Builder& b, const Ctx& c, int d) {
+  const int p = c.p;
+  const std::int64_t shard = c.op.m / p;
+  const std::int64_t q = shard / d;
+  const bool staged = d > 1 && p > 1;
+  declare_ag(b, c, true);
+  if (staged)
+    for (int r = 0; r < p; ++r) b.buffer(r, "ys", c.op.m, c.op.n / p, BufferRole::scratch);
+  auto pm = [&](int i, int j) { return Rows{(static_cast<std::int64_t>(i) * p + j) * q, q}; };
+  for (int i = 0; i < d; ++i) {
+    if (p > 1) {
+      for (int r = 0; r < p; ++r)
+        b.copy(Resource{r, ResourceKind::copy_engine, 0}, b.rows(r, "x", Rows{i * q, q}),
+               b.rows(r, "xg", pm(i, r)), 0, i, fmt::format("r{} copy own p{}", r, i));
+      ring_allgather(
+          b, c, c.ring, 0, 0, [&](int r, int) { return b.rows(r, "x", Rows{i * q, q}); },
+          [&](int r, int o) { return b.rows(r, "xg", pm(i, o)); }, i, "ag");
+    }
+    const Rows part{static_cast<std::int64_t>(i) * p * q, static_cast<std::int64_t>(p) * q};
+    for (int r = 0; r < p; ++r) {
+      Region a = p > 1 ? b.rows(r, "xg", part) : b.rows(r, "x", part);
+      Region out = staged ? b.rows(r, "ys", part) : b.rows(r, "y", part);
+      b.gemm(r, a, b.whole(r, "w"), out, 0, i, fmt::format("r{} gemm p{}", r, i));
+      if (staged)
+        for (int j = 0; j < p; ++j)
+          b.copy(Resource{r, ResourceKind::compute, 0}, b.rows(r, "ys", pm(i, j)),
+                 b.rows(r, "y", Rows{j * shard + i * q, q}), 0, i,
+                 fmt::format("r{} copy out p{} c{}", r, i, j));
+    }
+  }
+}
+
+void ag_all2all(Builder& b, const Ctx& c) {
+  const int p = c.p;
+  declare_ag(b, c, true);
+  for (int r = 0; r < p; ++r)
+    for (int k = 1; k < p; ++k) {
+      const int peer = mod(r + k, p);
+      b.transfer(b.whole(r, "x"), b.rows(peer, "xg", c.chunk(r)), (k - 1) % c.engines, -1, k - 1,
+                 r, fmt::format("r{} push c{} ->r{}", r, r, peer));
+    }
+  for (int r = 0; r < p; ++r)
+    for (int k = 0; k < p; ++k) {
+      const int o = mod(r - k, p);
+      Region a = k == 0 ? b.whole(r, "x") : b.rows(r, "xg", c.chunk(o));
+      b.gemm(r, a, b.whole(r, "w"), b.rows(r, "y", c.chunk(o)), k, o,
+             fmt::format("r{} gemm s{} c{}", r, k, o));
+    }
+}
+
+void ag_ring(Builder& b, const Ctx& c) {
+  const int p = c.p;
+  declare_ag(b, c, true);
+  for (int s = 0; s < p; ++s)
+    for (int r = 0; r < p; ++r) {
+      const int o = c.ring.at(c.ring.pos_of(r) - s);
+      Region src = s == 0 ? b.whole(r, "x") : b.rows(r, "xg", c.chunk(o));
+      if (s + 1 < p) {
+        const int to = c.ring.succ(r);
+        b.transfer(src, b.rows(to, "xg", c.chunk(o)), 0, 0, s, o,
+                   fmt::format("r{} ag s{} c{} ring0 ->r{}", r, s, o, to));
+      }
+      b.gemm(r, src, b.whole(r, "w"), b.rows(r, "y", c.chunk(o)), s, o,
+             fmt::format("r{} gemm s{} c{}", r, s, o));
+    }
+}
+
+void ag_double_ring(Builder& b, const Ctx& c) {
+  const int p = c.p;
+  const std::int64_t shard = c.op.m / p;
+  declare_ag(b, c, true);
+  for (int s = 0; s < p; ++s)
+    for (int r = 0; r < p; ++r) {
+      Region src[2];
+      Region out[2];
+      int origin[2];
+      for (int h = 0; h < 2; ++h) {
+        const RingView& rv = c.ring_of(h);
+        const int o = rv.at(rv.pos_of(r) - s);
+        const Rows half = half_rows(shard, h);
+        const Rows global = shift(half, c.chunk(o).off);
+        origin[h] = o;
+        src[h] = s == 0 ? b.rows(r, "x", half) : b.rows(r, "xg", global);
+        out[h] = b.rows(r, "y", global);
+        if (s + 1 < p && half.len > 0) {
+          const int to = rv.succ(r);
+          b.transfer(src[h], b.rows(to, "xg", global), c.engine_of(h), h, s, o,
+                     fmt::format("r{} ag s{} c{} ring{} ->r{}", r, s, o, h, to));
+        }
+      }
+      if (s == 0) {
+        b.gemm(r, b.whole(r, "x"), b.whole(r, "w"), b.rows(r, "y", c.chunk(r)), 0, r,
+               fmt::format("r{} gemm s0 c{}", r, r));
+      } else {
+        for (int h = 0; h < 2; ++h)
+          b.gemm(r, src[h], b.whole(r, "w"), out[h], s, origin[h],
+                 fmt::format("r{} gemm s{} c{} ring{}", r, s, origin[h], h));
+      }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// gemm_rs and gemm_ar (reduce-scatter, then for gemm_ar an all-gather in the same style).
+// gemm_rs: y [M/p, N] is the rank's own chunk. gemm_ar: y [M, N] is the whole sum, and it also
+// holds the rank's partials (the partial of chunk j is computed into y rows of chunk j, summed
+// in place, then overwritten by the all-gather), so no separate partial buffer is needed.
+
+bool is_ar(const Ctx& c) { return c.op.kind == OpKind::gemm_ar; }
+
+void declare_rs(Builder& b, const Ctx& c, bool need_part, std::int64_t recv_rows) {
+  const auto& op = c.op;
+  for (int r = 0; r < c.p; ++r) {
+    b.buffer(r, "x", op.m, op.k / c.p, BufferRole::input);
+    b.buffer(r, "w", op.k / c.p, op.n, BufferRole::weight);
+    b.buffer(r, "y", is_ar(c) ? op.m : op.m / c.p, op.n, BufferRole::output);
+    if (c.p > 1 && need_part) b.buffer(r, "part", op.m, op.n, BufferRole::scratch);
+    if (c.p > 1 && recv_rows > 0) b.buffer(r, "recv", recv_rows, op.n, BufferRole::scratch);
+  }
+}
+
+// Where rank r's partial of `rows` (global rows) lives: y for gemm_ar, "part" for gemm_rs.
+Region partial(Builder& b, const Ctx& c, int r, Rows rows) {
+  return b.rows(r, is_ar(c) ? "y" : "part", rows);
+}
+// Where rank r's own chunk sum (global rows `rows`, inside chunk r) lands.
+Region final_rows(Builder& b, const Ctx& c, int r, Rows rows) {
+  return b.rows(r, "y", is_ar(c) ? rows : shift(rows, -c.chunk(r).off));
+}
+
+// sequential == decompose:1: one GEMM per part, then an NCCL-style ring reduce-scatter of the
+// part (and for gemm_ar a ring all-gather). Parts are row sub-blocks i of every chunk; when
+// d > 1 the input rows and partials are staged part-major so each part is one GEMM.
+void rs_decompose(Builder& b, const Ctx& c, int d) {
+  const int p = c.p;
+  const bool staged = d > 1 && p > 1;
+  // With d == 1 chunks may be uneven (gemm_ar with p not dividing M); with d > 1 they are not.
+  const std::int64_t q = staged ? c.op.m / p / d : 0;
+  auto len = [&](int j) { return staged ? q : c.chunk(j).len; };
+  // Global rows of sub-block (i, j) and its part-major rows in the staged buffers.
+  auto glob = [&](int i, int j) { return Rows{c.chunk(j).off + i * len(j), len(j)}; };
+  auto pm = [&](int i, int j) {
+    return staged ? Rows{(static_cast<std::int64_t>(i) * p + j) * q, q} : c.chunk(j);
+  };
+  const std::int64_t slot = staged ? q : c.max_chunk();
+  // Partials live in y (gemm_ar, unstaged) or "part"; staged runs also need "xs".
+  const bool part_in_y = is_ar(c) && !staged;
+  declare_rs(b, c, !part_in_y, static_cast<std::int64_t>(d) * (p - 1) * slot);
+  if (staged)
+    for (int r = 0; r < p; ++r) b.buffer(r, "xs", c.op.m, c.op.k / p, BufferRole::scratch);
+  if (p == 1) {
+    for (int i = 0; i < d; ++i) {
+      const Rows rows = split_rows(c.op.m, d, i);
+      b.gemm(0, b.rows(0, "x", rows), b.whole(0, "w"), b.rows(0, "y", rows), 0, i,
+             fmt::format("r0 gemm p{}", i));
+    }
+    return;
+  }
+  auto part = [&](int r, int i, int j) {
+    return b.rows(r, part_in_y ? "y" : "part", pm(i, j));
+  };
+  auto fin = [&](int r, int i) {
+    return b.rows(r, "y", is_ar(c) ? glob(i, r) : Rows{i * len(r), len(r)});
+  };
+  auto gemm_part = [&](int i) {
+    const Rows block =
+        staged ? Rows{static_cast<std::int64_t>(i) * p * q, static_cast<std::int64_t>(p) * q}
+               : Rows{0, c.op.m};
+    for (int r = 0; r < p; ++r) {
+      if (staged)
+        for (int j = 0; j < p; ++j)
+          b.copy(Resource{r, ResourceKind::compute, 0}, b.rows(r, "x", glob(i, j)),
+                 b.rows(r, "xs", pm(i, j)), 0, i, fmt::format("r{} copy in p{} c{}", r, i, j));
+      Region a = staged ? b.rows(r, "xs", block) : b.whole(r, "x");
+      b.gemm(r, a, b.whole(r, "w"), b.rows(r, part_in_y ? "y" : "part", block), 0, i,
+             fmt::format("r{} gemm p{}", r, i));
+    }
+  };
+  auto collective = [&](int i) {
+    for (int r = 0; r < p; ++r)
+      if (!(part(r, i, r) == fin(r, i)))
+        b.copy(Resource{r, ResourceKind::compute, 0}, part(r, i, r), fin(r, i), 0, i,
+               fmt::format("r{} copy own p{}", r, i));
+    ring_reduce_scatter(
+        b, c, c.ring, 0, 0, [&](int r, int j) { return part(r, i, j); },
+        [&](int r, int s, int j) {
+          return b.rows(r, "recv", Rows{(static_cast<std::int64_t>(i) * (p - 1) + s) * slot, len(j)});
+        },
+        [&](int r) { return fin(r, i); }, i, "rs");
+    if (is_ar(c))
+      ring_allgather(
+          b, c, c.ring, 0, 0, [&](int r, int o) { return b.rows(r, "y", glob(i, o)); },
+          [&](int r, int o) { return b.rows(r, "y", glob(i, o)); }, i, "ag");
+  };
+  // Program order: the GEMM of part i+1 is issued before the collective of part i, so the
+  // compute stream runs it while the copy engine reduces part i.
+  gemm_part(0);
+  for (int i = 0; i < d; ++i) {
+    if (i + 1 < d) gemm_part(i + 1);
+    collective(i);
+  }
+}
+
+// All-to-all all-gather of each rank's final chunk (gemm_ar second phase, fused styles).
+void ar_allgather_all2all(Builder& b, const Ctx& c) {
+  const int p = c.p;
+  for (int r = 0; r < p; ++r)
+    for (int k = 1; k < p; ++k) {
+      const int peer = mod(r + k, p);
+      b.transfer(b.rows(r, "y", c.chunk(r)), b.rows(peer, "y", c.chunk(r)), (k - 1) % c.engines,
+                 -1, k - 1, r, fmt::format("r{} ag push c{} ->r{}", r, r, peer));
+    }
+}
+
+void rs_all2all(Builder& b, const Ctx& c) {
+  const int p = c.p;
+  const std::int64_t slot = c.max_chunk();
+  declare_rs(b, c, !is_ar(c), (p - 1) * slot);
+  // Each rank computes the partial of every peer's chunk in rotating order (own chunk last)
+  // and pushes it to the owner's receive slot k-1 (k = distance from sender to owner).
+  for (int r = 0; r < p; ++r) {
+    for (int k = 1; k < p; ++k) {
+      const int j = mod(r + k, p);
+      Region pr = partial(b, c, r, c.chunk(j));
+      b.gemm(r, b.rows(r, "x", c.chunk(j)), b.whole(r, "w"), pr, k - 1, j,
+             fmt::format("r{} gemm s{} c{}", r, k - 1, j));
+      b.transfer(pr, b.rows(j, "recv", Rows{(k - 1) * slot, c.chunk(j).len}),
+                 (k - 1) % c.engines, -1, k - 1, j, fmt::format("r{} push c{} ->r{}", r, j, j));
+    }
+    b.gemm(r, b.rows(r, "x", c.chunk(r)), b.whole(r, "w"), final_rows(b, c, r, c.chunk(r)), p - 1,
+           r, fmt::format("r{} gemm s{} c{}", r, p - 1, r));
+  }
+  for (int r = 0; r < p; ++r)
+    for (int k = 1; k < p; ++k)
+      b.add(r, b.rows(r, "recv", Rows{(k - 1) * slot, c.chunk(r).len}),
+            final_rows(b, c, r, c.chunk(r)), k - 1, r,
+            fmt::format("r{} add c{} from r{}", r, r, mod(r - k, p)));
+  if (is_ar(c)) ar_allgather_all2all(b, c);
+}
+
+void rs_ring(Builder& b, const Ctx& c) {
+  const int p = c.p;
+  const std::int64_t slot = c.max_chunk();
+  declare_rs(b, c, !is_ar(c), (p - 1) * slot);
+  // At step s the rank at ring position P computes the partial of the chunk owned by
+  // ring[P - s - 1], adds the running sum its predecessor sent at step s-1, and forwards it;
+  // at step p-1 the chunk is its own and the sum lands in y.
+  for (int s = 0; s < p; ++s)
+    for (int r = 0; r < p; ++r) {
+      const int j = c.ring.at(c.ring.pos_of(r) - s - 1);
+      Region dst = s + 1 == p ? final_rows(b, c, r, c.chunk(j)) : partial(b, c, r, c.chunk(j));
+      b.gemm(r, b.rows(r, "x", c.chunk(j)), b.whole(r, "w"), dst, s, j,
+             fmt::format("r{} gemm s{} c{}", r, s, j));
+      if (s > 0)
+        b.add(r, b.rows(r, "recv", Rows{(s - 1) * slot, c.chunk(j).len}), dst, s, j,
+              fmt::format("r{} add s{} c{} ring0", r, s, j));
+      if (s + 1 < p) {
+        const int to = c.ring.succ(r);
+        b.transfer(dst, b.rows(to, "recv", Rows{s * slot, c.chunk(j).len}), 0, 0, s, j,
+                   fmt::format("r{} rs s{} c{} ring0 ->r{}", r, s, j, to));
+      }
+    }
+  if (is_ar(c))
+    ring_allgather(
+        b, c, c.ring, 0, 0, [&](int r, int o) { return b.rows(r, "y", c.chunk(o)); },
+        [&](int r, int o) { return b.rows(r, "y", c.chunk(o)); }, -1, "ag");
+}
+
+void rs_double_ring(Builder& b, const Ctx& c) {
+  const int p = c.p;
+  const std::int64_t hslot = (c.max_chunk() + 1) / 2;
+  declare_rs(b, c, !is_ar(c), 2 * (p - 1) * hslot);
+  auto recv = [&](int r, int h, int s, std::int64_t len) {
+    return b.rows(r, "recv", Rows{(static_cast<std::int64_t>(h) * (p - 1) + s) * hslot, len});
+  };
+  // Ring h carries half h of every chunk; at step s the rank at position P of ring h computes
+  // that half of the chunk owned by ring_h[P - s - 1]. With ring2 the reverse of ring the two
+  // halves travel opposite ways.
+  for (int s = 0; s < p; ++s)
+    for (int r = 0; r < p; ++r) {
+      if (s + 1 == p) {
+        // Both rings end at the owner: one GEMM for the whole own chunk, then both adds.
+        const Rows own = c.chunk(r);
+        b.gemm(r, b.rows(r, "x", own), b.whole(r, "w"), final_rows(b, c, r, own), s, r,
+               fmt::format("r{} gemm s{} c{}", r, s, r));
+        if (p > 1)
+          for (int h = 0; h < 2; ++h) {
+            const Rows half = shift(half_rows(own.len, h), own.off);
+            b.add(r, recv(r, h, s - 1, half.len), final_rows(b, c, r, half), s, r,
+                  fmt::format("r{} add s{} c{} ring{}", r, s, r, h));
+          }
+        continue;
+      }
+      for (int h = 0; h < 2; ++h) {
+        const RingView& rv = c.ring_of(h);
+        const int j = rv.at(rv.pos_of(r) - s - 1);
+        const Rows half = shift(half_rows(c.chunk(j).len, h), c.chunk(j).off);
+        if (half.len == 0) continue;
+        Region dst = partial(b, c, r, half);
+        b.gemm(r, b.rows(r, "x", half), b.whole(r, "w"), dst, s, j,
+               fmt::format("r{} gemm s{} c{} ring{}", r, s, j, h));
+        if (s > 0)
+          b.add(r, recv(r, h, s - 1, half.len), dst, s, j,
+                fmt::format("r{} add s{} c{} ring{}", r, s, j, h));
+        const int to = rv.succ(r);
+        b.transfer(dst, recv(to, h, s, half.len), c.engine_of(h), h, s, j,
+                   fmt::format("r{} rs s{} c{} ring{} ->r{}", r, s, j, h, to));
+      }
+    }
+  if (is_ar(c)) {
+    for (int s = 0; s + 1 < p; ++s)
+      for (int r = 0; r < p; ++r)
+        for (int h = 0; h < 2; ++h) {
+          const RingView& rv = c.ring_of(h);
+          const int o = rv.at(rv.pos_of(r) - s);
+          const Rows half = shift(half_rows(c.chunk(o).len, h), c.chunk(o).off);
+          const int to = rv.succ(r);
+          b.transfer(b.rows(r, "y", half), b.rows(to, "y", half), c.engine_of(h), h, s, o,
+                     fmt::format("r{} ag s{} c{} ring{} ->r{}", r, s, o, h, to));
+        }
+  }
+}
+
+}  // namespace
+
+Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& strategy,
+                          const CommPlan& plan) {
+  COMPASS_TRY(workload::validate(op));
+  const int p = op.tp;
+  if (static_cast<int>(plan.gpus.size()) != p)
+    return make_error("comm plan: {} GPUs but the operator has tp = {}", plan.gpus.size(), p);
+  if (plan.copy_engines < 1)
+    return make_error("comm plan: copy_engines must be at least 1, got {}", plan.copy_engines);
+  COMPASS_ASSIGN(RingView ring, ring_view(plan.ring, p, "ring"));
+  COMPASS_ASSIGN(RingView ring2, ring_view(plan.ring2, p, "ring2"));
+
+  if (strategy.kind == StrategyKind::decompose) {
+    const int d = strategy.parts;
+    if (d < 1) return make_error("decompose:{}: the number of parts must be at least 1", d);
+    if (op.m % p != 0 && d > 1)
+      return make_error("decompose:{}: M = {} is not divisible by tp = {}, so ranks own unequal "
+                        "rows that cannot be split into parts",
+                        d, op.m, p);
+    const std::int64_t rows = op.m / p;
+    if (d > 1 && rows % d != 0)
+      return make_error("decompose:{}: {} parts do not divide the {} rows each rank owns "
+                        "(M/tp = {}/{})",
+                        d, d, rows, op.m, p);
+  }
+
+  Ctx c{op, p, std::move(ring), std::move(ring2), plan.copy_engines >= 2 ? 1 : 0,
+        plan.copy_engines};
+  Builder b(op, strategy, plan.gpus);
+  const bool ag = op.kind == OpKind::ag_gemm;
+  switch (strategy.kind) {
+    case StrategyKind::sequential:
+      ag ? ag_decompose(b, c, 1) : rs_decompose(b, c, 1);
+      break;
+    case StrategyKind::decompose:
+      ag ? ag_decompose(b, c, strategy.parts) : rs_decompose(b, c, strategy.parts);
+      break;
+    case StrategyKind::fuse_all2all:
+      ag ? ag_all2all(b, c) : rs_all2all(b, c);
+      break;
+    case StrategyKind::fuse_ring:
+      ag ? ag_ring(b, c) : rs_ring(b, c);
+      break;
+    case StrategyKind::fuse_double_ring:
+      ag ? ag_double_ring(b, c) : rs_double_ring(b, c);
+      break;
+  }
+  Schedule s = std::move(b).finish();
+  COMPASS_CHECK(validate(s).ok(), "generated schedule is invalid: {}", validate(s).error().message);
+  return s;
+}
+
+}  // namespace compass::schedule

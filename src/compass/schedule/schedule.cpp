@@ -1,0 +1,414 @@
+#include "compass/schedule/schedule.hpp"
+
+#include <map>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace compass::schedule {
+
+using nlohmann::json;
+
+int Schedule::find_buffer(int rank, const std::string& name) const {
+  for (std::size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].rank == rank && buffers[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+std::int64_t task_bytes(const Schedule& s, const Task& t) {
+  if (t.kind == TaskKind::gemm) return 0;
+  return t.src.elements() * dtype_bytes(s.op.dtype);
+}
+
+double task_flops(const Task& t, const Schedule& /*s*/) {
+  if (t.kind != TaskKind::gemm) return 0;
+  return 2.0 * static_cast<double>(t.dst.rows) * static_cast<double>(t.dst.cols) *
+         static_cast<double>(t.src.cols);
+}
+
+std::string_view to_string(TaskKind k) {
+  switch (k) {
+    case TaskKind::transfer: return "transfer";
+    case TaskKind::gemm: return "gemm";
+    case TaskKind::add: return "add";
+    case TaskKind::copy: return "copy";
+  }
+  return "?";
+}
+
+std::string_view to_string(ResourceKind k) {
+  switch (k) {
+    case ResourceKind::compute: return "compute";
+    case ResourceKind::copy_engine: return "copy_engine";
+  }
+  return "?";
+}
+
+std::string_view to_string(BufferRole r) {
+  switch (r) {
+    case BufferRole::input: return "input";
+    case BufferRole::weight: return "weight";
+    case BufferRole::output: return "output";
+    case BufferRole::scratch: return "scratch";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string task_label(const Task& t, std::size_t index) {
+  if (t.name.empty()) return fmt::format("task {}", index);
+  return fmt::format("task {} ('{}')", index, t.name);
+}
+
+// Checks that a region lies inside its buffer; `what` names the operand ("src", "b", "dst").
+Status check_region(const Schedule& s, const Task& t, std::size_t index, const Region& r,
+                    const char* what) {
+  const int nb = static_cast<int>(s.buffers.size());
+  if (r.buffer < 0 || r.buffer >= nb)
+    return make_error("{}: {} names buffer {} (schedule has {} buffers)", task_label(t, index),
+                      what, r.buffer, nb);
+  const Buffer& b = s.buffers[static_cast<std::size_t>(r.buffer)];
+  if (r.rows <= 0 || r.cols <= 0)
+    return make_error("{}: {} region is empty ({} x {})", task_label(t, index), what, r.rows,
+                      r.cols);
+  if (r.row < 0 || r.col < 0 || r.row + r.rows > b.rows || r.col + r.cols > b.cols)
+    return make_error("{}: {} region rows [{}, {}) cols [{}, {}) is outside buffer '{}' of rank "
+                      "{} ({} x {})",
+                      task_label(t, index), what, r.row, r.row + r.rows, r.col, r.col + r.cols,
+                      b.name, b.rank, b.rows, b.cols);
+  return Status::success();
+}
+
+Status check_same_shape(const Task& t, std::size_t index, const Region& a, const Region& b) {
+  if (a.rows != b.rows || a.cols != b.cols)
+    return make_error("{}: src is {} x {} but dst is {} x {}", task_label(t, index), a.rows,
+                      a.cols, b.rows, b.cols);
+  return Status::success();
+}
+
+}  // namespace
+
+Status validate(const Schedule& s) {
+  const int p = s.ranks();
+  if (p < 1) return make_error("schedule: gpus is empty (needs one GPU per rank)");
+  if (s.op.tp != p)
+    return make_error("schedule: op.tp is {} but gpus lists {} ranks", s.op.tp, p);
+  if (s.copy_engines < 1)
+    return make_error("schedule: copy_engines must be at least 1, got {}", s.copy_engines);
+  std::set<std::pair<int, std::string>> names;
+  for (std::size_t i = 0; i < s.buffers.size(); ++i) {
+    const Buffer& b = s.buffers[i];
+    if (b.rank < 0 || b.rank >= p)
+      return make_error("buffer {} ('{}'): rank {} is outside 0..{}", i, b.name, b.rank, p - 1);
+    if (b.rows <= 0 || b.cols <= 0)
+      return make_error("buffer {} ('{}' of rank {}): shape {} x {} is not positive", i, b.name,
+                        b.rank, b.rows, b.cols);
+    if (b.name.empty()) return make_error("buffer {}: empty name", i);
+    if (!names.insert({b.rank, b.name}).second)
+      return make_error("buffer {}: rank {} has two buffers named '{}'", i, b.rank, b.name);
+  }
+
+  const std::size_t n = s.tasks.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const Task& t = s.tasks[i];
+    if (t.id != static_cast<int>(i))
+      return make_error("{}: id is {} but it sits at index {}", task_label(t, i), t.id, i);
+    const Resource& res = t.resource;
+    if (res.rank < 0 || res.rank >= p)
+      return make_error("{}: resource rank {} is outside 0..{}", task_label(t, i), res.rank, p - 1);
+    if (res.kind == ResourceKind::compute && res.index != 0)
+      return make_error("{}: compute resource index must be 0, got {}", task_label(t, i),
+                        res.index);
+    if (res.kind == ResourceKind::copy_engine && (res.index < 0 || res.index >= s.copy_engines))
+      return make_error("{}: copy engine {} is outside 0..{}", task_label(t, i), res.index,
+                        s.copy_engines - 1);
+    for (int d : t.deps) {
+      if (d < 0 || d >= static_cast<int>(n))
+        return make_error("{}: dependency {} is not a task id", task_label(t, i), d);
+      if (d == t.id) return make_error("{}: depends on itself", task_label(t, i));
+    }
+    COMPASS_TRY(check_region(s, t, i, t.src, t.kind == TaskKind::gemm ? "a" : "src"));
+    COMPASS_TRY(check_region(s, t, i, t.dst, "dst"));
+    const int src_rank = s.owner(t.src);
+    const int dst_rank = s.owner(t.dst);
+    switch (t.kind) {
+      case TaskKind::transfer:
+        if (res.kind != ResourceKind::copy_engine)
+          return make_error("{}: transfers must run on a copy engine", task_label(t, i));
+        if (src_rank != res.rank)
+          return make_error("{}: transfer source is on rank {} but the sender is rank {}",
+                            task_label(t, i), src_rank, res.rank);
+        COMPASS_TRY(check_same_shape(t, i, t.src, t.dst));
+        break;
+      case TaskKind::copy:
+      case TaskKind::add:
+        if (src_rank != res.rank || dst_rank != res.rank)
+          return make_error("{}: {} must read and write buffers of its own rank {}",
+                            task_label(t, i), to_string(t.kind), res.rank);
+        COMPASS_TRY(check_same_shape(t, i, t.src, t.dst));
+        break;
+      case TaskKind::gemm: {
+        if (res.kind != ResourceKind::compute)
+          return make_error("{}: gemm must run on the compute resource", task_label(t, i));
+        COMPASS_TRY(check_region(s, t, i, t.b, "b"));
+        if (src_rank != res.rank || dst_rank != res.rank || s.owner(t.b) != res.rank)
+          return make_error("{}: gemm operands must be buffers of its own rank {}",
+                            task_label(t, i), res.rank);
+        if (t.src.cols != t.b.rows || t.dst.rows != t.src.rows || t.dst.cols != t.b.cols)
+          return make_error("{}: gemm shapes do not agree: a {} x {}, b {} x {}, c {} x {}",
+                            task_label(t, i), t.src.rows, t.src.cols, t.b.rows, t.b.cols,
+                            t.dst.rows, t.dst.cols);
+        break;
+      }
+    }
+  }
+
+  // Cycle check over dependencies plus same-resource order (a resource runs its tasks in list
+  // order), since a cycle through either kind of edge is a deadlock.
+  std::vector<std::vector<int>> succ(n);
+  std::vector<int> indeg(n, 0);
+  std::map<std::tuple<int, int, int>, int> last_on_resource;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Task& t = s.tasks[i];
+    for (int d : t.deps) {
+      succ[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
+      ++indeg[i];
+    }
+    auto key = std::make_tuple(t.resource.rank, static_cast<int>(t.resource.kind), t.resource.index);
+    auto it = last_on_resource.find(key);
+    if (it != last_on_resource.end()) {
+      succ[static_cast<std::size_t>(it->second)].push_back(static_cast<int>(i));
+      ++indeg[i];
+    }
+    last_on_resource[key] = static_cast<int>(i);
+  }
+  std::vector<int> ready;
+  for (std::size_t i = 0; i < n; ++i)
+    if (indeg[i] == 0) ready.push_back(static_cast<int>(i));
+  std::size_t done = 0;
+  while (!ready.empty()) {
+    int v = ready.back();
+    ready.pop_back();
+    ++done;
+    for (int w : succ[static_cast<std::size_t>(v)])
+      if (--indeg[static_cast<std::size_t>(w)] == 0) ready.push_back(w);
+  }
+  if (done != n) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (indeg[i] > 0)
+        return make_error("{}: dependency cycle (through its deps or its resource's task order)",
+                          task_label(s.tasks[i], i));
+  }
+  return Status::success();
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+
+namespace {
+
+json region_json(const Region& r) {
+  return json{{"buffer", r.buffer}, {"row", r.row}, {"rows", r.rows}, {"col", r.col},
+              {"cols", r.cols}};
+}
+
+json task_json(const Task& t) {
+  json j;
+  j["id"] = t.id;
+  j["kind"] = std::string(to_string(t.kind));
+  j["rank"] = t.resource.rank;
+  j["resource"] = std::string(to_string(t.resource.kind));
+  j["index"] = t.resource.index;
+  j["deps"] = t.deps;
+  j["src"] = region_json(t.src);
+  if (t.b != Region{}) j["b"] = region_json(t.b);
+  j["dst"] = region_json(t.dst);
+  if (t.accumulate) j["accumulate"] = true;
+  j["channel"] = t.channel;
+  j["step"] = t.step;
+  j["chunk"] = t.chunk;
+  j["name"] = t.name;
+  return j;
+}
+
+json buffer_json(const Buffer& b) {
+  return json{{"name", b.name}, {"rank", b.rank}, {"rows", b.rows}, {"cols", b.cols},
+              {"role", std::string(to_string(b.role))}};
+}
+
+// Parses with a path prefix so errors say where ("tasks[3].src.rows").
+struct Reader {
+  std::string path;
+
+  template <typename T>
+  Result<T> get(const json& j, const char* key) const {
+    auto it = j.find(key);
+    if (it == j.end()) return make_error("schedule JSON: {}.{} is missing", path, key);
+    try {
+      return it->template get<T>();
+    } catch (const json::exception&) {
+      return make_error("schedule JSON: {}.{} has the wrong type ({})", path, key, it->dump());
+    }
+  }
+  template <typename T>
+  Result<T> get_or(const json& j, const char* key, T fallback) const {
+    if (!j.contains(key)) return fallback;
+    return get<T>(j, key);
+  }
+  Reader sub(const std::string& more) const { return Reader{path + more}; }
+};
+
+Result<Region> parse_region(const Reader& rd, const json& j) {
+  if (!j.is_object()) return make_error("schedule JSON: {} must be an object", rd.path);
+  Region r;
+  COMPASS_ASSIGN(r.buffer, rd.get<int>(j, "buffer"));
+  COMPASS_ASSIGN(r.row, rd.get<std::int64_t>(j, "row"));
+  COMPASS_ASSIGN(r.rows, rd.get<std::int64_t>(j, "rows"));
+  COMPASS_ASSIGN(r.col, rd.get<std::int64_t>(j, "col"));
+  COMPASS_ASSIGN(r.cols, rd.get<std::int64_t>(j, "cols"));
+  return r;
+}
+
+}  // namespace
+
+std::string schedule_to_json(const Schedule& s) {
+  // One buffer and one task per line keeps the file readable and diffable.
+  json op{{"kind", std::string(workload::to_string(s.op.kind))},
+          {"m", s.op.m},
+          {"n", s.op.n},
+          {"k", s.op.k},
+          {"tp", s.op.tp},
+          {"dtype", std::string(compass::to_string(s.op.dtype))},
+          {"role", s.op.role}};
+  std::string out = "{\n";
+  out += "  \"format\": \"compass-schedule\",\n  \"version\": 1,\n";
+  out += fmt::format("  \"op\": {},\n", op.dump());
+  out += fmt::format("  \"strategy\": {},\n", json(to_string(s.strategy)).dump());
+  out += fmt::format("  \"gpus\": {},\n", json(s.gpus).dump());
+  out += fmt::format("  \"copy_engines\": {},\n", s.copy_engines);
+  out += "  \"buffers\": [";
+  for (std::size_t i = 0; i < s.buffers.size(); ++i)
+    out += fmt::format("{}\n    {}", i ? "," : "", buffer_json(s.buffers[i]).dump());
+  out += s.buffers.empty() ? "],\n" : "\n  ],\n";
+  out += "  \"tasks\": [";
+  for (std::size_t i = 0; i < s.tasks.size(); ++i)
+    out += fmt::format("{}\n    {}", i ? "," : "", task_json(s.tasks[i]).dump());
+  out += s.tasks.empty() ? "]\n" : "\n  ]\n";
+  out += "}\n";
+  return out;
+}
+
+Result<Schedule> schedule_from_json(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return make_error("schedule JSON: not valid JSON ({})", e.what());
+  }
+  if (!j.is_object()) return make_error("schedule JSON: the top level must be an object");
+  Reader top{"schedule"};
+  COMPASS_ASSIGN(std::string format, top.get<std::string>(j, "format"));
+  if (format != "compass-schedule")
+    return make_error("schedule JSON: format is '{}', expected 'compass-schedule'", format);
+  COMPASS_ASSIGN(int version, top.get<int>(j, "version"));
+  if (version != 1) return make_error("schedule JSON: version {} is not supported (1 is)", version);
+
+  Schedule s;
+  if (!j.contains("op") || !j["op"].is_object())
+    return make_error("schedule JSON: schedule.op is missing or not an object");
+  const json& jo = j["op"];
+  Reader ro = top.sub(".op");
+  COMPASS_ASSIGN(std::string kind, ro.get<std::string>(jo, "kind"));
+  auto k = workload::parse_op_kind(kind);
+  if (!k) return make_error("schedule JSON: schedule.op.kind '{}' is not an operator", kind);
+  s.op.kind = *k;
+  COMPASS_ASSIGN(s.op.m, ro.get<std::int64_t>(jo, "m"));
+  COMPASS_ASSIGN(s.op.n, ro.get<std::int64_t>(jo, "n"));
+  COMPASS_ASSIGN(s.op.k, ro.get<std::int64_t>(jo, "k"));
+  COMPASS_ASSIGN(s.op.tp, ro.get<int>(jo, "tp"));
+  COMPASS_ASSIGN(std::string dtype, ro.get<std::string>(jo, "dtype"));
+  auto dt = parse_dtype(dtype);
+  if (!dt) return make_error("schedule JSON: schedule.op.dtype '{}' is not a dtype", dtype);
+  s.op.dtype = *dt;
+  COMPASS_ASSIGN(s.op.role, ro.get_or<std::string>(jo, "role", ""));
+
+  COMPASS_ASSIGN(std::string strategy, top.get<std::string>(j, "strategy"));
+  auto st = parse_strategy(strategy);
+  if (!st.ok()) return make_error("schedule JSON: {}", st.error().message);
+  s.strategy = *st;
+  COMPASS_ASSIGN(s.gpus, top.get<std::vector<int>>(j, "gpus"));
+  COMPASS_ASSIGN(s.copy_engines, top.get<int>(j, "copy_engines"));
+
+  if (!j.contains("buffers") || !j["buffers"].is_array())
+    return make_error("schedule JSON: schedule.buffers is missing or not an array");
+  for (std::size_t i = 0; i < j["buffers"].size(); ++i) {
+    const json& jb = j["buffers"][i];
+    Reader rb = top.sub(fmt::format(".buffers[{}]", i));
+    if (!jb.is_object()) return make_error("schedule JSON: {} must be an object", rb.path);
+    Buffer b;
+    COMPASS_ASSIGN(b.name, rb.get<std::string>(jb, "name"));
+    COMPASS_ASSIGN(b.rank, rb.get<int>(jb, "rank"));
+    COMPASS_ASSIGN(b.rows, rb.get<std::int64_t>(jb, "rows"));
+    COMPASS_ASSIGN(b.cols, rb.get<std::int64_t>(jb, "cols"));
+    COMPASS_ASSIGN(std::string role, rb.get<std::string>(jb, "role"));
+    bool found = false;
+    for (BufferRole r :
+         {BufferRole::input, BufferRole::weight, BufferRole::output, BufferRole::scratch})
+      if (to_string(r) == role) b.role = r, found = true;
+    if (!found)
+      return make_error("schedule JSON: {}.role '{}' is not input, weight, output or scratch",
+                        rb.path, role);
+    s.buffers.push_back(std::move(b));
+  }
+
+  if (!j.contains("tasks") || !j["tasks"].is_array())
+    return make_error("schedule JSON: schedule.tasks is missing or not an array");
+  for (std::size_t i = 0; i < j["tasks"].size(); ++i) {
+    const json& jt = j["tasks"][i];
+    Reader rt = top.sub(fmt::format(".tasks[{}]", i));
+    if (!jt.is_object()) return make_error("schedule JSON: {} must be an object", rt.path);
+    Task t;
+    COMPASS_ASSIGN(t.id, rt.get<int>(jt, "id"));
+    COMPASS_ASSIGN(std::string tk, rt.get<std::string>(jt, "kind"));
+    bool found = false;
+    for (TaskKind kk : {TaskKind::transfer, TaskKind::gemm, TaskKind::add, TaskKind::copy})
+      if (to_string(kk) == tk) t.kind = kk, found = true;
+    if (!found)
+      return make_error("schedule JSON: {}.kind '{}' is not transfer, gemm, add or copy",
+                        rt.path, tk);
+    COMPASS_ASSIGN(t.resource.rank, rt.get<int>(jt, "rank"));
+    COMPASS_ASSIGN(std::string rk, rt.get<std::string>(jt, "resource"));
+    if (rk == "compute") {
+      t.resource.kind = ResourceKind::compute;
+    } else if (rk == "copy_engine") {
+      t.resource.kind = ResourceKind::copy_engine;
+    } else {
+      return make_error("schedule JSON: {}.resource '{}' is not compute or copy_engine",
+                        rt.path, rk);
+    }
+    COMPASS_ASSIGN(t.resource.index, rt.get<int>(jt, "index"));
+    COMPASS_ASSIGN(t.deps, rt.get<std::vector<int>>(jt, "deps"));
+    for (const char* key : {"src", "b", "dst"}) {
+      if (!jt.contains(key)) {
+        if (std::string_view(key) == "b") continue;
+        return make_error("schedule JSON: {}.{} is missing", rt.path, key);
+      }
+      COMPASS_ASSIGN(Region r, parse_region(rt.sub(std::string(".") + key), jt[key]));
+      if (std::string_view(key) == "src") t.src = r;
+      if (std::string_view(key) == "b") t.b = r;
+      if (std::string_view(key) == "dst") t.dst = r;
+    }
+    COMPASS_ASSIGN(t.accumulate, rt.get_or<bool>(jt, "accumulate", false));
+    COMPASS_ASSIGN(t.channel, rt.get_or<int>(jt, "channel", -1));
+    COMPASS_ASSIGN(t.step, rt.get_or<int>(jt, "step", -1));
+    COMPASS_ASSIGN(t.chunk, rt.get_or<int>(jt, "chunk", -1));
+    COMPASS_ASSIGN(t.name, rt.get_or<std::string>(jt, "name", ""));
+    s.tasks.push_back(std::move(t));
+  }
+  COMPASS_TRY(validate(s));
+  return s;
+}
+
+}  // namespace compass::schedule

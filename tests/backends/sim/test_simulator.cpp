@@ -1,0 +1,215 @@
+// The simulator against closed forms: single transfers, sharing, rings, GEMMs, interference.
+
+#include <gtest/gtest.h>
+
+#include "compass/backends/sim/simulator.hpp"
+#include "compass/model/gemm_model.hpp"
+#include "sim_fixtures.hpp"
+
+namespace compass::backends::sim {
+namespace {
+
+using testing::ScheduleBuilder;
+
+constexpr double kBw = 10e9;
+constexpr double kLat = 2e-6;
+constexpr std::int64_t kCols = 1024;  // one row = 2 KiB in bf16
+
+SimResult run(const hardware::Profile& p, const schedule::Schedule& s, SimOptions o = {}) {
+  auto r = simulate(p, s, o);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? *r : SimResult{};
+}
+
+double duration(const SimResult& r, int id) { return r.tasks.at(id).end_s - r.tasks.at(id).start_s; }
+
+TEST(Simulator, SingleTransferTakesLaunchLatencyAndSizeOverBandwidth) {
+  hardware::Profile p = testing::star_profile(2, kBw, kLat);
+  p.links[1].reverse_bandwidth_bytes_per_s = kBw / 2;  // switch -> gpu1 is slower
+  ScheduleBuilder b(2, 512, kCols);
+  const int t = b.transfer(0, 1, 512, 0);
+  const SimResult r = run(p, b.s);
+  const double bytes = 512.0 * kCols * 2;
+  const double expect = p.overheads.copy_launch_s + 2 * kLat + bytes / (kBw / 2);
+  EXPECT_NEAR(duration(r, t), expect, 1e-9);
+  EXPECT_NEAR(r.total_s, expect, 1e-9);
+  EXPECT_NEAR(isolated_task_time_s(p, b.s, b.s.tasks[t]), expect, 1e-12);
+  EXPECT_EQ(r.transfers, 1);
+  EXPECT_DOUBLE_EQ(r.transferred_bytes, bytes);
+}
+
+TEST(Simulator, FlowsShareOneDirectionFairlyAndOppositeDirectionsDoNotInterfere) {
+  hardware::Profile p = testing::star_profile(3, kBw, kLat);
+  testing::clear_overheads(p);
+  const double bytes = 512.0 * kCols * 2;
+  {
+    ScheduleBuilder b(3, 512, kCols);
+    const int a = b.transfer(0, 2, 512, 0);
+    const int c = b.transfer(1, 2, 512, 1);
+    const SimResult r = run(p, b.s);
+    EXPECT_NEAR(duration(r, a), 2 * kLat + 2 * bytes / kBw, 1e-9);
+    EXPECT_NEAR(duration(r, c), 2 * kLat + 2 * bytes / kBw, 1e-9);
+    ASSERT_FALSE(r.busiest_links.empty());
+    EXPECT_EQ(r.busiest_links[0].name, p.hop_name(hardware::Hop{2, false}));
+    EXPECT_DOUBLE_EQ(r.busiest_links[0].bytes, 2 * bytes);
+    EXPECT_NEAR(r.busiest_links[0].busy_s, 2 * bytes / kBw, 1e-9);
+  }
+  {
+    ScheduleBuilder b(3, 512, kCols);
+    const int a = b.transfer(0, 2, 512, 0);
+    const int c = b.transfer(2, 0, 512, 1);
+    const SimResult r = run(p, b.s);
+    EXPECT_NEAR(duration(r, a), 2 * kLat + bytes / kBw, 1e-9);
+    EXPECT_NEAR(duration(r, c), 2 * kLat + bytes / kBw, 1e-9);
+  }
+}
+
+// p - 1 steps; at step s rank r forwards the shard it received at step s - 1.
+schedule::Schedule ring_allgather(int p, std::int64_t shard_rows) {
+  ScheduleBuilder b(p, shard_rows, kCols);
+  std::vector<int> prev(p, -1);
+  for (int s = 0; s + 1 < p; ++s) {
+    std::vector<int> cur(p);
+    for (int r = 0; r < p; ++r) {
+      const int from_left = prev[(r - 1 + p) % p];
+      cur[r] = b.transfer(r, (r + 1) % p, shard_rows, ((r - s) % p + p) % p,
+                          from_left >= 0 ? std::vector<int>{from_left} : std::vector<int>{}, 0, s,
+                          fmt::format("r{} ag step{} chunk{}", r, s, ((r - s) % p + p) % p));
+    }
+    prev = cur;
+  }
+  return b.s;
+}
+
+TEST(Simulator, RingAllGatherOnUniformRingMatchesClosedForm) {
+  for (int p : {2, 4, 8}) {
+    hardware::Profile prof = testing::ring_profile(p, kBw, kLat);
+    const schedule::Schedule s = ring_allgather(p, 256);
+    const SimResult r = run(prof, s);
+    const double shard = 256.0 * kCols * 2;
+    const double step = prof.overheads.copy_launch_s + kLat + shard / kBw;
+    EXPECT_NEAR(r.total_s, (p - 1) * step, 1e-9) << "p=" << p;
+    EXPECT_EQ(r.transfers, p * (p - 1));
+  }
+}
+
+TEST(Simulator, GemmTakesTheModelTime) {
+  hardware::Profile p = testing::star_profile(2, kBw, kLat);
+  ScheduleBuilder b(2, 4096, kCols);
+  const int g = b.gemm(0, 4096, kCols, kCols);
+  const SimResult r = run(p, b.s);
+  EXPECT_NEAR(duration(r, g), model::gemm_time_s(p, 4096, kCols, kCols, DType::bf16, 0), 1e-9);
+  // Rank 1 has no compute work: all of the time is exposed for it, none for rank 0.
+  ASSERT_EQ(r.exposed_comm_s_per_rank.size(), 2u);
+  EXPECT_NEAR(r.exposed_comm_s_per_rank[0], 0.0, 1e-12);
+}
+
+TEST(Simulator, GemmSlowsOnlyWhileACopyEngineOfItsRankIsActive) {
+  hardware::Profile p = testing::star_profile(2, kBw, kLat);
+  testing::clear_overheads(p);
+  p.interference.gemm_slowdown_copy_engine = 1.5;
+  ScheduleBuilder b(2, 4096, kCols);
+  const int g = b.gemm(0, 4096, 4 * kCols, kCols);
+  const int t = b.transfer(0, 1, 64, 0);
+  const SimResult r = run(p, b.s);
+  const double work = model::gemm_compute_s(p, 4096, 4 * kCols, kCols, DType::bf16, 0);
+  const double tc = duration(r, t);
+  ASSERT_LT(tc * 1.5, work);
+  EXPECT_NEAR(tc, 2 * kLat + 64.0 * kCols * 2 / kBw, 1e-9);
+  // Work advances at 1/1.5 while the transfer is in flight, at full speed afterwards.
+  EXPECT_NEAR(duration(r, g), tc + (work - tc / 1.5), 1e-9);
+  SimOptions off;
+  off.interference = false;
+  EXPECT_NEAR(duration(run(p, b.s, off), g), work, 1e-9);
+}
+
+TEST(Simulator, TransferStartedBesideAGemmIsCappedBelowItsBottleneck) {
+  hardware::Profile p = testing::star_profile(2, kBw, kLat);
+  testing::clear_overheads(p);
+  p.interference.comm_slowdown_beside_gemm = 1.25;
+  ScheduleBuilder b(2, 4096, kCols);
+  b.gemm(0, 4096, 8 * kCols, kCols);
+  const int c = b.local_copy(0, 64);  // delays the transfer until the GEMM runs
+  const int t = b.transfer(0, 1, 64, 0, {c});
+  const SimResult r = run(p, b.s);
+  EXPECT_NEAR(duration(r, t), 2 * kLat + 64.0 * kCols * 2 * 1.25 / kBw, 1e-9);
+}
+
+TEST(Simulator, CopyAndAddUseMemoryBandwidth) {
+  hardware::Profile p = testing::star_profile(2, kBw, kLat);
+  testing::clear_overheads(p);
+  ScheduleBuilder b(2, 512, kCols);
+  const int c = b.local_copy(0, 512);
+  const SimResult r = run(p, b.s);
+  EXPECT_NEAR(duration(r, c), 2.0 * 512 * kCols * 2 / 1e12, 1e-12);
+  EXPECT_EQ(r.transfers, 0);
+}
+
+TEST(Simulator, BadInputIsAnError) {
+  hardware::Profile p = testing::star_profile(2, kBw, kLat);
+  {
+    ScheduleBuilder b(2, 64, kCols);
+    b.transfer(0, 1, 64, 0);
+    b.s.gpus = {0, 7};
+    auto r = simulate(p, b.s);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("GPU 7"), std::string::npos) << r.error().message;
+  }
+  {
+    ScheduleBuilder b(2, 64, kCols);
+    b.transfer(0, 1, 64, 0);
+    b.s.gpus = {1, 1};
+    auto r = simulate(p, b.s);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("same GPU"), std::string::npos) << r.error().message;
+  }
+  {
+    hardware::Profile q = p;
+    q.routes.erase(q.routes.begin());  // 0 -> 1
+    ScheduleBuilder b(2, 64, kCols);
+    b.transfer(0, 1, 64, 0);
+    auto r = simulate(q, b.s);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("no route from GPU 0 to GPU 1"), std::string::npos)
+        << r.error().message;
+  }
+  {
+    hardware::Profile q = p;
+    q.links[0].bandwidth_bytes_per_s = 0;
+    ScheduleBuilder b(2, 64, kCols);
+    b.transfer(0, 1, 64, 0);
+    auto r = simulate(q, b.s);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("'l0'"), std::string::npos) << r.error().message;
+  }
+  {
+    // Engine 0 of rank 0 runs A then B, engine 0 of rank 1 runs C then D; A needs D, C needs B:
+    // acyclic dependencies, but the resource order deadlocks.
+    ScheduleBuilder b(2, 64, kCols);
+    b.transfer(0, 1, 16, 0, {3});
+    b.transfer(0, 1, 16, 1);
+    b.transfer(1, 0, 16, 0, {1});
+    b.transfer(1, 0, 16, 1);
+    auto r = simulate(p, b.s);
+    ASSERT_FALSE(r.ok());
+    const std::string& m = r.error().message;
+    EXPECT_TRUE(m.find("deadlocks") != std::string::npos || m.find("cycle") != std::string::npos)
+        << m;
+  }
+  {
+    ScheduleBuilder b(2, 64, kCols);
+    b.transfer(0, 1, 64, 0, {5});  // dependency out of range: schedule::validate names it
+    EXPECT_FALSE(simulate(p, b.s).ok());
+  }
+}
+
+TEST(Simulator, RepeatedRunsInForkedChildrenAgree) {
+  hardware::Profile prof = testing::ring_profile(4, kBw, kLat);
+  const schedule::Schedule s = ring_allgather(4, 128);
+  const SimResult a = run(prof, s);
+  const SimResult b = run(prof, s);
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace compass::backends::sim

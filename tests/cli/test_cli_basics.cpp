@@ -1,0 +1,74 @@
+// Basic behaviour of the compass binary: help, version, and one-line errors with exit code 2.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "subprocess.hpp"
+
+namespace compass::testing {
+namespace {
+
+ProcessResult compass(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{compass_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  TempDir dir;
+  ProcessResult r = run_process(argv, dir.path(), 120);
+  EXPECT_TRUE(r.spawn_error.empty()) << r.spawn_error;
+  EXPECT_FALSE(r.timed_out);
+  return r;
+}
+
+int count_lines(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n')) +
+         (!s.empty() && s.back() != '\n' ? 1 : 0);
+}
+
+TEST(CliBasics, HelpListsEveryVerb) {
+  const ProcessResult r = compass({"--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* verb : {"list", "topo", "schedule", "run", "op", "plan", "sweep", "simulate",
+                           "calibrate", "validate"}) {
+    EXPECT_NE(r.out.find(verb), std::string::npos) << "--help does not mention " << verb;
+  }
+}
+
+TEST(CliBasics, EveryVerbHasHelp) {
+  for (const char* verb : {"list", "topo", "schedule", "run", "op", "plan", "sweep", "simulate",
+                           "calibrate", "validate"}) {
+    const ProcessResult r = compass({verb, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << verb << ": " << r.err;
+    EXPECT_FALSE(r.out.empty()) << verb;
+  }
+}
+
+TEST(CliBasics, Version) {
+  const ProcessResult r = compass({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "compass 0.1.0\n");
+}
+
+TEST(CliBasics, UnknownVerbIsOneLineAndExit2) {
+  const ProcessResult r = compass({"frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("compass: error: ", 0), 0u) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(CliBasics, NoVerbIsAnError) {
+  const ProcessResult r = compass({});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_FALSE(r.err.empty());
+}
+
+TEST(CliBasics, UnknownProfileIsOneLineAndExit2) {
+  const ProcessResult r = compass({"topo", "--profile", "nosuch"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("compass: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("nosuch"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace compass::testing

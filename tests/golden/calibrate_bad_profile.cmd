@@ -1,0 +1,1 @@
+calibrate --backend cuda --out x.json --profile no-such-machine

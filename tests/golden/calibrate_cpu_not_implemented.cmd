@@ -1,0 +1,1 @@
+calibrate --backend cpu --out cpu.json

@@ -1,0 +1,1 @@
+calibrate --backend cuda --out h200.json

@@ -1,0 +1,230 @@
+// Strategy estimates: hand-computed pipelines on a uniform machine, breakdown invariants on the
+// a6000x8 preset, the ODP closed form against brute force, and the selector.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "compass/hardware/presets.hpp"
+#include "compass/model/comm_model.hpp"
+#include "compass/model/estimate.hpp"
+#include "compass/model/gemm_model.hpp"
+#include "compass/model/odp.hpp"
+#include "compass/model/selector.hpp"
+#include "compass/workload/layer_ops.hpp"
+#include "test_helpers.hpp"
+
+namespace compass::model {
+namespace {
+
+using schedule::Strategy;
+using schedule::StrategyKind;
+using testing::uniform_switch;
+using workload::OpKind;
+
+workload::OperatorSpec op_of(OpKind kind, std::int64_t m, std::int64_t n, std::int64_t k, int tp) {
+  workload::OperatorSpec op;
+  op.kind = kind;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.tp = tp;
+  return op;
+}
+
+TEST(Estimate, SequentialAgGemmByHand) {
+  const hardware::Profile p = uniform_switch(4, 10e9, 1e-6);
+  const auto op = op_of(OpKind::ag_gemm, 1024, 1024, 448, 4);
+  const schedule::CommPlan plan = schedule::default_comm_plan(4);
+  const Result<Estimate> e = estimate(p, op, Strategy{StrategyKind::sequential, 0}, plan);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const double block = 256.0 * 448 * 2;                       // one shard
+  const double step = 2e-6 + block / 10e9 + 3e-6;             // latency + bytes/bw + copy issue
+  const double own_copy = block / (1e15 / 2);                 // x -> gathered buffer
+  const double gemm = gemm_compute_s(p, 1024, 256, 448, DType::bf16);
+  const double expect = 10e-6 + own_copy + 3 * step + 5e-6 + gemm;
+  EXPECT_NEAR(e->total_s, expect, 1e-12);
+  EXPECT_NEAR(e->compute_s, gemm, 1e-9);
+  EXPECT_NEAR(e->compute_s + e->exposed_comm_s + e->overhead_s + e->interference_s, e->total_s,
+              1e-12);
+  EXPECT_DOUBLE_EQ(e->interference_s, 0.0);  // factors are 1 on this machine
+}
+
+TEST(Estimate, FusedRingHidesCommUnderGemm) {
+  // A slow GEMM (1 SM) and a fast network: a ring AG-GEMM costs about the GEMM alone.
+  const hardware::Profile p = uniform_switch(4, 100e9, 1e-6, /*sms=*/1);
+  const auto op = op_of(OpKind::ag_gemm, 1024, 1024, 448, 4);
+  const schedule::CommPlan plan = schedule::default_comm_plan(4);
+  const Estimate seq = *estimate(p, op, Strategy{StrategyKind::sequential, 0}, plan);
+  const Estimate ring = *estimate(p, op, Strategy{StrategyKind::fuse_ring, 0}, plan);
+  const double chunk = gemm_compute_s(p, 256, 256, 448, DType::bf16);
+  // Own chunk while the first step lands; every later chunk has arrived when the GEMM is free.
+  const double expect = 5e-6 + 4 * (chunk * (1 + kFusedTileReorderOverhead) + 1e-6);
+  EXPECT_NEAR(ring.total_s, expect, 1e-12);
+  EXPECT_LT(ring.total_s, seq.total_s);
+  EXPECT_NEAR(ring.exposed_comm_s, 0.0, 1e-12);
+}
+
+TEST(Estimate, BreakdownSumsOnPreset) {
+  const hardware::Profile p = *hardware::make_preset("a6000x8");
+  const schedule::CommPlan plan = *schedule::comm_plan_for(p, {0, 1, 2, 3, 4, 5, 6, 7});
+  for (OpKind kind : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar}) {
+    const auto op = op_of(kind, 8192, 5120, 5120, 8);
+    for (const Strategy& s : schedule::all_strategies(4)) {
+      const Result<Estimate> e = estimate(p, op, s, plan);
+      ASSERT_TRUE(e.ok()) << e.error().message;
+      SCOPED_TRACE(schedule::to_string(s) + " " + std::string(workload::to_string(kind)));
+      EXPECT_GT(e->total_s, 0);
+      EXPECT_GE(e->compute_s, 0);
+      EXPECT_GE(e->exposed_comm_s, 0);
+      EXPECT_GE(e->overhead_s, -1e-12);
+      EXPECT_GE(e->interference_s, -1e-12);
+      EXPECT_NEAR(e->compute_s + e->exposed_comm_s + e->overhead_s + e->interference_s,
+                  e->total_s, 1e-12);
+      EXPECT_GT(e->comm_s, 0);
+      EXPECT_FALSE(e->bottleneck.empty());
+    }
+  }
+}
+
+TEST(Estimate, SingleRankHasNoCommunication) {
+  const hardware::Profile p = uniform_switch(2);
+  const auto op = op_of(OpKind::gemm_rs, 512, 256, 448, 1);
+  for (const Strategy& s : schedule::all_strategies(2)) {
+    const Estimate e = *estimate(p, op, s, schedule::default_comm_plan(1));
+    EXPECT_EQ(e.comm_s, 0.0) << schedule::to_string(s);
+    EXPECT_NEAR(e.exposed_comm_s, 0.0, 1e-12);
+  }
+}
+
+TEST(Estimate, RejectsBadInput) {
+  const hardware::Profile p = uniform_switch(4);
+  const auto op = op_of(OpKind::ag_gemm, 1024, 1024, 448, 4);
+  EXPECT_FALSE(estimate(p, op, Strategy{StrategyKind::decompose, 3}, schedule::default_comm_plan(4)).ok());
+  EXPECT_FALSE(estimate(p, op, Strategy{StrategyKind::sequential, 0}, schedule::default_comm_plan(2)).ok());
+  auto bad = op;
+  bad.m = 1023;
+  EXPECT_FALSE(estimate(p, bad, Strategy{StrategyKind::sequential, 0}, schedule::default_comm_plan(4)).ok());
+  schedule::CommPlan far = schedule::default_comm_plan(4);
+  far.gpus = {0, 1, 2, 9};
+  const Result<Estimate> e = estimate(p, op, Strategy{StrategyKind::sequential, 0}, far);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message.find("GPU 9"), std::string::npos);
+}
+
+TEST(Estimate, DoubleRingBeatsAll2allOnTheHybridPreset) {
+  const hardware::Profile p = *hardware::make_preset("a6000x8");
+  const schedule::CommPlan plan = *schedule::comm_plan_for(p, {0, 1, 2, 3, 4, 5, 6, 7});
+  const auto op = op_of(OpKind::ag_gemm, 16384, 15360, 5120, 8);
+  const Estimate dr = *estimate(p, op, Strategy{StrategyKind::fuse_double_ring, 0}, plan);
+  const Estimate a2a = *estimate(p, op, Strategy{StrategyKind::fuse_all2all, 0}, plan);
+  EXPECT_LT(dr.total_s, a2a.total_s);
+  EXPECT_FALSE(a2a.congested.empty());
+}
+
+// ---- ODP -----------------------------------------------------------------------------------
+
+TEST(Odp, FeasibleDegrees) {
+  EXPECT_EQ(feasible_degrees(256), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(feasible_degrees(384, 64, 64), (std::vector<int>{1, 2, 3, 4, 6}));
+  EXPECT_EQ(feasible_degrees(50), (std::vector<int>{1}));
+}
+
+TEST(Odp, ClosedFormMatchesBruteForceOnRandomCoefficients) {
+  std::mt19937_64 rng(20260401);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int trial = 0; trial < 2000; ++trial) {
+    OdpCoefficients c;
+    c.a_s = std::pow(10.0, -6 + 3 * u(rng));
+    c.b_s = std::pow(10.0, -4 + 2 * u(rng));
+    c.c_s = std::pow(10.0, -5 + 3 * u(rng));
+    const std::int64_t rows = 64 * (1 + static_cast<std::int64_t>(u(rng) * 64));
+    const std::vector<int> feasible = feasible_degrees(rows, 1, 64);
+    int best = feasible.front();
+    for (int d : feasible)
+      if (odp_time_s(c, d) < odp_time_s(c, best)) best = d;
+    const int closed = closed_form_degree(c, feasible);
+    EXPECT_NEAR(odp_time_s(c, closed), odp_time_s(c, best), 1e-15)
+        << "trial " << trial << " A=" << c.a_s << " C=" << c.c_s << " rows=" << rows;
+  }
+}
+
+TEST(Odp, ClosedFormOnThePaperGrid) {
+  const hardware::Profile p = *hardware::make_preset("a6000x8");
+  std::map<int, schedule::CommPlan> plans;
+  int exact = 0, rows = 0;
+  double worst_gap = 0;
+  for (const workload::GridEntry& g : workload::paper_grid()) {
+    if (!plans.count(g.op.tp)) {
+      std::vector<int> gpus(g.op.tp);
+      for (int i = 0; i < g.op.tp; ++i) gpus[i] = i;
+      plans[g.op.tp] = *schedule::comm_plan_for(p, gpus);
+    }
+    const Result<OdpResult> r = optimise_decomposition(p, g.op, plans[g.op.tp]);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    // The closed form is the brute-force argmin of its own T(d).
+    int best = r->feasible.front();
+    for (int d : r->feasible)
+      if (odp_time_s(r->coef, d) < odp_time_s(r->coef, best)) best = d;
+    EXPECT_NEAR(odp_time_s(r->coef, r->d_closed), odp_time_s(r->coef, best), 1e-15);
+    // The exact argmin is never slower than the closed form's pick.
+    EXPECT_LE(r->t_argmin_s, r->t_closed_s);
+    EXPECT_GE(r->coef.a_s, 0);
+    EXPECT_GE(r->coef.c_s, 0);
+    worst_gap = std::max(worst_gap, r->gap());
+    exact += r->d_closed == r->d_argmin;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 288);
+  // The closed form is a model of the step-by-step estimate, not the estimate itself: it must
+  // stay close (the numbers are reported by `compass sweep`).
+  EXPECT_LT(worst_gap, 0.10);
+  EXPECT_GT(exact, rows / 2);
+}
+
+// ---- selector ------------------------------------------------------------------------------
+
+Estimate est(StrategyKind k, double t) {
+  Estimate e;
+  e.strategy = Strategy{k, k == StrategyKind::decompose ? 4 : 0};
+  e.total_s = t;
+  return e;
+}
+
+TEST(Selector, PicksTheMinimum) {
+  const std::vector<Estimate> es = {est(StrategyKind::sequential, 3.0), est(StrategyKind::decompose, 2.0),
+                                    est(StrategyKind::fuse_all2all, 2.5), est(StrategyKind::fuse_ring, 1.8),
+                                    est(StrategyKind::fuse_double_ring, 1.2)};
+  EXPECT_EQ(select_fastest(es), 4u);
+}
+
+TEST(Selector, TiesGoToTheSimplerStrategy) {
+  // double ring 0.3% faster than sequential: a tie, sequential wins.
+  std::vector<Estimate> es = {est(StrategyKind::fuse_double_ring, 0.997), est(StrategyKind::sequential, 1.0),
+                              est(StrategyKind::fuse_ring, 1.2)};
+  EXPECT_EQ(select_fastest(es), 1u);
+  // Beyond the tolerance the faster one wins.
+  es[0].total_s = 0.99;
+  EXPECT_EQ(select_fastest(es), 0u);
+  // With zero tolerance the strict minimum wins.
+  es[0].total_s = 0.999;
+  EXPECT_EQ(select_fastest(es, 0.0), 0u);
+}
+
+TEST(Selector, ChooseStrategyReturnsTheMinimumOfItsEstimates) {
+  const hardware::Profile p = *hardware::make_preset("a6000x8");
+  const schedule::CommPlan plan = *schedule::comm_plan_for(p, {0, 1, 2, 3, 4, 5, 6, 7});
+  for (const workload::GridEntry& g : workload::paper_grid()) {
+    if (g.op.tp != 8) continue;
+    const Result<OperatorChoice> c = choose_strategy(p, g.op, plan);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    double best = c->estimates.front().total_s;
+    for (const Estimate& e : c->estimates) best = std::min(best, e.total_s);
+    EXPECT_LE(c->choice().total_s, best * (1 + kTieTolerance));
+    EXPECT_FALSE(c->reason.empty());
+    EXPECT_EQ(c->reason.rfind(schedule::to_string(c->choice().strategy), 0), 0u) << c->reason;
+  }
+}
+
+}  // namespace
+}  // namespace compass::model

@@ -1,0 +1,101 @@
+#pragma once
+// The operator x strategy x p x shape x plan grid shared by the schedule property tests.
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compass/schedule/generate.hpp"
+
+namespace compass::schedule::testing {
+
+struct Case {
+  workload::OperatorSpec op;
+  Strategy strategy;
+  CommPlan plan;
+  std::string plan_name;
+
+  std::string label() const {
+    return fmt::format("{} M={} N={} K={} p={} {} plan={}", workload::to_string(op.kind), op.m,
+                       op.n, op.k, op.tp, to_string(strategy), plan_name);
+  }
+};
+
+inline workload::OperatorSpec make_op(workload::OpKind kind, std::int64_t m, std::int64_t n,
+                                      std::int64_t k, int p) {
+  workload::OperatorSpec o;
+  o.kind = kind;
+  o.m = m;
+  o.n = n;
+  o.k = k;
+  o.tp = p;
+  o.dtype = DType::bf16;
+  return o;
+}
+
+/// Shapes per op and p: odd N and K, one-row shards (halves of 1 and 0 rows), and for gemm_ar
+/// M not divisible by p (uneven chunks, some empty when M < p).
+inline std::vector<workload::OperatorSpec> shapes(workload::OpKind kind, int p) {
+  using workload::OpKind;
+  std::vector<workload::OperatorSpec> out;
+  switch (kind) {
+    case OpKind::ag_gemm:
+      out.push_back(make_op(kind, 6 * p, 3 * p, 5, p));
+      out.push_back(make_op(kind, p, p, 7, p));
+      out.push_back(make_op(kind, 3 * p, 2 * p, 1, p));
+      break;
+    case OpKind::gemm_rs:
+      out.push_back(make_op(kind, 6 * p, 7, 3 * p, p));
+      out.push_back(make_op(kind, p, 5, p, p));
+      out.push_back(make_op(kind, 3 * p, 1, 2 * p, p));
+      break;
+    case OpKind::gemm_ar:
+      out.push_back(make_op(kind, 6 * p, 7, 3 * p, p));
+      out.push_back(make_op(kind, p, 5, p, p));
+      out.push_back(make_op(kind, 2 * p + 1, 3, p, p));
+      out.push_back(make_op(kind, 1, 2, p, p));
+      break;
+  }
+  return out;
+}
+
+inline std::vector<Strategy> strategies() {
+  return {Strategy{StrategyKind::sequential, 0}, Strategy{StrategyKind::decompose, 1},
+          Strategy{StrategyKind::decompose, 2},  Strategy{StrategyKind::decompose, 3},
+          Strategy{StrategyKind::fuse_all2all, 0}, Strategy{StrategyKind::fuse_ring, 0},
+          Strategy{StrategyKind::fuse_double_ring, 0}};
+}
+
+/// Default plan; a shuffled ring with an unrelated shuffled second ring; one copy engine.
+inline std::vector<std::pair<std::string, CommPlan>> plans(int p) {
+  std::vector<std::pair<std::string, CommPlan>> out;
+  out.emplace_back("default", default_comm_plan(p));
+  CommPlan shuffled = default_comm_plan(p);
+  std::mt19937 rng(1234u + static_cast<unsigned>(p));
+  std::shuffle(shuffled.ring.begin(), shuffled.ring.end(), rng);
+  std::shuffle(shuffled.ring2.begin(), shuffled.ring2.end(), rng);
+  out.emplace_back("shuffled", shuffled);
+  CommPlan one_engine = shuffled;
+  one_engine.copy_engines = 1;
+  out.emplace_back("shuffled-1ce", one_engine);
+  return out;
+}
+
+/// True when the strategy is defined for the op (decompose:d needs d | M/p when d > 1).
+inline bool feasible(const workload::OperatorSpec& op, const Strategy& s) {
+  if (s.kind != StrategyKind::decompose || s.parts == 1) return true;
+  return op.m % op.tp == 0 && (op.m / op.tp) % s.parts == 0;
+}
+
+inline std::vector<Case> all_cases() {
+  std::vector<Case> out;
+  for (auto kind : {workload::OpKind::ag_gemm, workload::OpKind::gemm_rs, workload::OpKind::gemm_ar})
+    for (int p : {1, 2, 3, 4, 8})
+      for (const auto& op : shapes(kind, p))
+        for (const auto& st : strategies())
+          for (const auto& [name, plan] : plans(p)) out.push_back(Case{op, st, plan, name});
+  return out;
+}
+
+}  // namespace compass::schedule::testing

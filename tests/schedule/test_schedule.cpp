@@ -1,0 +1,279 @@
+// Structure, errors, validation and JSON of schedules.
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "schedule_cases.hpp"
+
+namespace compass::schedule {
+namespace {
+
+using testing::make_op;
+using workload::OpKind;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+Schedule ring_ag(int p) {
+  auto r = generate(make_op(OpKind::ag_gemm, 4 * p, 2 * p, 3, p),
+                    Strategy{StrategyKind::fuse_ring, 0}, default_comm_plan(p));
+  EXPECT_TRUE(r.ok());
+  return *r;
+}
+
+TEST(Schedule, DefaultPlanIsRankOrderAndReverse) {
+  const CommPlan plan = default_comm_plan(4);
+  EXPECT_EQ(plan.gpus, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(plan.ring, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(plan.ring2, (std::vector<int>{3, 2, 1, 0}));
+}
+
+TEST(Schedule, RingAgGemmHasOneTransferPerStepAndOneGemmPerChunk) {
+  const Schedule s = ring_ag(4);
+  int transfers = 0, gemms = 0;
+  for (const Task& t : s.tasks) {
+    transfers += t.kind == TaskKind::transfer;
+    gemms += t.kind == TaskKind::gemm;
+  }
+  EXPECT_EQ(transfers, 4 * 3);
+  EXPECT_EQ(gemms, 4 * 4);
+  EXPECT_EQ(s.copy_engines, 1);
+  // Buffers named per rank with roles.
+  const int x0 = s.find_buffer(0, "x");
+  ASSERT_GE(x0, 0);
+  EXPECT_EQ(s.buffers[static_cast<std::size_t>(x0)].role, BufferRole::input);
+  EXPECT_EQ(s.buffers[static_cast<std::size_t>(s.find_buffer(3, "y"))].role, BufferRole::output);
+  EXPECT_EQ(s.find_buffer(0, "nope"), -1);
+  EXPECT_EQ(s.find_buffer(7, "x"), -1);
+}
+
+TEST(Schedule, GemmConsumesTheChunkDeliveredByTheTransferItDependsOn) {
+  const Schedule s = ring_ag(3);
+  for (const Task& t : s.tasks) {
+    if (t.kind != TaskKind::gemm || t.step == 0) continue;
+    bool found = false;
+    for (int d : t.deps) {
+      const Task& dep = s.tasks[static_cast<std::size_t>(d)];
+      if (dep.kind == TaskKind::transfer && dep.dst == t.src) found = true;
+    }
+    EXPECT_TRUE(found) << t.name;
+  }
+}
+
+TEST(Schedule, OwnShardFirstAndAll2allArrivalOrder) {
+  const int p = 4;
+  auto r = generate(make_op(OpKind::ag_gemm, 8, 4, 3, p), Strategy{StrategyKind::fuse_all2all, 0},
+                    default_comm_plan(p));
+  ASSERT_TRUE(r.ok());
+  for (int rank = 0; rank < p; ++rank) {
+    std::vector<int> chunks;
+    for (const Task& t : r->tasks)
+      if (t.kind == TaskKind::gemm && t.resource.rank == rank) chunks.push_back(t.chunk);
+    ASSERT_EQ(chunks.size(), 4u);
+    for (int k = 0; k < p; ++k) EXPECT_EQ(chunks[static_cast<std::size_t>(k)], (rank - k + p) % p);
+  }
+}
+
+TEST(Schedule, GemmRsRingFollowsRingPositions) {
+  // Ring 2 -> 0 -> 3 -> 1: at step s the rank at position P computes the chunk of ring[P-s-1].
+  const int p = 4;
+  CommPlan plan = default_comm_plan(p);
+  plan.ring = {2, 0, 3, 1};
+  auto r = generate(make_op(OpKind::gemm_rs, 8, 3, 4, p), Strategy{StrategyKind::fuse_ring, 0},
+                    plan);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  for (const Task& t : r->tasks) {
+    if (t.kind != TaskKind::gemm) continue;
+    const int pos = static_cast<int>(std::find(plan.ring.begin(), plan.ring.end(),
+                                               t.resource.rank) - plan.ring.begin());
+    EXPECT_EQ(t.chunk, plan.ring[static_cast<std::size_t>(((pos - t.step - 1) % p + p) % p)])
+        << t.name;
+  }
+}
+
+TEST(Schedule, DoubleRingUsesTwoEnginesAndHalves) {
+  auto r = generate(make_op(OpKind::ag_gemm, 12, 4, 3, 4),
+                    Strategy{StrategyKind::fuse_double_ring, 0}, default_comm_plan(4));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->copy_engines, 2);
+  std::set<std::int64_t> rows;
+  for (const Task& t : r->tasks)
+    if (t.kind == TaskKind::transfer) rows.insert(t.src.rows);
+  EXPECT_EQ(rows, (std::set<std::int64_t>{1, 2}));  // 3-row shards split 2 + 1
+}
+
+TEST(Schedule, SingleRankIsOneGemm) {
+  for (auto kind : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar})
+    for (const auto& st : testing::strategies()) {
+      if (st.kind == StrategyKind::decompose && st.parts > 1) continue;
+      auto r = generate(make_op(kind, 6, 5, 7, 1), st, default_comm_plan(1));
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      ASSERT_EQ(r->tasks.size(), 1u) << to_string(st);
+      EXPECT_EQ(r->tasks[0].kind, TaskKind::gemm);
+      EXPECT_TRUE(validate(*r).ok());
+    }
+}
+
+TEST(Schedule, DecomposeMustDivideTheRowsEachRankOwns) {
+  auto r = generate(make_op(OpKind::ag_gemm, 24, 4, 3, 4), Strategy{StrategyKind::decompose, 4},
+                    default_comm_plan(4));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.error().message, "decompose:4")) << r.error().message;
+  EXPECT_TRUE(contains(r.error().message, "6 rows")) << r.error().message;
+  auto rs = generate(make_op(OpKind::gemm_rs, 8, 3, 4, 4), Strategy{StrategyKind::decompose, 3},
+                     default_comm_plan(4));
+  ASSERT_FALSE(rs.ok());
+  EXPECT_TRUE(contains(rs.error().message, "decompose:3"));
+  auto ar = generate(make_op(OpKind::gemm_ar, 9, 3, 4, 4), Strategy{StrategyKind::decompose, 2},
+                     default_comm_plan(4));
+  ASSERT_FALSE(ar.ok());
+  EXPECT_TRUE(contains(ar.error().message, "M = 9")) << ar.error().message;
+  EXPECT_TRUE(generate(make_op(OpKind::gemm_ar, 9, 3, 4, 4), Strategy{StrategyKind::decompose, 1},
+                       default_comm_plan(4))
+                  .ok());
+}
+
+TEST(Schedule, PlanMustMatchTheOperator) {
+  const auto op = make_op(OpKind::ag_gemm, 8, 4, 3, 4);
+  auto r = generate(op, Strategy{}, default_comm_plan(3));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.error().message, "tp = 4")) << r.error().message;
+  CommPlan bad = default_comm_plan(4);
+  bad.ring = {0, 1, 1, 2};
+  r = generate(op, Strategy{}, bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.error().message, "twice")) << r.error().message;
+  bad = default_comm_plan(4);
+  bad.ring2 = {0, 1, 2, 9};
+  r = generate(op, Strategy{}, bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.error().message, "ring2")) << r.error().message;
+  bad = default_comm_plan(4);
+  bad.copy_engines = 0;
+  EXPECT_FALSE(generate(op, Strategy{}, bad).ok());
+}
+
+TEST(Schedule, InvalidOperatorIsAnError) {
+  EXPECT_FALSE(generate(make_op(OpKind::ag_gemm, 0, 4, 3, 2), Strategy{}, default_comm_plan(2)).ok());
+  EXPECT_FALSE(generate(make_op(OpKind::ag_gemm, 6, 5, 3, 2), Strategy{}, default_comm_plan(2)).ok());
+  EXPECT_FALSE(generate(make_op(OpKind::gemm_rs, 6, 5, 3, 2), Strategy{}, default_comm_plan(2)).ok());
+  EXPECT_FALSE(generate(make_op(OpKind::gemm_ar, 6, 5, 4, 0), Strategy{}, default_comm_plan(0)).ok());
+}
+
+TEST(Schedule, ValidateCatchesBrokenGraphs) {
+  const Schedule good = ring_ag(2);
+  ASSERT_TRUE(validate(good).ok());
+
+  Schedule s = good;
+  s.tasks[1].id = 5;
+  EXPECT_TRUE(contains(validate(s).error().message, "id is 5"));
+
+  s = good;
+  s.tasks[0].deps.push_back(static_cast<int>(s.tasks.size()));
+  EXPECT_TRUE(contains(validate(s).error().message, "not a task id"));
+
+  // A cycle through deps: the first task waits for the last.
+  s = good;
+  s.tasks[0].deps.push_back(static_cast<int>(s.tasks.size()) - 1);
+  EXPECT_TRUE(contains(validate(s).error().message, "cycle"));
+
+  // A cycle through resource order: an earlier task on a resource waiting for a later one on
+  // the same resource.
+  s = good;
+  int first = -1, second = -1;
+  for (const Task& t : s.tasks)
+    if (t.resource.rank == 0 && t.kind == TaskKind::gemm) (first < 0 ? first : second) = t.id;
+  ASSERT_GE(second, 0);
+  s.tasks[static_cast<std::size_t>(first)].deps.push_back(second);
+  EXPECT_TRUE(contains(validate(s).error().message, "cycle"));
+
+  s = good;
+  s.tasks[0].src.rows = 1000;
+  EXPECT_TRUE(contains(validate(s).error().message, "outside buffer"));
+
+  s = good;
+  for (Task& t : s.tasks)
+    if (t.kind == TaskKind::transfer) {
+      t.resource.kind = ResourceKind::compute;
+      t.resource.index = 0;
+      break;
+    }
+  EXPECT_TRUE(contains(validate(s).error().message, "copy engine"));
+
+  s = good;
+  for (Task& t : s.tasks)
+    if (t.kind == TaskKind::gemm) {
+      t.b.cols -= 1;
+      break;
+    }
+  EXPECT_FALSE(validate(s).ok());
+
+  s = good;
+  s.tasks[0].resource.index = 3;
+  EXPECT_FALSE(validate(s).ok());
+
+  s = good;
+  s.buffers.push_back(s.buffers[0]);
+  EXPECT_TRUE(contains(validate(s).error().message, "two buffers"));
+
+  s = good;
+  s.op.tp = 3;
+  EXPECT_FALSE(validate(s).ok());
+}
+
+TEST(Schedule, TaskBytesAndFlops) {
+  const Schedule s = ring_ag(2);  // M=8, N=4, K=3, bf16
+  for (const Task& t : s.tasks) {
+    if (t.kind == TaskKind::transfer) {
+      EXPECT_EQ(task_bytes(s, t), 4 * 3 * 2);
+      EXPECT_EQ(task_flops(t, s), 0.0);
+    } else {
+      EXPECT_EQ(task_bytes(s, t), 0);
+      EXPECT_EQ(task_flops(t, s), 2.0 * 4 * 2 * 3);
+    }
+  }
+}
+
+TEST(ScheduleJson, RoundTripAndReadableNames) {
+  auto r = generate(make_op(OpKind::gemm_ar, 10, 3, 4, 4), Strategy{StrategyKind::decompose, 1},
+                    default_comm_plan(4));
+  ASSERT_TRUE(r.ok());
+  const std::string text = schedule_to_json(*r);
+  EXPECT_TRUE(contains(text, "\"format\": \"compass-schedule\""));
+  EXPECT_TRUE(contains(text, "\"strategy\": \"decompose:1\""));
+  EXPECT_TRUE(contains(text, "\"kind\":\"transfer\""));
+  auto back = schedule_from_json(text);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, *r);
+  EXPECT_EQ(schedule_to_json(*back), text);
+}
+
+TEST(ScheduleJson, ErrorsNameTheField) {
+  EXPECT_TRUE(contains(schedule_from_json("{").error().message, "not valid JSON"));
+  EXPECT_TRUE(contains(schedule_from_json("[]").error().message, "top level"));
+  const std::string good = schedule_to_json(ring_ag(2));
+  std::string bad = good;
+  bad.replace(bad.find("\"compass-schedule\""), 18, "\"other\"");
+  EXPECT_TRUE(contains(schedule_from_json(bad).error().message, "format"));
+  bad = good;
+  bad.replace(bad.find("\"kind\":\"transfer\""), 17, "\"kind\":\"teleport\"");
+  EXPECT_TRUE(contains(schedule_from_json(bad).error().message, "tasks[0].kind"))
+      << schedule_from_json(bad).error().message;
+  bad = good;
+  bad.replace(bad.find("\"rows\":"), 7, "\"rowz\":");
+  EXPECT_TRUE(contains(schedule_from_json(bad).error().message, "rows"))
+      << schedule_from_json(bad).error().message;
+  bad = good;
+  bad.replace(bad.find("\"strategy\": \"fuse:ring\""), 23, "\"strategy\": \"fuse:star\"");
+  EXPECT_TRUE(contains(schedule_from_json(bad).error().message, "fuse:star"));
+  // Structurally invalid graphs are rejected by validate().
+  bad = good;
+  bad.replace(bad.find("\"deps\":[]"), 9, "\"deps\":[99]");
+  EXPECT_TRUE(contains(schedule_from_json(bad).error().message, "not a task id"))
+      << schedule_from_json(bad).error().message;
+}
+
+}  // namespace
+}  // namespace compass::schedule
