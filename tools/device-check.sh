@@ -57,7 +57,7 @@ for lib in libcublasLt.so.13 libcuda.so.1; do
     log "found $lib in $d"
     case ":$LIBDIRS:" in *":$d:"*) ;; *) LIBDIRS="$LIBDIRS:$d" ;; esac
   else
-    log "WARNING: $lib not found; the binaries will fail to start"
+    log "WARNING: $lib not found; the GPU steps will fail"
   fi
 done
 export LD_LIBRARY_PATH="$LIBDIRS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -19,9 +19,7 @@ build=build/fuzz
 # Instrument the libraries too (not only the harness), so coverage guides the fuzzer into the
 # loader and the sanitizers check it; the harness target adds -fsanitize=fuzzer itself.
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
-if [ ! -f "$build/build.ninja" ]; then
-  cmake --preset fuzz -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" >/dev/null
-fi
+cmake --preset fuzz -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" >/dev/null
 cmake --build "$build" --target fuzz_profile_loader -- -j"${JOBS:-$(nproc)}" \
   | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
 

@@ -21,7 +21,8 @@ Profile chain(const std::vector<double>& fwd_bw, const std::vector<double>& rev_
   dev.name = "test-gpu";
   p.devices.push_back(dev);
   const int n = static_cast<int>(fwd_bw.size()) + 1;
-  for (int i = 0; i < n; ++i) p.nodes.push_back(Node{"gpu" + std::to_string(i), NodeKind::gpu, "test-gpu"});
+  for (int i = 0; i < n; ++i)
+    p.nodes.push_back(Node{"gpu" + std::to_string(i), NodeKind::gpu, "test-gpu"});
   for (int i = 0; i + 1 < n; ++i) {
     Link l;
     l.name = "l" + std::to_string(i);

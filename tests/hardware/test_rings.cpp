@@ -53,7 +53,8 @@ Profile ring4(double bw, double latency_s) {
   Profile p = empty_profile("ring4");
   for (int i = 0; i < 4; ++i) add_node(p, "gpu" + std::to_string(i), NodeKind::gpu);
   for (int i = 0; i < 4; ++i)
-    add_link(p, "l" + std::to_string(i), LinkKind::nvlink, i, (i + 1) % 4, bw, bw, false, latency_s);
+    add_link(p, "l" + std::to_string(i), LinkKind::nvlink, i, (i + 1) % 4, bw, bw, false,
+             latency_s);
   for (int s = 0; s < 4; ++s)
     for (int d = 0; d < 4; ++d) {
       if (s == d) continue;
@@ -95,7 +96,8 @@ Profile random_machine(unsigned seed, int gpus) {
   for (int i = 0; i < gpus; ++i) add_node(p, "gpu" + std::to_string(i), NodeKind::gpu);
   const int switches = std::uniform_int_distribution<int>(1, 3)(rng);
   std::vector<int> sw;
-  for (int s = 0; s < switches; ++s) sw.push_back(add_node(p, "sw" + std::to_string(s), NodeKind::pcie_switch));
+  for (int s = 0; s < switches; ++s)
+    sw.push_back(add_node(p, "sw" + std::to_string(s), NodeKind::pcie_switch));
   for (int s = 1; s < switches; ++s)
     add_link(p, fmt::format("up{}", s), LinkKind::pcie, sw[s - 1], sw[s], pick({12, 20, 32}) * kGB,
              pick({12, 20, 32}) * kGB, true, 1e-6);
@@ -154,7 +156,9 @@ double ring_time_by_definition(const Profile& p, const std::vector<int>& order, 
   return (n - 1) * run_flows(p, flows).makespan_s;
 }
 
-double time_of(const PatternTime& t) { return t.time_s; }
+double time_of(const PatternTime& t) {
+  return t.time_s;
+}
 
 TEST(Rings, ValidateGroupNamesTheBadOrdinal) {
   Profile p = ring4(10 * kGB, 0);
@@ -353,8 +357,8 @@ TEST(Rings, RandomTopologiesMatchBruteForce) {
     ASSERT_TRUE(is_permutation_of(dr->second, all)) << seed;
     const double double_t = allgather_time_double_ring(p, *dr, kGiB).time_s;
     EXPECT_LE(double_t, found_t * (1 + 1e-9)) << seed;
-    EXPECT_LE(double_t, allgather_time_double_ring(p, {*ring, reversed(*ring)}, kGiB).time_s *
-                            (1 + 1e-9))
+    EXPECT_LE(double_t,
+              allgather_time_double_ring(p, {*ring, reversed(*ring)}, kGiB).time_s * (1 + 1e-9))
         << seed;
   }
 }

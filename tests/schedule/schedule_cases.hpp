@@ -61,9 +61,9 @@ inline std::vector<workload::OperatorSpec> shapes(workload::OpKind kind, int p) 
 }
 
 inline std::vector<Strategy> strategies() {
-  return {Strategy{StrategyKind::sequential, 0}, Strategy{StrategyKind::decompose, 1},
-          Strategy{StrategyKind::decompose, 2},  Strategy{StrategyKind::decompose, 3},
-          Strategy{StrategyKind::fuse_all2all, 0}, Strategy{StrategyKind::fuse_ring, 0},
+  return {Strategy{StrategyKind::sequential, 0},      Strategy{StrategyKind::decompose, 1},
+          Strategy{StrategyKind::decompose, 2},       Strategy{StrategyKind::decompose, 3},
+          Strategy{StrategyKind::fuse_all2all, 0},    Strategy{StrategyKind::fuse_ring, 0},
           Strategy{StrategyKind::fuse_double_ring, 0}};
 }
 
@@ -90,7 +90,8 @@ inline bool feasible(const workload::OperatorSpec& op, const Strategy& s) {
 
 inline std::vector<Case> all_cases() {
   std::vector<Case> out;
-  for (auto kind : {workload::OpKind::ag_gemm, workload::OpKind::gemm_rs, workload::OpKind::gemm_ar})
+  for (auto kind :
+       {workload::OpKind::ag_gemm, workload::OpKind::gemm_rs, workload::OpKind::gemm_ar})
     for (int p : {1, 2, 3, 4, 8})
       for (const auto& op : shapes(kind, p))
         for (const auto& st : strategies())

@@ -85,7 +85,8 @@ class Interpreter {
     switch (t.kind) {
       case TaskKind::transfer:
       case TaskKind::copy:
-        for (std::int64_t i = 0; i < t.dst.rows; ++i) set(t.dst, i, src[static_cast<std::size_t>(i)]);
+        for (std::int64_t i = 0; i < t.dst.rows; ++i)
+          set(t.dst, i, src[static_cast<std::size_t>(i)]);
         break;
       case TaskKind::add:
         for (std::int64_t i = 0; i < t.dst.rows; ++i) {
@@ -111,8 +112,8 @@ class Interpreter {
           if (s_.op.kind == OpKind::ag_gemm) {
             ASSERT_EQ(in.second, -1) << where;
           } else {
-            ASSERT_EQ(in.second, block) << where << " pairs X K-block " << in.second
-                                        << " with W K-block " << block;
+            ASSERT_EQ(in.second, block)
+                << where << " pairs X K-block " << in.second << " with W K-block " << block;
           }
           RowValue v = t.accumulate ? at(t.dst, i) : RowValue{};
           if (t.accumulate) {
@@ -194,8 +195,9 @@ std::vector<int> execution_order(const Schedule& s, int seed) {
     }
     if (ready.empty()) return {};
     std::sort(ready.begin(), ready.end());
-    const int pick = seed < 0 ? ready.front()
-                              : ready[std::uniform_int_distribution<std::size_t>(0, ready.size() - 1)(rng)];
+    const int pick =
+        seed < 0 ? ready.front()
+                 : ready[std::uniform_int_distribution<std::size_t>(0, ready.size() - 1)(rng)];
     done[static_cast<std::size_t>(pick)] = 1;
     order.push_back(pick);
     queues[key_of(s.tasks[static_cast<std::size_t>(pick)])].pop_front();
@@ -332,7 +334,8 @@ TEST_P(ScheduleProperties, ValidAcyclicCorrectHazardFreeAndClosedFormBytes) {
   auto ordered = [&](int a, int b) {
     auto bit = [&](int x, int y) {
       return (before[static_cast<std::size_t>(x)][static_cast<std::size_t>(y) / 64] >>
-              (static_cast<std::size_t>(y) % 64)) & 1ull;
+              (static_cast<std::size_t>(y) % 64)) &
+             1ull;
     };
     return bit(a, b) || bit(b, a);
   };

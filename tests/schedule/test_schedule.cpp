@@ -81,13 +81,13 @@ TEST(Schedule, GemmRsRingFollowsRingPositions) {
   const int p = 4;
   CommPlan plan = default_comm_plan(p);
   plan.ring = {2, 0, 3, 1};
-  auto r = generate(make_op(OpKind::gemm_rs, 8, 3, 4, p), Strategy{StrategyKind::fuse_ring, 0},
-                    plan);
+  auto r =
+      generate(make_op(OpKind::gemm_rs, 8, 3, 4, p), Strategy{StrategyKind::fuse_ring, 0}, plan);
   ASSERT_TRUE(r.ok()) << r.error().message;
   for (const Task& t : r->tasks) {
     if (t.kind != TaskKind::gemm) continue;
-    const int pos = static_cast<int>(std::find(plan.ring.begin(), plan.ring.end(),
-                                               t.resource.rank) - plan.ring.begin());
+    const int pos = static_cast<int>(
+        std::find(plan.ring.begin(), plan.ring.end(), t.resource.rank) - plan.ring.begin());
     EXPECT_EQ(t.chunk, plan.ring[static_cast<std::size_t>(((pos - t.step - 1) % p + p) % p)])
         << t.name;
   }
@@ -135,6 +135,17 @@ TEST(Schedule, DecomposeMustDivideTheRowsEachRankOwns) {
                   .ok());
 }
 
+TEST(Schedule, DecomposeOneIsSequentialTaskForTask) {
+  for (auto kind : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar}) {
+    const auto op = make_op(kind, 12, 8, 8, 4);
+    auto seq = generate(op, Strategy{StrategyKind::sequential, 0}, default_comm_plan(4));
+    auto d1 = generate(op, Strategy{StrategyKind::decompose, 1}, default_comm_plan(4));
+    ASSERT_TRUE(seq.ok() && d1.ok());
+    EXPECT_EQ(seq->tasks, d1->tasks);
+    EXPECT_EQ(seq->buffers, d1->buffers);
+  }
+}
+
 TEST(Schedule, PlanMustMatchTheOperator) {
   const auto op = make_op(OpKind::ag_gemm, 8, 4, 3, 4);
   auto r = generate(op, Strategy{}, default_comm_plan(3));
@@ -156,10 +167,14 @@ TEST(Schedule, PlanMustMatchTheOperator) {
 }
 
 TEST(Schedule, InvalidOperatorIsAnError) {
-  EXPECT_FALSE(generate(make_op(OpKind::ag_gemm, 0, 4, 3, 2), Strategy{}, default_comm_plan(2)).ok());
-  EXPECT_FALSE(generate(make_op(OpKind::ag_gemm, 6, 5, 3, 2), Strategy{}, default_comm_plan(2)).ok());
-  EXPECT_FALSE(generate(make_op(OpKind::gemm_rs, 6, 5, 3, 2), Strategy{}, default_comm_plan(2)).ok());
-  EXPECT_FALSE(generate(make_op(OpKind::gemm_ar, 6, 5, 4, 0), Strategy{}, default_comm_plan(0)).ok());
+  EXPECT_FALSE(
+      generate(make_op(OpKind::ag_gemm, 0, 4, 3, 2), Strategy{}, default_comm_plan(2)).ok());
+  EXPECT_FALSE(
+      generate(make_op(OpKind::ag_gemm, 6, 5, 3, 2), Strategy{}, default_comm_plan(2)).ok());
+  EXPECT_FALSE(
+      generate(make_op(OpKind::gemm_rs, 6, 5, 3, 2), Strategy{}, default_comm_plan(2)).ok());
+  EXPECT_FALSE(
+      generate(make_op(OpKind::gemm_ar, 6, 5, 4, 0), Strategy{}, default_comm_plan(0)).ok());
 }
 
 TEST(Schedule, ValidateCatchesBrokenGraphs) {

@@ -30,6 +30,17 @@ int main(int argc, char** argv) {
   add_calibrate_verb(app);
   add_validate_verb(app);
 
+  // Name an unknown verb ourselves: CLI11 would only say that a subcommand is required.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      known = known || sub->get_name() == argv[1];
+    if (!known) {
+      fmt::print(stderr, "compass: error: unknown verb '{}' (see 'compass --help')\n", argv[1]);
+      return 2;
+    }
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -40,8 +51,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // CLI11 prints multi-line help for some errors; keep to one line plus a hint.
-    fmt::print(stderr, "compass: error: {}\n", e.what());
-    fmt::print(stderr, "Run 'compass --help' or 'compass <verb> --help' for usage.\n");
+    fmt::print(stderr, "compass: error: {} (see 'compass --help')\n", e.what());
     return 2;
   } catch (const UsageError& e) {
     fmt::print(stderr, "compass: error: {}\n", e.what());

@@ -54,10 +54,10 @@ void list_models(bool as_json) {
     fmt::print("{}\n", out.dump(2));
     return;
   }
-  fmt::print("{:<12} {:>6} {:>6} {:>5} {:>8} {:>6} {:>6}  {}\n", "MODEL", "HIDDEN", "FFN", "HEADS",
+  fmt::print("{:<12} {:>6} {:>6} {:>5} {:>8} {:>6} {:>7}  {}\n", "MODEL", "HIDDEN", "FFN", "HEADS",
              "KV_HEADS", "LAYERS", "VOCAB", "SWIGLU");
   for (const workload::ModelConfig& m : models)
-    fmt::print("{:<12} {:>6} {:>6} {:>5} {:>8} {:>6} {:>6}  {}\n", m.name, m.hidden, m.ffn, m.heads,
+    fmt::print("{:<12} {:>6} {:>6} {:>5} {:>8} {:>6} {:>7}  {}\n", m.name, m.hidden, m.ffn, m.heads,
                m.kv_heads, m.layers, m.vocab, m.swiglu ? "yes" : "no");
 }
 

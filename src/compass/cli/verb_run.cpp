@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "compass/backends/cpu/blas.hpp"
 #include "compass/backends/cpu/executor.hpp"
@@ -61,17 +60,19 @@ void summarise(StrategyRun& r) {
 
 workload::OperatorSpec parse_operator(const RunArgs& a) {
   if (a.backend != "cpu" && a.backend != "cuda")
-    throw UsageError(fmt::format("--backend: unknown backend '{}' (expected cpu or cuda)", a.backend));
+    throw UsageError(
+        fmt::format("--backend: unknown backend '{}' (expected cpu or cuda)", a.backend));
   auto kind = workload::parse_op_kind(a.op);
   if (!kind)
-    throw UsageError(fmt::format("--op: unknown operator '{}' (expected ag_gemm, gemm_rs or gemm_ar)",
-                                 a.op));
+    throw UsageError(
+        fmt::format("--op: unknown operator '{}' (expected ag_gemm, gemm_rs or gemm_ar)", a.op));
   if (a.m <= 0) throw UsageError(fmt::format("--m: must be positive, got {}", a.m));
   if (a.n <= 0) throw UsageError(fmt::format("--n: must be positive, got {}", a.n));
   if (a.k <= 0) throw UsageError(fmt::format("--k: must be positive, got {}", a.k));
   if (a.tp <= 0) throw UsageError(fmt::format("--tp: must be positive, got {}", a.tp));
   if (a.repeat < 1) throw UsageError(fmt::format("--repeat: must be at least 1, got {}", a.repeat));
-  if (a.warmup < 0) throw UsageError(fmt::format("--warmup: must not be negative, got {}", a.warmup));
+  if (a.warmup < 0)
+    throw UsageError(fmt::format("--warmup: must not be negative, got {}", a.warmup));
   if (a.threads_per_rank < 1)
     throw UsageError(
         fmt::format("--threads-per-rank: must be at least 1, got {}", a.threads_per_rank));
@@ -79,8 +80,8 @@ workload::OperatorSpec parse_operator(const RunArgs& a) {
     throw UsageError(fmt::format("--wait-timeout: must not be negative, got {}", a.wait_timeout_s));
   auto dtype = parse_dtype(a.dtype);
   if (!dtype)
-    throw UsageError(fmt::format("--dtype: unknown type '{}' (expected fp32, fp16, bf16 or fp8)",
-                                 a.dtype));
+    throw UsageError(
+        fmt::format("--dtype: unknown type '{}' (expected fp32, fp16, bf16 or fp8)", a.dtype));
   workload::OperatorSpec op;
   op.kind = *kind;
   op.m = a.m;
@@ -126,12 +127,13 @@ std::vector<StrategyRun> make_schedules(const workload::OperatorSpec& op, const 
 void run_cpu(const RunArgs& a, const workload::OperatorSpec& op, std::vector<StrategyRun>& runs) {
   // Check the whole footprint first: X and W, the FP64 reference, and the largest workspace.
   std::int64_t workspace = 0;
-  for (const auto& r : runs) workspace = std::max(workspace, cpu::Workspace::bytes_needed(r.schedule));
+  for (const auto& r : runs)
+    workspace = std::max(workspace, cpu::Workspace::bytes_needed(r.schedule));
   const std::int64_t total =
       cpu::operator_data_bytes(op) + (a.check ? cpu::reference_bytes(op) : 0) + workspace;
   unwrap(cpu::check_memory(total, 0,
-                           fmt::format("M={} N={} K={} tp={} (inputs, {}buffers)", op.m, op.n,
-                                       op.k, op.tp, a.check ? "FP64 reference, " : "")));
+                           fmt::format("M={} N={} K={} tp={} (inputs, {}buffers)", op.m, op.n, op.k,
+                                       op.tp, a.check ? "FP64 reference, " : "")));
 
   const cpu::OperatorData data = unwrap(cpu::make_operator_data(op, a.seed));
   cpu::HostMatrix<double> reference;
@@ -147,7 +149,8 @@ void run_cpu(const RunArgs& a, const workload::OperatorSpec& op, std::vector<Str
     for (int i = 0; i < a.warmup + a.repeat; ++i) {
       ws->reset(data);
       auto stats = cpu::run(r.schedule, *ws, options);
-      if (!stats.ok()) throw UsageError(fmt::format("strategy {}: {}", label, stats.error().message));
+      if (!stats.ok())
+        throw UsageError(fmt::format("strategy {}: {}", label, stats.error().message));
       r.threads = stats->threads;
       if (i >= a.warmup) r.times_s.push_back(stats->wall_s);
     }
@@ -190,16 +193,16 @@ std::string ring_text(const std::vector<int>& ring) {
   return s;
 }
 
-void print_table(const RunArgs& a, const workload::OperatorSpec& op,
-                 const schedule::CommPlan& plan, const std::vector<StrategyRun>& runs,
-                 const std::string& device) {
-  fmt::print("{} M={} N={} K={} tp={} dtype={} on backend {}\n", workload::to_string(op.kind),
-             op.m, op.n, op.k, op.tp, to_string(op.dtype), a.backend);
+void print_table(const RunArgs& a, const workload::OperatorSpec& op, const schedule::CommPlan& plan,
+                 const std::vector<StrategyRun>& runs, const std::string& device) {
+  fmt::print("{} M={} N={} K={} tp={} dtype={} on backend {}\n", workload::to_string(op.kind), op.m,
+             op.n, op.k, op.tp, to_string(op.dtype), a.backend);
   if (a.backend == "cpu") {
-    fmt::print("compute: FP32 on the CPU ({} cores, {} BLAS thread{} per rank){}\n",
-               std::thread::hardware_concurrency(), a.threads_per_rank,
-               a.threads_per_rank == 1 ? "" : "s",
-               op.dtype == DType::fp32 ? "" : fmt::format("; --dtype {} only sizes transfers", a.dtype));
+    fmt::print(
+        "compute: FP32 on the CPU ({} cores, {} BLAS thread{} per rank){}\n",
+        std::thread::hardware_concurrency(), a.threads_per_rank, a.threads_per_rank == 1 ? "" : "s",
+        op.dtype == DType::fp32 ? "" : fmt::format("; --dtype {} only sizes transfers", a.dtype));
+    fmt::print("blas: {}\n", cpu::blas_description());
   } else {
     fmt::print("device: {}\n", device);
   }
@@ -220,18 +223,19 @@ void print_table(const RunArgs& a, const workload::OperatorSpec& op,
     fmt::print("\n");
   }
   if (a.check)
-    fmt::print("\ncheck: max rel err = max |y - ref| / max |ref| over all outputs, FP64 "
-               "reference, PASS when <= {:.0e}\n",
-               cpu::kCheckTolerance);
+    fmt::print(
+        "\ncheck: max rel err = max |y - ref| / max |ref| over all outputs, FP64 "
+        "reference, PASS when <= {:.0e}\n",
+        cpu::kCheckTolerance);
 }
 
-void print_json(const RunArgs& a, const workload::OperatorSpec& op,
-                const schedule::CommPlan& plan, const std::vector<StrategyRun>& runs,
-                const std::string& device) {
+void print_json(const RunArgs& a, const workload::OperatorSpec& op, const schedule::CommPlan& plan,
+                const std::vector<StrategyRun>& runs, const std::string& device) {
   nlohmann::json j;
   j["backend"] = a.backend;
-  j["op"] = {{"kind", workload::to_string(op.kind)}, {"m", op.m}, {"n", op.n}, {"k", op.k},
-             {"tp", op.tp}, {"dtype", to_string(op.dtype)}};
+  j["op"] = {
+      {"kind", workload::to_string(op.kind)}, {"m", op.m}, {"n", op.n}, {"k", op.k}, {"tp", op.tp},
+      {"dtype", to_string(op.dtype)}};
   if (a.backend == "cpu") {
     j["compute_dtype"] = "fp32";
     j["blas"] = cpu::blas_description();

@@ -4,14 +4,14 @@
 // resource, bytes per sender->receiver pair, the first tasks) or the schedule JSON
 // (docs/schedule.md).
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "compass/cli/common.hpp"
 #include "compass/schedule/generate.hpp"
@@ -84,17 +84,23 @@ void print_human(const Schedule& s, const schedule::CommPlan& plan, const std::s
         ++l.transfers;
         link_bytes[{s.owner(t.src), s.owner(t.dst)}] += schedule::task_bytes(s, t);
         break;
-      case schedule::TaskKind::gemm: ++l.gemms; break;
-      case schedule::TaskKind::add: ++l.adds; break;
-      case schedule::TaskKind::copy: ++l.copies; break;
+      case schedule::TaskKind::gemm:
+        ++l.gemms;
+        break;
+      case schedule::TaskKind::add:
+        ++l.adds;
+        break;
+      case schedule::TaskKind::copy:
+        ++l.copies;
+        break;
     }
   }
   fmt::print("\ntasks: {}\n", s.tasks.size());
-  fmt::print("  {:<5} {:<8} {:>6} {:>9} {:>6} {:>5} {:>5} {:>14} {:>12}\n", "RANK", "RESOURCE",
+  fmt::print("  {:<5} {:<8} {:>6} {:>9} {:>6} {:>5} {:>5} {:>14} {:>10}\n", "RANK", "RESOURCE",
              "TASKS", "TRANSFER", "GEMM", "ADD", "COPY", "BYTES", "GFLOP");
   for (const auto& [key, l] : loads) {
     const auto [rank, kind, index] = key;
-    fmt::print("  {:<5} {:<8} {:>6} {:>9} {:>6} {:>5} {:>5} {:>14} {:>12.6f}\n", rank,
+    fmt::print("  {:<5} {:<8} {:>6} {:>9} {:>6} {:>5} {:>5} {:>14} {:>10.4g}\n", rank,
                resource_text({rank, static_cast<schedule::ResourceKind>(kind), index}), l.tasks,
                l.transfers, l.gemms, l.adds, l.copies, l.bytes, l.flops / 1e9);
   }
@@ -108,8 +114,8 @@ void print_human(const Schedule& s, const schedule::CommPlan& plan, const std::s
   const std::size_t shown = std::min(s.tasks.size(), static_cast<std::size_t>(limit));
   fmt::print("\ntask list ({} of {}; --limit changes this, --json prints all):\n", shown,
              s.tasks.size());
-  fmt::print("  {:>4}  {:<8} {:<8} {:<28} {:<34} {}\n", "ID", "KIND", "RESOURCE", "NAME",
-             "DATA", "DEPS");
+  fmt::print("  {:>4}  {:<8} {:<11} {:<28} {:<36} {}\n", "ID", "KIND", "RESOURCE", "NAME", "DATA",
+             "DEPS");
   for (std::size_t i = 0; i < shown; ++i) {
     const Task& t = s.tasks[i];
     std::string data;
@@ -125,8 +131,9 @@ void print_human(const Schedule& s, const schedule::CommPlan& plan, const std::s
         data = fmt::format("{} := {}", region_text(s, t.dst), region_text(s, t.src));
     }
     std::string deps;
-    for (std::size_t d = 0; d < t.deps.size(); ++d) deps += fmt::format("{}{}", d ? "," : "", t.deps[d]);
-    fmt::print("  {:>4}  {:<8} {:<8} {:<28} {:<34} {}\n", t.id, schedule::to_string(t.kind),
+    for (std::size_t d = 0; d < t.deps.size(); ++d)
+      deps += fmt::format("{}{}", d ? "," : "", t.deps[d]);
+    fmt::print("  {:>4}  {:<8} {:<11} {:<28} {:<36} {}\n", t.id, schedule::to_string(t.kind),
                fmt::format("r{}.{}", t.resource.rank, resource_text(t.resource)), t.name, data,
                deps.empty() ? "-" : deps);
   }
@@ -144,8 +151,12 @@ void run_schedule(const ScheduleArgs& a) {
   if (a.limit < 0) throw UsageError(fmt::format("--limit: must not be negative, got {}", a.limit));
   auto dtype = parse_dtype(a.dtype);
   if (!dtype)
-    throw UsageError(fmt::format("--dtype: unknown type '{}' (expected fp32, fp16, bf16 or fp8)",
-                                 a.dtype));
+    throw UsageError(
+        fmt::format("--dtype: unknown type '{}' (expected fp32, fp16, bf16 or fp8)", a.dtype));
+  if (a.strategy == "all")
+    throw UsageError(
+        "--strategy all: a schedule is for one strategy (sequential, decompose:D, fuse:all2all, "
+        "fuse:ring or fuse:double-ring)");
   const schedule::Strategy strategy = unwrap(schedule::parse_strategy(a.strategy));
   workload::OperatorSpec op;
   op.kind = *kind;

@@ -3,12 +3,12 @@
 // and the all-gather time of each communication pattern with its bottleneck and, for
 // all-to-all, the congested link directions.
 
+#include <fmt/format.h>
+
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "compass/cli/common.hpp"
 #include "compass/hardware/rings.hpp"
@@ -84,8 +84,8 @@ void print_human(const TopoReport& r, double size_bytes) {
                p.nodes[i].device);
 
   fmt::print("\nlinks ({}):\n", p.links.size());
-  fmt::print("  {:<18} {:<12} {:<28} {:>11} {:>11} {:>9}  {}\n", "NAME", "KIND", "A <-> B",
-             "A->B", "B->A", "LATENCY", "SHARED");
+  fmt::print("  {:<18} {:<12} {:<28} {:>11} {:>11} {:>9}  {}\n", "NAME", "KIND", "A <-> B", "A->B",
+             "B->A", "LATENCY", "SHARED");
   for (const hardware::Link& l : p.links)
     fmt::print("  {:<18} {:<12} {:<28} {:>11} {:>11} {:>9}  {}\n", l.name, to_string(l.kind),
                fmt::format("{} <-> {}", p.nodes[l.a].name, p.nodes[l.b].name),
@@ -98,15 +98,15 @@ void print_human(const TopoReport& r, double size_bytes) {
   fmt::print("double ring: {}\n", ring_text(r.double_ring.first));
   fmt::print("             {}\n", ring_text(r.double_ring.second));
 
-  fmt::print("\nall-gather of {} ({} per rank), max-min link sharing:\n", format_bytes(size_bytes),
-             format_bytes(size_bytes / static_cast<double>(r.group.size())));
+  fmt::print(
+      "\nall-gather of {} ({} per rank), max-min link sharing (speedup = ring time / time):\n",
+      format_bytes(size_bytes), format_bytes(size_bytes / static_cast<double>(r.group.size())));
   const double ring_s = r.patterns.front().time_s;
-  fmt::print("  {:<12} {:>11} {:>8}  {}\n", "PATTERN", "TIME", "VS RING", "BOTTLENECK (busy time)");
+  fmt::print("  {:<12} {:>11} {:>8}  {}\n", "PATTERN", "TIME", "SPEEDUP", "BOTTLENECK (busy time)");
   for (const PatternTime& t : r.patterns) {
-    std::string neck = t.bottleneck.empty()
-                           ? "-"
-                           : fmt::format("{} ({})", t.bottleneck,
-                                         format_seconds(busy_of(t, t.bottleneck)));
+    std::string neck = t.bottleneck.empty() ? "-"
+                                            : fmt::format("{} ({})", t.bottleneck,
+                                                          format_seconds(busy_of(t, t.bottleneck)));
     std::string ratio = t.time_s > 0 ? fmt::format("{:.2f}x", ring_s / t.time_s) : "-";
     fmt::print("  {:<12} {:>11} {:>8}  {}\n", t.pattern, format_seconds(t.time_s), ratio, neck);
   }
@@ -156,7 +156,8 @@ void print_json(const TopoReport& r, double size_bytes) {
   out["devices"] = devices;
   nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
   for (const hardware::Node& n : p.nodes)
-    nodes.push_back({{"name", n.name}, {"kind", std::string(to_string(n.kind))}, {"device", n.device}});
+    nodes.push_back(
+        {{"name", n.name}, {"kind", std::string(to_string(n.kind))}, {"device", n.device}});
   out["nodes"] = nodes;
   nlohmann::ordered_json links = nlohmann::ordered_json::array();
   for (const hardware::Link& l : p.links)
@@ -171,7 +172,8 @@ void print_json(const TopoReport& r, double size_bytes) {
   out["links"] = links;
   out["group"] = r.group;
   out["ring"] = r.ring.order;
-  out["double_ring"] = {{"first", r.double_ring.first.order}, {"second", r.double_ring.second.order}};
+  out["double_ring"] = {{"first", r.double_ring.first.order},
+                        {"second", r.double_ring.second.order}};
   out["allgather_bytes"] = size_bytes;
   nlohmann::ordered_json patterns = nlohmann::ordered_json::array();
   for (const PatternTime& t : r.patterns) patterns.push_back(pattern_json(t));
@@ -181,9 +183,12 @@ void print_json(const TopoReport& r, double size_bytes) {
 
 void run_topo(const TopoOptions& o) {
   if (!o.positional.empty() && !o.profile.empty() && o.positional != o.profile)
-    throw UsageError(fmt::format("two profiles given: '{}' and --profile '{}'", o.positional, o.profile));
-  const std::string which = !o.profile.empty() ? o.profile : (!o.positional.empty() ? o.positional : "a6000x8");
-  if (!(o.size_bytes > 0)) throw UsageError(fmt::format("--size: must be positive, got {}", o.size_bytes));
+    throw UsageError(
+        fmt::format("two profiles given: '{}' and --profile '{}'", o.positional, o.profile));
+  const std::string which =
+      !o.profile.empty() ? o.profile : (!o.positional.empty() ? o.positional : "a6000x8");
+  if (!(o.size_bytes > 0))
+    throw UsageError(fmt::format("--size: must be positive, got {}", o.size_bytes));
 
   TopoReport r;
   r.profile = load_profile(which);
@@ -192,7 +197,8 @@ void run_topo(const TopoOptions& o) {
   r.ring = unwrap(hardware::find_ring(r.profile, r.group));
   r.double_ring = unwrap(hardware::find_double_ring(r.profile, r.group));
   r.patterns.push_back(hardware::allgather_time_ring(r.profile, r.ring, o.size_bytes));
-  r.patterns.push_back(hardware::allgather_time_double_ring(r.profile, r.double_ring, o.size_bytes));
+  r.patterns.push_back(
+      hardware::allgather_time_double_ring(r.profile, r.double_ring, o.size_bytes));
   r.patterns.push_back(hardware::allgather_time_all2all(r.profile, r.group, o.size_bytes));
   if (o.json)
     print_json(r, o.size_bytes);
@@ -205,10 +211,13 @@ void run_topo(const TopoOptions& o) {
 void add_topo_verb(CLI::App& app) {
   auto opts = std::make_shared<TopoOptions>();
   auto* sub = app.add_subcommand(
-      "topo", "Show a machine's topology, the topology-aware ring and double ring for a TP group, "
-              "and each all-gather pattern's time and bottleneck");
-  sub->add_option("profile", opts->positional, "Preset name or profile JSON file (default a6000x8)");
-  sub->add_option("--profile", opts->profile, "Preset name or profile JSON file (same as the positional)");
+      "topo",
+      "Show a machine's topology, the topology-aware ring and double ring for a TP group, "
+      "and each all-gather pattern's time and bottleneck");
+  sub->add_option("profile", opts->positional,
+                  "Preset name or profile JSON file (default a6000x8)");
+  sub->add_option("--profile", opts->profile,
+                  "Preset name or profile JSON file (same as the positional)");
   sub->add_option("--tp", opts->tp, "TP degree: GPUs 0..N-1 (default: every GPU)");
   sub->add_option("--gpus", opts->gpus, "Explicit TP group, e.g. 0,1,4,5");
   sub->add_option("--size", opts->size_bytes, "All-gather size in bytes (default 1 GiB)");

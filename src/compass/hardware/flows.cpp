@@ -11,13 +11,16 @@
 #include <cmath>
 #include <limits>
 
-
 namespace compass::hardware {
 namespace detail {
 
-int dir_id(const Hop& h) { return h.link * 2 + (h.forward ? 0 : 1); }
+int dir_id(const Hop& h) {
+  return h.link * 2 + (h.forward ? 0 : 1);
+}
 
-Hop dir_hop(int id) { return Hop{id / 2, id % 2 == 0}; }
+Hop dir_hop(int id) {
+  return Hop{id / 2, id % 2 == 0};
+}
 
 std::vector<double> dir_capacities(const Profile& p) {
   std::vector<double> cap(p.links.size() * 2, 0.0);
@@ -80,7 +83,8 @@ std::vector<double> maxmin(const std::vector<double>& cap, const std::vector<Flo
 }
 
 std::vector<double> simulate(const std::vector<double>& cap, std::vector<FlowPath> flows,
-                             const std::vector<double>& bytes, const std::vector<double>& latency_s) {
+                             const std::vector<double>& bytes,
+                             const std::vector<double>& latency_s) {
   const std::size_t nf = flows.size();
   std::vector<double> finish(nf, 0.0);
   std::vector<double> left(nf, 0.0);

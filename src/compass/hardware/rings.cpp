@@ -44,12 +44,12 @@ bool better(const RingKey& a, const RingKey& b) {
 /// Per ordered pair of a group: everything the search needs, precomputed once.
 struct GroupInfo {
   int n = 0;
-  std::vector<int> gpus;          // GPU ordinal of each local index
-  std::vector<double> cap;        // bytes/s per link direction id
+  std::vector<int> gpus;               // GPU ordinal of each local index
+  std::vector<double> cap;             // bytes/s per link direction id
   std::vector<std::vector<int>> dirs;  // [a * n + b]: direction ids on the route
-  std::vector<double> bw;         // [a * n + b]
-  std::vector<double> lat_s;      // [a * n + b]
-  std::vector<int> shared;        // [a * n + b]: hops over shared links
+  std::vector<double> bw;              // [a * n + b]
+  std::vector<double> lat_s;           // [a * n + b]
+  std::vector<int> shared;             // [a * n + b]: hops over shared links
   std::vector<double> dir_lat_s;  // per direction: smallest latency of a group route crossing it
   std::vector<std::vector<int>> forced_out;  // directions on every route out of a GPU
   std::vector<std::vector<int>> forced_in;   // directions on every route into a GPU
@@ -104,7 +104,8 @@ GroupInfo make_info(const Profile& p, const std::vector<int>& gpus) {
   for (int a = 0; a < g.n; ++a)
     for (int b = 0; b < g.n; ++b)
       if (a != b)
-        for (int d : g.dirs[g.idx(a, b)]) g.dir_lat_s[d] = std::min(g.dir_lat_s[d], g.lat_s[g.idx(a, b)]);
+        for (int d : g.dirs[g.idx(a, b)])
+          g.dir_lat_s[d] = std::min(g.dir_lat_s[d], g.lat_s[g.idx(a, b)]);
   return g;
 }
 
@@ -121,7 +122,8 @@ double step_time(const GroupInfo& g, const std::vector<std::pair<int, int>>& edg
     }
   }
   double makespan = 0;
-  for (double t : detail::simulate(g.cap, std::move(paths), b, lat)) makespan = std::max(makespan, t);
+  for (double t : detail::simulate(g.cap, std::move(paths), b, lat))
+    makespan = std::max(makespan, t);
   return makespan;
 }
 
@@ -155,14 +157,16 @@ struct Partial {
   std::vector<int> count;  // edges crossing each direction
   double bw = std::numeric_limits<double>::infinity();
   int crossings = 0;
-  double busy_s = 0;         // max over directions of count x chunk / capacity + latency
-  double flow_s = 0;         // max over edges of chunk / route bandwidth + latency
+  double busy_s = 0;  // max over directions of count x chunk / capacity + latency
+  double flow_s = 0;  // max over edges of chunk / route bandwidth + latency
 };
 
 /// Lower bound on one step: no direction moves its bytes faster than its capacity (and its
 /// last flow still pays the smallest latency of the routes crossing it), no flow is faster
 /// than its route bandwidth plus its latency.
-double step_lower_bound(const Partial& s) { return std::max(s.busy_s, s.flow_s); }
+double step_lower_bound(const Partial& s) {
+  return std::max(s.busy_s, s.flow_s);
+}
 
 /// The busy bound of direction d carrying `crossings` flows of `chunk` bytes.
 double dir_busy_s(const GroupInfo& g, int d, int crossings, double chunk) {
@@ -180,8 +184,8 @@ struct Scratch {
 /// `start`, `used` marking its GPUs) is closed: each pending edge leaves one of {last} and the
 /// unvisited GPUs and enters one of the unvisited GPUs and {start}; a direction that every
 /// route out of its source (or into its destination) crosses is crossed by that edge.
-double pending_busy_s(const GroupInfo& g, const Partial& s, const std::vector<char>& used,
-                      int last, int start, double chunk, Scratch& sc) {
+double pending_busy_s(const GroupInfo& g, const Partial& s, const std::vector<char>& used, int last,
+                      int start, double chunk, Scratch& sc) {
   auto each_pending = [&](auto&& fn) {
     for (int d : g.forced_out[last]) fn(d, true);
     for (int d : g.forced_in[start]) fn(d, false);
@@ -215,8 +219,9 @@ void add_edge(const GroupInfo& g, Partial& s, int a, int b, double chunk) {
     ++s.count[d];
     s.busy_s = std::max(s.busy_s, dir_busy_s(g, d, s.count[d], chunk));
   }
-  s.flow_s = std::max(s.flow_s, (g.bw[k] > 0 ? chunk / g.bw[k] : std::numeric_limits<double>::infinity()) +
-                                    g.lat_s[k]);
+  s.flow_s =
+      std::max(s.flow_s, (g.bw[k] > 0 ? chunk / g.bw[k] : std::numeric_limits<double>::infinity()) +
+                             g.lat_s[k]);
 }
 
 /// The key of a complete ring with a lower-bound time (cheap; used by the heuristic).
@@ -270,8 +275,7 @@ class ExactRingSearch {
       if (!promising) {
         Partial bounded = child;
         bounded.busy_s = pending_busy_s(g_, child, used_, next, 0, chunk_, scratch_);
-        RingKey bound{child.bw, child.crossings,
-                      (g_.n - 1) * step_lower_bound(bounded)};
+        RingKey bound{child.bw, child.crossings, (g_.n - 1) * step_lower_bound(bounded)};
         promising = better(bound, best_);
       }
       if (promising && ++nodes_ <= kNodeBudget) {
@@ -527,8 +531,7 @@ Status validate_group(const Profile& p, const std::vector<int>& gpus) {
   if (gpus.empty()) return make_error("the GPU group is empty");
   std::set<int> seen;
   for (int g : gpus) {
-    if (g < 0 || g >= n)
-      return make_error("GPU {} is not on '{}' (GPUs 0..{})", g, p.name, n - 1);
+    if (g < 0 || g >= n) return make_error("GPU {} is not on '{}' (GPUs 0..{})", g, p.name, n - 1);
     if (!seen.insert(g).second) return make_error("GPU {} appears twice in the group", g);
   }
   return Status::success();

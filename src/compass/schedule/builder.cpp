@@ -17,7 +17,9 @@ bool covers(const Region& outer, const Region& inner) {
          inner.col + inner.cols <= outer.col + outer.cols;
 }
 
-bool empty(const Region& r) { return r.rows <= 0 || r.cols <= 0; }
+bool empty(const Region& r) {
+  return r.rows <= 0 || r.cols <= 0;
+}
 
 }  // namespace
 
@@ -34,7 +36,8 @@ void Builder::buffer(int rank, const std::string& name, std::int64_t rows, std::
   COMPASS_CHECK(!index_.count(key), "buffer '{}' of rank {} declared twice", name, rank);
   index_[key] = static_cast<int>(s_.buffers.size());
   s_.buffers.push_back(Buffer{name, rank, rows, cols, role});
-  accesses_.emplace_back();
+  writes_.emplace_back();
+  reads_.emplace_back();
 }
 
 Region Builder::rows(int rank, const std::string& name, Rows r) const {
@@ -42,8 +45,8 @@ Region Builder::rows(int rank, const std::string& name, Rows r) const {
   COMPASS_CHECK(it != index_.end(), "no buffer '{}' on rank {}", name, rank);
   const Buffer& b = s_.buffers[static_cast<std::size_t>(it->second)];
   COMPASS_CHECK(r.off >= 0 && r.len >= 0 && r.off + r.len <= b.rows,
-                "rows [{}, {}) outside '{}' of rank {} ({} rows)", r.off, r.off + r.len, name,
-                rank, b.rows);
+                "rows [{}, {}) outside '{}' of rank {} ({} rows)", r.off, r.off + r.len, name, rank,
+                b.rows);
   return Region{it->second, r.off, r.len, 0, b.cols};
 }
 
@@ -54,15 +57,22 @@ Region Builder::whole(int rank, const std::string& name) const {
 }
 
 void Builder::access(int task, const Region& r, bool write, std::vector<int>& deps) {
-  auto& list = accesses_[static_cast<std::size_t>(r.buffer)];
-  for (const Access& a : list)
-    if ((write || a.write) && overlaps(a.region, r)) deps.push_back(a.task);
-  if (write) {
-    // A write that covers an earlier access orders every later conflicting access after it,
-    // so the earlier one need not be remembered (keeps the lists short and deps minimal).
-    std::erase_if(list, [&](const Access& a) { return a.task != task && covers(r, a.region); });
+  auto& writes = writes_[static_cast<std::size_t>(r.buffer)];
+  auto& reads = reads_[static_cast<std::size_t>(r.buffer)];
+  for (const Access& a : writes)
+    if (overlaps(a.region, r)) deps.push_back(a.task);
+  if (!write) {
+    reads.push_back(Access{task, r, false});
+    return;
   }
-  list.push_back(Access{task, r, write});
+  for (const Access& a : reads)
+    if (overlaps(a.region, r)) deps.push_back(a.task);
+  // A write that covers an earlier access orders every later conflicting access after it,
+  // so the earlier one need not be remembered (keeps the lists short and deps minimal).
+  auto covered = [&](const Access& a) { return a.task != task && covers(r, a.region); };
+  std::erase_if(writes, covered);
+  std::erase_if(reads, covered);
+  writes.push_back(Access{task, r, true});
 }
 
 int Builder::emit(Task t) {

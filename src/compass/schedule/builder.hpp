@@ -69,7 +69,10 @@ class Builder {
 
   Schedule s_;
   std::map<std::pair<int, std::string>, int> index_;
-  std::vector<std::vector<Access>> accesses_;  // per buffer, in program order
+  // Per buffer, live accesses in program order, writes and reads apart so a read scans only
+  // the writes (inputs and weights are read by many tasks and never written).
+  std::vector<std::vector<Access>> writes_;
+  std::vector<std::vector<Access>> reads_;
 };
 
 }  // namespace compass::schedule::detail

@@ -29,7 +29,9 @@ CommPlan default_comm_plan(int p) {
 
 namespace {
 
-int mod(int a, int p) { return ((a % p) + p) % p; }
+int mod(int a, int p) {
+  return ((a % p) + p) % p;
+}
 
 // A ring as rank order plus each rank's position in it.
 struct RingView {
@@ -43,8 +45,8 @@ struct RingView {
 
 Result<RingView> ring_view(const std::vector<int>& order, int p, const char* what) {
   if (static_cast<int>(order.size()) != p)
-    return make_error("comm plan: {} has {} ranks but the operator has tp = {}", what,
-                      order.size(), p);
+    return make_error("comm plan: {} has {} ranks but the operator has tp = {}", what, order.size(),
+                      p);
   RingView v{order, std::vector<int>(static_cast<std::size_t>(p), -1)};
   for (int i = 0; i < p; ++i) {
     int r = order[static_cast<std::size_t>(i)];
@@ -73,12 +75,19 @@ struct Ctx {
   int engine_of(int c) const { return c == 0 ? 0 : engine2; }
 };
 
-Rows shift(Rows r, std::int64_t by) { return Rows{r.off + by, r.len}; }
+Rows shift(Rows r, std::int64_t by) {
+  return Rows{r.off + by, r.len};
+}
 
 // ---------------------------------------------------------------------------------------------
 // Building blocks shared by the NCCL-style (sequential / decompose) collectives.
 
 using RegionOf = std::function<Region(int rank, int chunk)>;
+
+// "p3 " for collectives of decomposition part 3; empty otherwise.
+std::string part_label(int part) {
+  return part >= 0 ? fmt::format("p{} ", part) : std::string();
+}
 
 // Ring all-gather of p blocks along `rv`: at step s the rank at position P forwards the block
 // of rank ring[P - s] (its own at step 0, from `first_src`) to its successor's `loc`.
@@ -92,8 +101,8 @@ void ring_allgather(Builder& b, const Ctx& c, const RingView& rv, int engine, in
       const int to = rv.succ(r);
       Region src = s == 0 ? first_src(r, o) : loc(r, o);
       b.transfer(src, loc(to, o), engine, channel, s, label_chunk >= 0 ? label_chunk : o,
-                 fmt::format("r{} {} s{} c{} ring{} ->r{}", r, tag, s,
-                             label_chunk >= 0 ? label_chunk : o, channel, to));
+                 fmt::format("r{} {} {}s{} c{} ring{} ->r{}", r, tag, part_label(label_chunk), s, o,
+                             channel, to));
     }
 }
 
@@ -113,13 +122,15 @@ void ring_reduce_scatter(Builder& b, const Ctx& c, const RingView& rv, int engin
       const int to = rv.succ(r);
       const int lc = label_chunk >= 0 ? label_chunk : j;
       b.transfer(part(r, j), recv(to, s, j), engine, channel, s, lc,
-                 fmt::format("r{} {} s{} c{} ring{} ->r{}", r, tag, s, lc, channel, to));
+                 fmt::format("r{} {} {}s{} c{} ring{} ->r{}", r, tag, part_label(label_chunk), s, j,
+                             channel, to));
     }
     for (int t = 0; t < p; ++t) {
       const int j = rv.at(rv.pos_of(t) - s - 2);  // the block t received at this step
       const int lc = label_chunk >= 0 ? label_chunk : j;
       Region dst = s + 2 == p ? final_dst(t) : part(t, j);
-      b.add(t, recv(t, s, j), dst, s, lc, fmt::format("r{} add s{} c{} ring{}", t, s, lc, channel));
+      b.add(t, recv(t, s, j), dst, s, lc,
+            fmt::format("r{} add {}s{} c{} ring{}", t, part_label(label_chunk), s, j, channel));
     }
   }
 }
@@ -154,7 +165,10 @@ void ag_decompose(Builder& b, const Ctx& c, int d) {
         b.copy(Resource{r, ResourceKind::copy_engine, 0}, b.rows(r, "x", Rows{i * q, q}),
                b.rows(r, "xg", pm(i, r)), 0, i, fmt::format("r{} copy own p{}", r, i));
       ring_allgather(
-          b, c, c.ring, 0, 0, [&](int r, int) { return b.rows(r, "x", Rows{i * q, q}); },
+          b, c, c.ring, 0, 0,
+          [&](int r, int) {
+            return b.rows(r, "x", Rows{i * q, q});
+          },
           [&](int r, int o) { return b.rows(r, "xg", pm(i, o)); }, i, "ag");
     }
     const Rows part{static_cast<std::int64_t>(i) * p * q, static_cast<std::int64_t>(p) * q};
@@ -177,8 +191,8 @@ void ag_all2all(Builder& b, const Ctx& c) {
   for (int r = 0; r < p; ++r)
     for (int k = 1; k < p; ++k) {
       const int peer = mod(r + k, p);
-      b.transfer(b.whole(r, "x"), b.rows(peer, "xg", c.chunk(r)), (k - 1) % c.engines, -1, k - 1,
-                 r, fmt::format("r{} push c{} ->r{}", r, r, peer));
+      b.transfer(b.whole(r, "x"), b.rows(peer, "xg", c.chunk(r)), (k - 1) % c.engines, -1, k - 1, r,
+                 fmt::format("r{} push c{} ->r{}", r, r, peer));
     }
   for (int r = 0; r < p; ++r)
     for (int k = 0; k < p; ++k) {
@@ -246,7 +260,9 @@ void ag_double_ring(Builder& b, const Ctx& c) {
 // holds the rank's partials (the partial of chunk j is computed into y rows of chunk j, summed
 // in place, then overwritten by the all-gather), so no separate partial buffer is needed.
 
-bool is_ar(const Ctx& c) { return c.op.kind == OpKind::gemm_ar; }
+bool is_ar(const Ctx& c) {
+  return c.op.kind == OpKind::gemm_ar;
+}
 
 void declare_rs(Builder& b, const Ctx& c, bool need_part, std::int64_t recv_rows) {
   const auto& op = c.op;
@@ -296,9 +312,7 @@ void rs_decompose(Builder& b, const Ctx& c, int d) {
     }
     return;
   }
-  auto part = [&](int r, int i, int j) {
-    return b.rows(r, part_in_y ? "y" : "part", pm(i, j));
-  };
+  auto part = [&](int r, int i, int j) { return b.rows(r, part_in_y ? "y" : "part", pm(i, j)); };
   auto fin = [&](int r, int i) {
     return b.rows(r, "y", is_ar(c) ? glob(i, r) : Rows{i * len(r), len(r)});
   };
@@ -324,7 +338,8 @@ void rs_decompose(Builder& b, const Ctx& c, int d) {
     ring_reduce_scatter(
         b, c, c.ring, 0, 0, [&](int r, int j) { return part(r, i, j); },
         [&](int r, int s, int j) {
-          return b.rows(r, "recv", Rows{(static_cast<std::int64_t>(i) * (p - 1) + s) * slot, len(j)});
+          return b.rows(r, "recv",
+                        Rows{(static_cast<std::int64_t>(i) * (p - 1) + s) * slot, len(j)});
         },
         [&](int r) { return fin(r, i); }, i, "rs");
     if (is_ar(c))
@@ -347,8 +362,8 @@ void ar_allgather_all2all(Builder& b, const Ctx& c) {
   for (int r = 0; r < p; ++r)
     for (int k = 1; k < p; ++k) {
       const int peer = mod(r + k, p);
-      b.transfer(b.rows(r, "y", c.chunk(r)), b.rows(peer, "y", c.chunk(r)), (k - 1) % c.engines,
-                 -1, k - 1, r, fmt::format("r{} ag push c{} ->r{}", r, r, peer));
+      b.transfer(b.rows(r, "y", c.chunk(r)), b.rows(peer, "y", c.chunk(r)), (k - 1) % c.engines, -1,
+                 k - 1, r, fmt::format("r{} ag push c{} ->r{}", r, r, peer));
     }
 }
 
@@ -364,8 +379,8 @@ void rs_all2all(Builder& b, const Ctx& c) {
       Region pr = partial(b, c, r, c.chunk(j));
       b.gemm(r, b.rows(r, "x", c.chunk(j)), b.whole(r, "w"), pr, k - 1, j,
              fmt::format("r{} gemm s{} c{}", r, k - 1, j));
-      b.transfer(pr, b.rows(j, "recv", Rows{(k - 1) * slot, c.chunk(j).len}),
-                 (k - 1) % c.engines, -1, k - 1, j, fmt::format("r{} push c{} ->r{}", r, j, j));
+      b.transfer(pr, b.rows(j, "recv", Rows{(k - 1) * slot, c.chunk(j).len}), (k - 1) % c.engines,
+                 -1, k - 1, j, fmt::format("r{} push c{} ->r{}", r, j, j));
     }
     b.gemm(r, b.rows(r, "x", c.chunk(r)), b.whole(r, "w"), final_rows(b, c, r, c.chunk(r)), p - 1,
            r, fmt::format("r{} gemm s{} c{}", r, p - 1, r));
@@ -478,18 +493,20 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
     const int d = strategy.parts;
     if (d < 1) return make_error("decompose:{}: the number of parts must be at least 1", d);
     if (op.m % p != 0 && d > 1)
-      return make_error("decompose:{}: M = {} is not divisible by tp = {}, so ranks own unequal "
-                        "rows that cannot be split into parts",
-                        d, op.m, p);
+      return make_error(
+          "decompose:{}: M = {} is not divisible by tp = {}, so ranks own unequal "
+          "rows that cannot be split into parts",
+          d, op.m, p);
     const std::int64_t rows = op.m / p;
     if (d > 1 && rows % d != 0)
-      return make_error("decompose:{}: {} parts do not divide the {} rows each rank owns "
-                        "(M/tp = {}/{})",
-                        d, d, rows, op.m, p);
+      return make_error(
+          "decompose:{}: {} parts do not divide the {} rows each rank owns "
+          "(M/tp = {}/{})",
+          d, d, rows, op.m, p);
   }
 
-  Ctx c{op, p, std::move(ring), std::move(ring2), plan.copy_engines >= 2 ? 1 : 0,
-        plan.copy_engines};
+  Ctx c{
+      op, p, std::move(ring), std::move(ring2), plan.copy_engines >= 2 ? 1 : 0, plan.copy_engines};
   Builder b(op, strategy, plan.gpus);
   const bool ag = op.kind == OpKind::ag_gemm;
   switch (strategy.kind) {

@@ -1,10 +1,9 @@
 #include "compass/schedule/schedule.hpp"
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 namespace compass::schedule {
 
@@ -29,28 +28,38 @@ double task_flops(const Task& t, const Schedule& /*s*/) {
 
 std::string_view to_string(TaskKind k) {
   switch (k) {
-    case TaskKind::transfer: return "transfer";
-    case TaskKind::gemm: return "gemm";
-    case TaskKind::add: return "add";
-    case TaskKind::copy: return "copy";
+    case TaskKind::transfer:
+      return "transfer";
+    case TaskKind::gemm:
+      return "gemm";
+    case TaskKind::add:
+      return "add";
+    case TaskKind::copy:
+      return "copy";
   }
   return "?";
 }
 
 std::string_view to_string(ResourceKind k) {
   switch (k) {
-    case ResourceKind::compute: return "compute";
-    case ResourceKind::copy_engine: return "copy_engine";
+    case ResourceKind::compute:
+      return "compute";
+    case ResourceKind::copy_engine:
+      return "copy_engine";
   }
   return "?";
 }
 
 std::string_view to_string(BufferRole r) {
   switch (r) {
-    case BufferRole::input: return "input";
-    case BufferRole::weight: return "weight";
-    case BufferRole::output: return "output";
-    case BufferRole::scratch: return "scratch";
+    case BufferRole::input:
+      return "input";
+    case BufferRole::weight:
+      return "weight";
+    case BufferRole::output:
+      return "output";
+    case BufferRole::scratch:
+      return "scratch";
   }
   return "?";
 }
@@ -74,17 +83,18 @@ Status check_region(const Schedule& s, const Task& t, std::size_t index, const R
     return make_error("{}: {} region is empty ({} x {})", task_label(t, index), what, r.rows,
                       r.cols);
   if (r.row < 0 || r.col < 0 || r.row + r.rows > b.rows || r.col + r.cols > b.cols)
-    return make_error("{}: {} region rows [{}, {}) cols [{}, {}) is outside buffer '{}' of rank "
-                      "{} ({} x {})",
-                      task_label(t, index), what, r.row, r.row + r.rows, r.col, r.col + r.cols,
-                      b.name, b.rank, b.rows, b.cols);
+    return make_error(
+        "{}: {} region rows [{}, {}) cols [{}, {}) is outside buffer '{}' of rank "
+        "{} ({} x {})",
+        task_label(t, index), what, r.row, r.row + r.rows, r.col, r.col + r.cols, b.name, b.rank,
+        b.rows, b.cols);
   return Status::success();
 }
 
 Status check_same_shape(const Task& t, std::size_t index, const Region& a, const Region& b) {
   if (a.rows != b.rows || a.cols != b.cols)
-    return make_error("{}: src is {} x {} but dst is {} x {}", task_label(t, index), a.rows,
-                      a.cols, b.rows, b.cols);
+    return make_error("{}: src is {} x {} but dst is {} x {}", task_label(t, index), a.rows, a.cols,
+                      b.rows, b.cols);
   return Status::success();
 }
 
@@ -93,8 +103,7 @@ Status check_same_shape(const Task& t, std::size_t index, const Region& a, const
 Status validate(const Schedule& s) {
   const int p = s.ranks();
   if (p < 1) return make_error("schedule: gpus is empty (needs one GPU per rank)");
-  if (s.op.tp != p)
-    return make_error("schedule: op.tp is {} but gpus lists {} ranks", s.op.tp, p);
+  if (s.op.tp != p) return make_error("schedule: op.tp is {} but gpus lists {} ranks", s.op.tp, p);
   if (s.copy_engines < 1)
     return make_error("schedule: copy_engines must be at least 1, got {}", s.copy_engines);
   std::set<std::pair<int, std::string>> names;
@@ -176,7 +185,8 @@ Status validate(const Schedule& s) {
       succ[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
       ++indeg[i];
     }
-    auto key = std::make_tuple(t.resource.rank, static_cast<int>(t.resource.kind), t.resource.index);
+    auto key =
+        std::make_tuple(t.resource.rank, static_cast<int>(t.resource.kind), t.resource.index);
     auto it = last_on_resource.find(key);
     if (it != last_on_resource.end()) {
       succ[static_cast<std::size_t>(it->second)].push_back(static_cast<int>(i));
@@ -209,13 +219,16 @@ Status validate(const Schedule& s) {
 
 namespace {
 
-json region_json(const Region& r) {
-  return json{{"buffer", r.buffer}, {"row", r.row}, {"rows", r.rows}, {"col", r.col},
-              {"cols", r.cols}};
+// Output uses ordered_json so fields appear in a logical order (id, kind, resource, deps, data).
+using ojson = nlohmann::ordered_json;
+
+ojson region_json(const Region& r) {
+  return ojson{
+      {"buffer", r.buffer}, {"row", r.row}, {"rows", r.rows}, {"col", r.col}, {"cols", r.cols}};
 }
 
-json task_json(const Task& t) {
-  json j;
+ojson task_json(const Task& t) {
+  ojson j;
   j["id"] = t.id;
   j["kind"] = std::string(to_string(t.kind));
   j["rank"] = t.resource.rank;
@@ -233,9 +246,12 @@ json task_json(const Task& t) {
   return j;
 }
 
-json buffer_json(const Buffer& b) {
-  return json{{"name", b.name}, {"rank", b.rank}, {"rows", b.rows}, {"cols", b.cols},
-              {"role", std::string(to_string(b.role))}};
+ojson buffer_json(const Buffer& b) {
+  return ojson{{"name", b.name},
+               {"rank", b.rank},
+               {"rows", b.rows},
+               {"cols", b.cols},
+               {"role", std::string(to_string(b.role))}};
 }
 
 // Parses with a path prefix so errors say where ("tasks[3].src.rows").
@@ -275,13 +291,13 @@ Result<Region> parse_region(const Reader& rd, const json& j) {
 
 std::string schedule_to_json(const Schedule& s) {
   // One buffer and one task per line keeps the file readable and diffable.
-  json op{{"kind", std::string(workload::to_string(s.op.kind))},
-          {"m", s.op.m},
-          {"n", s.op.n},
-          {"k", s.op.k},
-          {"tp", s.op.tp},
-          {"dtype", std::string(compass::to_string(s.op.dtype))},
-          {"role", s.op.role}};
+  ojson op{{"kind", std::string(workload::to_string(s.op.kind))},
+           {"m", s.op.m},
+           {"n", s.op.n},
+           {"k", s.op.k},
+           {"tp", s.op.tp},
+           {"dtype", std::string(compass::to_string(s.op.dtype))},
+           {"role", s.op.role}};
   std::string out = "{\n";
   out += "  \"format\": \"compass-schedule\",\n  \"version\": 1,\n";
   out += fmt::format("  \"op\": {},\n", op.dump());
@@ -376,8 +392,8 @@ Result<Schedule> schedule_from_json(const std::string& text) {
     for (TaskKind kk : {TaskKind::transfer, TaskKind::gemm, TaskKind::add, TaskKind::copy})
       if (to_string(kk) == tk) t.kind = kk, found = true;
     if (!found)
-      return make_error("schedule JSON: {}.kind '{}' is not transfer, gemm, add or copy",
-                        rt.path, tk);
+      return make_error("schedule JSON: {}.kind '{}' is not transfer, gemm, add or copy", rt.path,
+                        tk);
     COMPASS_ASSIGN(t.resource.rank, rt.get<int>(jt, "rank"));
     COMPASS_ASSIGN(std::string rk, rt.get<std::string>(jt, "resource"));
     if (rk == "compute") {
@@ -385,8 +401,8 @@ Result<Schedule> schedule_from_json(const std::string& text) {
     } else if (rk == "copy_engine") {
       t.resource.kind = ResourceKind::copy_engine;
     } else {
-      return make_error("schedule JSON: {}.resource '{}' is not compute or copy_engine",
-                        rt.path, rk);
+      return make_error("schedule JSON: {}.resource '{}' is not compute or copy_engine", rt.path,
+                        rk);
     }
     COMPASS_ASSIGN(t.resource.index, rt.get<int>(jt, "index"));
     COMPASS_ASSIGN(t.deps, rt.get<std::vector<int>>(jt, "deps"));

@@ -2,6 +2,8 @@
 // determinism, failure handling (injected faults, wait timeouts), memory limits and the
 // structural checks that keep bad schedules from touching memory they do not own.
 
+#include "compass/backends/cpu/executor.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,16 +13,15 @@
 #include <stdexcept>
 
 #include "compass/backends/cpu/blas.hpp"
-#include "compass/backends/cpu/executor.hpp"
 #include "compass/backends/cpu/memory.hpp"
 #include "hand_schedules.hpp"
 
 namespace compass::backends::cpu {
 namespace {
 
+using schedule::TaskKind;
 using testing::hand_ag_gemm;
 using testing::hand_gemm_rs;
-using schedule::TaskKind;
 using workload::OpKind;
 
 struct Outcome {
@@ -191,8 +192,7 @@ TEST(Executor, InjectedFaultNamesRankAndTaskAndStopsEveryone) {
   auto r = run(s, *ws, o);
   const double elapsed = seconds_since(t0);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message,
-            fmt::format("rank 2 task {} 'r2 rs to r3': injected fault", fail));
+  EXPECT_EQ(r.error().message, fmt::format("rank 2 task {} 'r2 rs to r3': injected fault", fail));
   EXPECT_LT(elapsed, 5.0);  // generous: the design target is well under a second
 }
 

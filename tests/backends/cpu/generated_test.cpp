@@ -17,8 +17,8 @@ namespace {
 
 using schedule::Strategy;
 using schedule::StrategyKind;
-using workload::OpKind;
 using workload::OperatorSpec;
+using workload::OpKind;
 
 // Small shapes satisfying each operator's divisibility, with M/p divisible by 4 so that
 // decompose:4 is feasible; `big` picks a second, less regular shape.
@@ -48,9 +48,9 @@ OperatorSpec shape(OpKind kind, int p, bool big) {
 }
 
 const Strategy kStrategies[] = {
-    {StrategyKind::sequential, 0},   {StrategyKind::decompose, 1},
-    {StrategyKind::decompose, 2},    {StrategyKind::decompose, 4},
-    {StrategyKind::fuse_all2all, 0}, {StrategyKind::fuse_ring, 0},
+    {StrategyKind::sequential, 0},       {StrategyKind::decompose, 1},
+    {StrategyKind::decompose, 2},        {StrategyKind::decompose, 4},
+    {StrategyKind::fuse_all2all, 0},     {StrategyKind::fuse_ring, 0},
     {StrategyKind::fuse_double_ring, 0},
 };
 
@@ -64,9 +64,9 @@ void check_all(const OperatorSpec& op, const schedule::CommPlan& plan, const std
   auto ref = reference_output(*data);
   ASSERT_TRUE(ref.ok());
   for (const Strategy& st : kStrategies) {
-    const std::string label = fmt::format("{} {} M={} N={} K={} p={} {}", what,
-                                          workload::to_string(op.kind), op.m, op.n, op.k, op.tp,
-                                          schedule::to_string(st));
+    const std::string label =
+        fmt::format("{} {} M={} N={} K={} p={} {}", what, workload::to_string(op.kind), op.m, op.n,
+                    op.k, op.tp, schedule::to_string(st));
     auto s = schedule::generate(op, st, plan);
     ASSERT_TRUE(s.ok()) << label << ": " << s.error().message;
     auto ws = Workspace::create(*s, *data);
@@ -82,7 +82,8 @@ void check_all(const OperatorSpec& op, const schedule::CommPlan& plan, const std
 
 TEST_P(Generated, EveryStrategyMatchesTheReference) {
   const auto [kind, p] = GetParam();
-  for (bool big : {false, true}) check_all(shape(kind, p, big), schedule::default_comm_plan(p), "default plan");
+  for (bool big : {false, true})
+    check_all(shape(kind, p, big), schedule::default_comm_plan(p), "default plan");
 }
 
 TEST_P(Generated, TopologyAwarePlanMatchesTheReference) {

@@ -39,7 +39,9 @@ struct Builder {
   Region rows_of(int buf, std::int64_t row, std::int64_t rows) const {
     return {buf, row, rows, 0, s.buffers[static_cast<std::size_t>(buf)].cols};
   }
-  Region all(int buf) const { return rows_of(buf, 0, s.buffers[static_cast<std::size_t>(buf)].rows); }
+  Region all(int buf) const {
+    return rows_of(buf, 0, s.buffers[static_cast<std::size_t>(buf)].rows);
+  }
   int task(TaskKind kind, Resource res, std::vector<int> deps, Region src, Region b, Region dst,
            const std::string& name, bool accumulate = false) {
     Task t;
@@ -57,8 +59,12 @@ struct Builder {
   }
 };
 
-inline Resource compute(int r) { return {r, ResourceKind::compute, 0}; }
-inline Resource copy_engine(int r, int i = 0) { return {r, ResourceKind::copy_engine, i}; }
+inline Resource compute(int r) {
+  return {r, ResourceKind::compute, 0};
+}
+inline Resource copy_engine(int r, int i = 0) {
+  return {r, ResourceKind::copy_engine, i};
+}
 
 /// AG-GEMM, all-to-all fused style: every rank sends its shard to every peer on copy engine 0
 /// and computes the GEMM chunk by chunk as chunks land, own shard first.
@@ -75,14 +81,13 @@ inline Schedule hand_ag_gemm(std::int64_t m, std::int64_t n, std::int64_t k, int
   // arrival[r][c]: the task that puts chunk c into xg of rank r.
   std::vector<std::vector<int>> arrival(p, std::vector<int>(p, -1));
   for (int r = 0; r < p; ++r) {
-    arrival[r][r] = b.task(TaskKind::copy, copy_engine(r), {}, b.all(x[r]),
-                           {}, b.rows_of(xg[r], r * mr, mr), "r" + std::to_string(r) + " own");
+    arrival[r][r] = b.task(TaskKind::copy, copy_engine(r), {}, b.all(x[r]), {},
+                           b.rows_of(xg[r], r * mr, mr), "r" + std::to_string(r) + " own");
     for (int s = 1; s < p; ++s) {
       const int peer = (r + s) % p;
-      arrival[peer][r] =
-          b.task(TaskKind::transfer, copy_engine(r), {}, b.all(x[r]), {},
-                 b.rows_of(xg[peer], r * mr, mr),
-                 "r" + std::to_string(r) + " send to r" + std::to_string(peer));
+      arrival[peer][r] = b.task(TaskKind::transfer, copy_engine(r), {}, b.all(x[r]), {},
+                                b.rows_of(xg[peer], r * mr, mr),
+                                "r" + std::to_string(r) + " send to r" + std::to_string(peer));
     }
   }
   for (int r = 0; r < p; ++r)

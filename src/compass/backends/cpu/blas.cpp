@@ -17,18 +17,30 @@ namespace compass::backends::cpu {
 // on its operands: the blocking over K is fixed, so repeated calls are bit-identical. With more
 // than one thread per call, concurrent callers share the one pool; OpenBLAS serialises them
 // with its server lock (safe, but the ranks' GEMMs then no longer run side by side).
-void set_blas_threads(int threads) { openblas_set_num_threads(std::max(1, threads)); }
+void set_blas_threads(int threads) {
+  openblas_set_num_threads(std::max(1, threads));
+}
 
-int blas_threads() { return openblas_get_num_threads(); }
+int blas_threads() {
+  return openblas_get_num_threads();
+}
 
 std::string blas_description() {
   const char* config = openblas_get_config();
   std::string parallel;
   switch (openblas_get_parallel()) {
-    case 0: parallel = "sequential"; break;
-    case 1: parallel = "pthread"; break;
-    case 2: parallel = "openmp"; break;
-    default: parallel = "unknown threading"; break;
+    case 0:
+      parallel = "sequential";
+      break;
+    case 1:
+      parallel = "pthread";
+      break;
+    case 2:
+      parallel = "openmp";
+      break;
+    default:
+      parallel = "unknown threading";
+      break;
   }
   return fmt::format("{} ({})", config ? config : "OpenBLAS", parallel);
 }
@@ -40,9 +52,10 @@ Status check_dims(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t l
   constexpr std::int64_t kMax = std::numeric_limits<blasint>::max();
   if (m < 0 || n < 0 || k < 0) return make_error("gemm: negative size m={} n={} k={}", m, n, k);
   if (m > kMax || n > kMax || k > kMax || lda > kMax || ldb > kMax || ldc > kMax)
-    return make_error("gemm: size m={} n={} k={} (lda {} ldb {} ldc {}) exceeds the BLAS integer "
-                      "range {}",
-                      m, n, k, lda, ldb, ldc, kMax);
+    return make_error(
+        "gemm: size m={} n={} k={} (lda {} ldb {} ldc {}) exceeds the BLAS integer "
+        "range {}",
+        m, n, k, lda, ldb, ldc, kMax);
   if (lda < std::max<std::int64_t>(1, k) || ldb < std::max<std::int64_t>(1, n) ||
       ldc < std::max<std::int64_t>(1, n))
     return make_error("gemm: leading dimension too small (m={} n={} k={} lda {} ldb {} ldc {})", m,
@@ -64,8 +77,7 @@ Status sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda),
-              b, static_cast<blasint>(ldb), accumulate ? 1.0f : 0.0f, c,
-              static_cast<blasint>(ldc));
+              b, static_cast<blasint>(ldb), accumulate ? 1.0f : 0.0f, c, static_cast<blasint>(ldc));
   return Status::success();
 }
 

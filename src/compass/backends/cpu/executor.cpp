@@ -54,10 +54,11 @@ Status check_region(const Schedule& s, const Task& t, const Region& r, const cha
   const Buffer& b = s.buffers[static_cast<std::size_t>(r.buffer)];
   if (r.row < 0 || r.rows < 0 || r.col < 0 || r.cols < 0 || r.row + r.rows > b.rows ||
       r.col + r.cols > b.cols)
-    return make_error("{}: {} rows [{}, {}) x cols [{}, {}) is outside buffer '{}' of rank {} "
-                      "[{}, {}]",
-                      task_label(s, t.id), which, r.row, r.row + r.rows, r.col, r.col + r.cols,
-                      b.name, b.rank, b.rows, b.cols);
+    return make_error(
+        "{}: {} rows [{}, {}) x cols [{}, {}) is outside buffer '{}' of rank {} "
+        "[{}, {}]",
+        task_label(s, t.id), which, r.row, r.row + r.rows, r.col, r.col + r.cols, b.name, b.rank,
+        b.rows, b.cols);
   return Status::success();
 }
 
@@ -93,8 +94,7 @@ Status check_task(const Schedule& s, const Task& t, int index) {
     if (t.src.rows != t.dst.rows || t.src.cols != t.dst.cols)
       return make_error("{}: src [{}, {}] and dst [{}, {}] differ in shape", task_label(s, index),
                         t.src.rows, t.src.cols, t.dst.rows, t.dst.cols);
-    if (overlap(t.src, t.dst))
-      return make_error("{}: src and dst overlap", task_label(s, index));
+    if (overlap(t.src, t.dst)) return make_error("{}: src and dst overlap", task_label(s, index));
   }
   return Status::success();
 }
@@ -102,19 +102,26 @@ Status check_task(const Schedule& s, const Task& t, int index) {
 // Local names, so the executor depends only on the schedule's data types.
 const char* op_name(workload::OpKind k) {
   switch (k) {
-    case workload::OpKind::ag_gemm: return "ag_gemm";
-    case workload::OpKind::gemm_rs: return "gemm_rs";
-    case workload::OpKind::gemm_ar: return "gemm_ar";
+    case workload::OpKind::ag_gemm:
+      return "ag_gemm";
+    case workload::OpKind::gemm_rs:
+      return "gemm_rs";
+    case workload::OpKind::gemm_ar:
+      return "gemm_ar";
   }
   return "?";
 }
 
 const char* role_name(BufferRole r) {
   switch (r) {
-    case BufferRole::input: return "input";
-    case BufferRole::weight: return "weight";
-    case BufferRole::output: return "output";
-    case BufferRole::scratch: return "scratch";
+    case BufferRole::input:
+      return "input";
+    case BufferRole::weight:
+      return "weight";
+    case BufferRole::output:
+      return "output";
+    case BufferRole::scratch:
+      return "scratch";
   }
   return "?";
 }
@@ -181,9 +188,10 @@ Status check_executable(const Schedule& s) {
   if (visited != n) {
     for (std::size_t i = 0; i < n; ++i)
       if (indegree[i] > 0)
-        return make_error("{}: deadlock: its dependencies and the task order of the resources "
-                          "form a cycle",
-                          task_label(s, static_cast<int>(i)));
+        return make_error(
+            "{}: deadlock: its dependencies and the task order of the resources "
+            "form a cycle",
+            task_label(s, static_cast<int>(i)));
   }
   return Status::success();
 }
@@ -207,12 +215,12 @@ Result<Workspace> Workspace::create(const Schedule& s, const OperatorData& data,
   COMPASS_TRY(check_operator(op));
   if (s.op.kind != op.kind || s.op.m != op.m || s.op.n != op.n || s.op.k != op.k ||
       s.op.tp != op.tp)
-    return make_error("schedule is for {} M={} N={} K={} tp={} but the data is for {} M={} N={} "
-                      "K={} tp={}",
-                      op_name(s.op.kind), s.op.m, s.op.n, s.op.k, s.op.tp, op_name(op.kind), op.m,
-                      op.n, op.k, op.tp);
-  if (s.ranks() != op.tp)
-    return make_error("schedule has {} ranks but tp is {}", s.ranks(), op.tp);
+    return make_error(
+        "schedule is for {} M={} N={} K={} tp={} but the data is for {} M={} N={} "
+        "K={} tp={}",
+        op_name(s.op.kind), s.op.m, s.op.n, s.op.k, s.op.tp, op_name(op.kind), op.m, op.n, op.k,
+        op.tp);
+  if (s.ranks() != op.tp) return make_error("schedule has {} ranks but tp is {}", s.ranks(), op.tp);
   COMPASS_TRY(check_executable(s));
 
   Workspace ws;
@@ -305,7 +313,8 @@ class Runner {
       }
       timeout_s = 30.0 + flops / 1e9 + bytes / 1e8;
     }
-    timeout_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    timeout_ =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
     timeout_s_ = timeout_s;
   }
 
@@ -347,8 +356,7 @@ class Runner {
     {
       std::lock_guard lock(mu_);
       if (!error_)
-        error_ = task_id >= 0 ? make_error("{}: {}", task_label(s_, task_id), what)
-                              : Error{what};
+        error_ = task_id >= 0 ? make_error("{}: {}", task_label(s_, task_id), what) : Error{what};
       abort_ = true;
       cv_.notify_all();
     }

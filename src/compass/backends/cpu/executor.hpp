@@ -53,7 +53,9 @@ class Workspace {
   void reset(const OperatorData& in);
 
   float* data(int buffer) { return buffers_.at(static_cast<std::size_t>(buffer)).data(); }
-  const float* data(int buffer) const { return buffers_.at(static_cast<std::size_t>(buffer)).data(); }
+  const float* data(int buffer) const {
+    return buffers_.at(static_cast<std::size_t>(buffer)).data();
+  }
   /// Row stride (= columns) of a buffer.
   std::int64_t ld(int buffer) const { return cols_.at(static_cast<std::size_t>(buffer)); }
   /// Index of rank r's output buffer "y".
@@ -70,10 +72,10 @@ class Workspace {
 
 /// What one execution did.
 struct RunStats {
-  double wall_s = 0;        ///< from releasing the threads to the last task's completion
+  double wall_s = 0;  ///< from releasing the threads to the last task's completion
   int tasks = 0;
-  int threads = 0;          ///< one per (rank, resource) with tasks
-  double gemm_flops = 0;    ///< 2 m n k summed over gemm tasks
+  int threads = 0;                  ///< one per (rank, resource) with tasks
+  double gemm_flops = 0;            ///< 2 m n k summed over gemm tasks
   std::int64_t transfer_bytes = 0;  ///< FP32 bytes moved by transfer tasks
 };
 
@@ -85,7 +87,8 @@ Status check_executable(const schedule::Schedule& s);
 /// Runs `s` once on the workspace (call ws.reset() first for fresh inputs). On failure (a task
 /// throws, BLAS rejects a call, a wait exceeds the bound) every thread stops promptly, all are
 /// joined, and the error names the rank and task: "rank 2 task 17 'name': ...".
-Result<RunStats> run(const schedule::Schedule& s, Workspace& ws, const ExecutorOptions& options = {});
+Result<RunStats> run(const schedule::Schedule& s, Workspace& ws,
+                     const ExecutorOptions& options = {});
 
 /// Compares every rank's output "y" with the reference.
 ErrorStats compare_outputs(const schedule::Schedule& s, const Workspace& ws,

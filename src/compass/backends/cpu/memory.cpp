@@ -38,9 +38,10 @@ Result<std::int64_t> memory_limit_bytes(std::int64_t limit_bytes) {
 Status check_memory(std::int64_t needed_bytes, std::int64_t limit_bytes, const std::string& what) {
   COMPASS_ASSIGN(std::int64_t limit, memory_limit_bytes(limit_bytes));
   if (needed_bytes < 0 || needed_bytes > limit)
-    return make_error("{} need {} ({} bytes) but the memory limit is {} ({} bytes; 75% of "
-                      "MemAvailable unless set)",
-                      what, mib(needed_bytes), needed_bytes, mib(limit), limit);
+    return make_error(
+        "{} need {} ({} bytes) but the memory limit is {} ({} bytes; 75% of "
+        "MemAvailable unless set)",
+        what, mib(needed_bytes), needed_bytes, mib(limit), limit);
   return Status::success();
 }
 

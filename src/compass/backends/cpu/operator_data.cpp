@@ -9,8 +9,8 @@
 
 namespace compass::backends::cpu {
 
-using workload::OpKind;
 using workload::OperatorSpec;
+using workload::OpKind;
 
 Block input_block(const OperatorSpec& op, int rank) {
   const std::int64_t p = op.tp;
@@ -27,9 +27,12 @@ Block weight_block(const OperatorSpec& op, int rank) {
 Block output_block(const OperatorSpec& op, int rank) {
   const std::int64_t p = op.tp;
   switch (op.kind) {
-    case OpKind::ag_gemm: return {0, op.m, rank * (op.n / p), op.n / p};
-    case OpKind::gemm_rs: return {rank * (op.m / p), op.m / p, 0, op.n};
-    case OpKind::gemm_ar: return {0, op.m, 0, op.n};
+    case OpKind::ag_gemm:
+      return {0, op.m, rank * (op.n / p), op.n / p};
+    case OpKind::gemm_rs:
+      return {rank * (op.m / p), op.m / p, 0, op.n};
+    case OpKind::gemm_ar:
+      return {0, op.m, 0, op.n};
   }
   return {};
 }
@@ -45,15 +48,20 @@ Status check_operator(const OperatorSpec& op) {
     return make_error("M={} N={} K={}: a dimension exceeds {}", op.m, op.n, op.k, kMaxDim);
   switch (op.kind) {
     case OpKind::ag_gemm:
-      if (op.m % op.tp != 0) return make_error("ag_gemm: M={} is not divisible by tp={}", op.m, op.tp);
-      if (op.n % op.tp != 0) return make_error("ag_gemm: N={} is not divisible by tp={}", op.n, op.tp);
+      if (op.m % op.tp != 0)
+        return make_error("ag_gemm: M={} is not divisible by tp={}", op.m, op.tp);
+      if (op.n % op.tp != 0)
+        return make_error("ag_gemm: N={} is not divisible by tp={}", op.n, op.tp);
       break;
     case OpKind::gemm_rs:
-      if (op.m % op.tp != 0) return make_error("gemm_rs: M={} is not divisible by tp={}", op.m, op.tp);
-      if (op.k % op.tp != 0) return make_error("gemm_rs: K={} is not divisible by tp={}", op.k, op.tp);
+      if (op.m % op.tp != 0)
+        return make_error("gemm_rs: M={} is not divisible by tp={}", op.m, op.tp);
+      if (op.k % op.tp != 0)
+        return make_error("gemm_rs: K={} is not divisible by tp={}", op.k, op.tp);
       break;
     case OpKind::gemm_ar:
-      if (op.k % op.tp != 0) return make_error("gemm_ar: K={} is not divisible by tp={}", op.k, op.tp);
+      if (op.k % op.tp != 0)
+        return make_error("gemm_ar: K={} is not divisible by tp={}", op.k, op.tp);
       break;
   }
   return Status::success();
@@ -65,7 +73,9 @@ std::int64_t saturated_bytes(double bytes) {
   constexpr double kMax = 9.0e18;  // below INT64_MAX
   return bytes >= kMax ? static_cast<std::int64_t>(kMax) : static_cast<std::int64_t>(bytes);
 }
-double dbl(std::int64_t v) { return static_cast<double>(v); }
+double dbl(std::int64_t v) {
+  return static_cast<double>(v);
+}
 }  // namespace
 
 std::int64_t operator_data_bytes(const OperatorSpec& op) {
@@ -109,8 +119,8 @@ Result<OperatorData> make_operator_data(const OperatorSpec& op, std::uint64_t se
     d.x = {op.m, op.k, std::vector<float>(static_cast<std::size_t>(op.m * op.k))};
     d.w = {op.k, op.n, std::vector<float>(static_cast<std::size_t>(op.k * op.n))};
   } catch (const std::bad_alloc&) {
-    return make_error("out of memory allocating X [{}, {}] and W [{}, {}] (FP32)", op.m, op.k,
-                      op.k, op.n);
+    return make_error("out of memory allocating X [{}, {}] and W [{}, {}] (FP32)", op.m, op.k, op.k,
+                      op.n);
   }
   fill_uniform(d.x, seed * 2);
   fill_uniform(d.w, seed * 2 + 1);
@@ -128,8 +138,8 @@ Result<HostMatrix<double>> reference_output(const OperatorData& data) {
   } catch (const std::bad_alloc&) {
     return make_error("out of memory allocating the FP64 reference Y [{}, {}]", op.m, op.n);
   }
-  COMPASS_TRY(dgemm(op.m, op.n, op.k, x64.data(), op.k, w64.data(), op.n, y.values.data(), op.n,
-                    false));
+  COMPASS_TRY(
+      dgemm(op.m, op.n, op.k, x64.data(), op.k, w64.data(), op.n, y.values.data(), op.n, false));
   return y;
 }
 

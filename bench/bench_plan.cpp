@@ -1,0 +1,42 @@
+// Planner speed: the whole paper grid (288 configurations, every strategy, ODP and choice) and
+// one operator's estimates. Issue 4 asks for the grid well under 100 ms.
+
+#include <benchmark/benchmark.h>
+
+#include "compass/hardware/presets.hpp"
+#include "compass/model/selector.hpp"
+#include "compass/plan/sweep.hpp"
+
+namespace {
+
+void BM_SweepPaperGrid(benchmark::State& state) {
+  const compass::hardware::Profile p = *compass::hardware::make_preset("a6000x8");
+  const auto grid = compass::workload::paper_grid();
+  for (auto _ : state) {
+    auto r = compass::plan::run_sweep(p, grid);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(grid.size()));
+}
+BENCHMARK(BM_SweepPaperGrid)->Unit(benchmark::kMillisecond);
+
+void BM_ChooseOneOperator(benchmark::State& state) {
+  const compass::hardware::Profile p = *compass::hardware::make_preset("a6000x8");
+  const auto plan = *compass::schedule::comm_plan_for(p, {0, 1, 2, 3, 4, 5, 6, 7});
+  compass::workload::OperatorSpec op;
+  op.kind = state.range(0) == 0 ? compass::workload::OpKind::ag_gemm
+                                : compass::workload::OpKind::gemm_rs;
+  op.m = 8192;
+  op.n = 5120;
+  op.k = 5120;
+  op.tp = 8;
+  for (auto _ : state) {
+    auto c = compass::model::choose_strategy(p, op, plan);
+    benchmark::DoNotOptimize(c);
+  }
+}
+BENCHMARK(BM_ChooseOneOperator)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,1 @@
+schedule --op ag_gemm --m 8 --n 4 --k 2 --tp 2 --strategy decompose:2

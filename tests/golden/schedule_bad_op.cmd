@@ -1,0 +1,1 @@
+schedule --op allgather --m 4 --n 4 --k 2 --tp 2

@@ -1,0 +1,1 @@
+simulate --profile a6000x8 --op ag_gemm --m 8192 --n 20480 --k 5120 --tp 8 --strategy all

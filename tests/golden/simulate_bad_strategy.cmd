@@ -1,0 +1,1 @@
+simulate --m 8192 --n 20480 --k 5120 --strategy fuse:star

@@ -1,0 +1,1 @@
+topo a6000x8 --json

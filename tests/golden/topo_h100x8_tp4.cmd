@@ -1,0 +1,1 @@
+topo --profile h100x8 --tp 4

@@ -1,0 +1,116 @@
+// Layer plans, end-to-end estimates and the sweep on the presets.
+
+#include <gtest/gtest.h>
+
+#include "compass/hardware/presets.hpp"
+#include "compass/plan/layer_plan.hpp"
+#include "compass/plan/report.hpp"
+#include "compass/plan/sweep.hpp"
+
+namespace compass::plan {
+namespace {
+
+using schedule::StrategyKind;
+
+hardware::Profile a6000() { return *hardware::make_preset("a6000x8"); }
+
+TEST(LayerPlan, Llama13bOnA6000) {
+  const hardware::Profile p = a6000();
+  workload::ParallelConfig pc;
+  pc.tp = 8;
+  pc.seq = 4096;
+  const Result<LayerPlan> lp = plan_layer(p, *workload::resolve_model("llama2-13b"), pc);
+  ASSERT_TRUE(lp.ok()) << lp.error().message;
+  EXPECT_EQ(lp->ops.size(), 10u);
+  for (const PlannedOp& po : lp->ops) {
+    // Compass picks the minimum of the strategies it considers, sequential included.
+    EXPECT_LE(po.compass().total_s, po.megatron.total_s * (1 + model::kTieTolerance));
+  }
+  EXPECT_LE(lp->compass.total_s, lp->megatron.total_s);
+  EXPECT_GT(lp->other.attention_fwd_s, 0);
+  EXPECT_GT(lp->other.plain_gemm_bwd_s, 0);  // proj and fc2 weight gradients
+  EXPECT_NEAR(lp->compass.total_s,
+              lp->model.layers * (lp->compass.tp_ops_s + lp->other.total_s()) + lp->lm_head_s,
+              1e-12);
+  const nlohmann::json j = to_json(*lp);
+  EXPECT_EQ(j["ops"].size(), 10u);
+}
+
+TEST(LayerPlan, WithoutSequenceParallelism) {
+  workload::ParallelConfig pc;
+  pc.tp = 4;
+  pc.seq = 2048;
+  pc.sequence_parallel = false;
+  const Result<LayerPlan> lp = plan_layer(a6000(), *workload::resolve_model("gpt3-6.7b"), pc);
+  ASSERT_TRUE(lp.ok()) << lp.error().message;
+  for (const PlannedOp& po : lp->ops) EXPECT_EQ(po.layer_op.op.kind, workload::OpKind::gemm_ar);
+  EXPECT_GT(lp->other.plain_gemm_fwd_s, 0);  // column-parallel forwards have no collective
+}
+
+TEST(LayerPlan, TeDefaults) {
+  workload::OperatorSpec op;
+  op.kind = workload::OpKind::ag_gemm;
+  op.m = 4096;
+  op.tp = 8;
+  op.role = "qkv_fprop";
+  EXPECT_EQ(te_default_strategy(op).kind, StrategyKind::fuse_ring);
+  op.role = "fc2_fprop";
+  op.kind = workload::OpKind::gemm_rs;
+  EXPECT_EQ(te_default_strategy(op), (schedule::Strategy{StrategyKind::decompose, 4}));
+  op.role = "fc1_dgrad";
+  EXPECT_EQ(te_default_strategy(op).kind, StrategyKind::sequential);
+  const schedule::CommPlan te = rank_order_plan(schedule::CommPlan{{4, 5, 6, 7}, {0, 1, 3, 2}, {2, 3, 1, 0}, 2});
+  EXPECT_EQ(te.ring, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(te.ring2, (std::vector<int>{3, 2, 1, 0}));
+  EXPECT_EQ(te.gpus, (std::vector<int>{4, 5, 6, 7}));
+}
+
+TEST(LayerPlan, BadInputIsAnError) {
+  workload::ParallelConfig pc;
+  pc.tp = 16;
+  const Result<LayerPlan> big = plan_layer(a6000(), *workload::resolve_model("llama2-13b"), pc);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.error().message.find("tp=16"), std::string::npos);
+  pc.tp = 8;
+  pc.seq = 4097;
+  EXPECT_FALSE(plan_layer(a6000(), *workload::resolve_model("llama2-13b"), pc).ok());
+}
+
+TEST(Sweep, PaperGrid) {
+  const Result<SweepResult> r = run_sweep(a6000(), workload::paper_grid());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->rows.size(), 288u);
+  int wins = 0;
+  for (const auto& [name, n] : r->summary.wins) wins += n;
+  EXPECT_EQ(wins, 288);
+  for (const SweepRow& row : r->rows) {
+    double best = row.choice.estimates.front().total_s;
+    for (const model::Estimate& e : row.choice.estimates) best = std::min(best, e.total_s);
+    EXPECT_LE(row.choice.choice().total_s, best * (1 + model::kTieTolerance));
+    EXPECT_GE(row.worst_d_s, row.choice.odp.t_argmin_s);
+  }
+  EXPECT_GE(r->summary.choice_over_sequential.min, 1.0);
+  EXPECT_GE(r->summary.dstar_over_worst_d.min, 1.0 - 1e-12);
+  const std::string csv = sweep_csv(*r);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 289);
+}
+
+TEST(Sweep, DistributionOfValues) {
+  const Distribution d = distribution({3, 1, 2, 10});
+  EXPECT_EQ(d.count, 4);
+  EXPECT_DOUBLE_EQ(d.min, 1);
+  EXPECT_DOUBLE_EQ(d.median, 2.5);
+  EXPECT_DOUBLE_EQ(d.mean, 4);
+  EXPECT_DOUBLE_EQ(d.max, 10);
+}
+
+TEST(Sweep, TpLargerThanTheMachineIsAnError) {
+  const Result<hardware::Profile> p = hardware::make_preset("a6000x4");
+  ASSERT_TRUE(p.ok());
+  const Result<SweepResult> r = run_sweep(*p, workload::paper_grid());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("tp=8"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace compass::plan
