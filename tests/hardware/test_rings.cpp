@@ -432,6 +432,16 @@ TEST(RingsPreset, A6000x8PairsNvlinkNeighbours) {
   }
   EXPECT_FALSE(r.bottleneck.empty());
   EXPECT_FALSE(a.bottleneck.empty());
+  // The acceptance: all-to-all names the shared segments it piles onto, and they are
+  // shared links of the preset.
+  ASSERT_FALSE(a.congested.empty());
+  EXPECT_GT(a.time_s, r.time_s);
+  for (const HopLoad& l : a.loads) {
+    if (std::find(a.congested.begin(), a.congested.end(), l.name) != a.congested.end()) {
+      EXPECT_TRUE(p->links[l.hop.link].shared) << l.name;
+    }
+  }
+  EXPECT_TRUE(r.congested.empty());
 }
 
 TEST(RingsPreset, EveryPresetHasValidRings) {

@@ -19,6 +19,12 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Ends a verb with a non-zero exit code after its output is complete (e.g. a failed
+/// --check: exit 1). main() returns `code` without printing anything more.
+struct ExitCode {
+  int code = 1;
+};
+
 /// The value of a Result, or throws UsageError with its message.
 template <typename T>
 T unwrap(Result<T> r) {

@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
     // CLI11 prints multi-line help for some errors; keep to one line plus a hint.
     fmt::print(stderr, "compass: error: {} (see 'compass --help')\n", e.what());
     return 2;
+  } catch (const ExitCode& e) {
+    return e.code;
   } catch (const UsageError& e) {
     fmt::print(stderr, "compass: error: {}\n", e.what());
     return 2;

@@ -40,6 +40,7 @@ struct TopoReport {
 };
 
 std::string ring_text(const Ring& r) {
+  if (r.order.size() == 1) return fmt::format("{} (one GPU: nothing to exchange)", r.order[0]);
   std::string s;
   for (int g : r.order) s += fmt::format("{} -> ", g);
   return r.order.empty() ? s : s + std::to_string(r.order.front());
@@ -93,7 +94,8 @@ void print_human(const TopoReport& r, double size_bytes) {
                format_bandwidth(l.reverse_bandwidth_bytes_per_s), format_seconds(l.latency_s),
                l.shared ? "yes" : "no");
 
-  fmt::print("\ngroup: {} GPUs ({})\n", r.group.size(), join_ints(r.group));
+  fmt::print("\ngroup: {} GPU{} ({})\n", r.group.size(), r.group.size() == 1 ? "" : "s",
+             join_ints(r.group));
   fmt::print("ring:        {}\n", ring_text(r.ring));
   fmt::print("double ring: {}\n", ring_text(r.double_ring.first));
   fmt::print("             {}\n", ring_text(r.double_ring.second));
