@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "compass/backends/cuda/cuda_backend.hpp"
+#include "compass/backends/cpu/calibrate.hpp"
 #include "compass/cli/common.hpp"
+#include "compass/cli/validate_grid.hpp"
 #include "compass/hardware/profile_io.hpp"
 
 namespace compass::cli {
@@ -16,7 +18,9 @@ namespace {
 struct CalibrateArgs {
   std::string backend = "cuda";
   std::string out;
-  std::string profile = "h200x1";
+  std::string profile;  // default: h200x1 (cuda), a6000x8 (cpu)
+  std::string grid = "all";
+  int tp = 2;
   bool force = false;
   bool quick = false;
   bool json = false;
@@ -73,16 +77,79 @@ nlohmann::ordered_json to_json(const backends::cuda::CalibrationResult& c, const
   return j;
 }
 
+void run_calibrate_cpu(const CalibrateArgs& a) {
+  namespace cpu = backends::cpu;
+  if (a.tp < 1) throw UsageError(fmt::format("--tp: must be at least 1, got {}", a.tp));
+  const hardware::Profile base = load_profile(a.profile.empty() ? "a6000x8" : a.profile);
+  std::error_code ec;
+  if (!a.force && std::filesystem::exists(a.out, ec)) {
+    throw UsageError(fmt::format("--out: '{}' exists (use --force to overwrite)", a.out));
+  }
+  std::vector<GridConfig> grid;
+  for (const char* g : {"small", "paper-scaled"})
+    if (a.grid == "all" || a.grid == g) {
+      auto part = unwrap(validation_grid(g, a.tp));
+      grid.insert(grid.end(), part.begin(), part.end());
+    }
+  if (grid.empty())
+    throw UsageError(
+        fmt::format("--grid: unknown grid '{}' (expected small, paper-scaled or all)", a.grid));
+  cpu::CpuCalibrateOptions options;
+  options.shapes = grid_gemm_shapes(grid, base);
+  options.concurrency = a.tp;
+  options.quick = a.quick;
+  const bool bar = stderr_is_terminal();
+  if (bar)
+    options.progress = [](double f) {
+      const int w = 40, n = static_cast<int>(f * w);
+      fmt::print(stderr, "\rcalibrating [{}{}] {:3.0f}%", std::string(n, '#'),
+                 std::string(w - n, ' '), 100 * f);
+      std::fflush(stderr);
+    };
+  const cpu::CpuCalibration c = unwrap(cpu::calibrate(options));
+  if (bar) fmt::print(stderr, "\n");
+  hardware::Profile measured = cpu::apply_calibration(base, c);
+  measured.name = "cpu-calibrated";
+  measured.description = fmt::format("this CPU measured by compass calibrate --backend cpu "
+                                     "(topology of {})", base.name);
+  unwrap(hardware::validate(measured));
+  unwrap(hardware::save_profile_file(measured, a.out, a.force));
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["backend"] = "cpu";
+    j["blas"] = c.blas;
+    j["concurrency"] = c.concurrency;
+    j["elapsed_s"] = c.elapsed_s;
+    j["gemm_shapes"] = c.gemm.size();
+    j["best_fp32_flops_per_gemm"] = c.best_flops_per_s;
+    j["copy_bandwidth_bytes_per_s"] = c.copy_bandwidth_bytes_per_s;
+    j["task_overhead_s"] = c.task_overhead_s;
+    j["wake_lag_s"] = c.wake_lag_s;
+    j["profile"] = a.out;
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("calibrated this CPU ({}) in {:.1f} s\n", c.blas, c.elapsed_s);
+  fmt::print("  {:<34} {} ({} at once)\n", "GEMM shapes measured (FP32)", c.gemm.size(),
+             c.concurrency);
+  fmt::print("  {:<34} {:.1f} GFLOP/s\n", "best FP32 GEMM (per rank)", c.best_flops_per_s / 1e9);
+  fmt::print("  {:<34} {}\n", "memcpy", format_bandwidth(c.copy_bandwidth_bytes_per_s));
+  fmt::print("  {:<34} {}\n", "executor task overhead", format_seconds(c.task_overhead_s));
+  fmt::print("  {:<34} {}\n", "timed-wait lateness", format_seconds(c.wake_lag_s));
+  fmt::print("wrote {}\n", a.out);
+}
+
 void run_calibrate(const CalibrateArgs& a) {
   if (a.backend == "cpu") {
-    throw UsageError("compass calibrate --backend cpu is not implemented yet");
+    run_calibrate_cpu(a);
+    return;
   }
   if (a.backend != "cuda") {
-    throw UsageError(fmt::format("--backend: unknown backend '{}' (calibrate supports cuda)", a.backend));
+    throw UsageError(fmt::format("--backend: unknown backend '{}' (expected cuda or cpu)", a.backend));
   }
   if (a.device < 0) throw UsageError(fmt::format("--device: {} is not a GPU ordinal", a.device));
   // Everything that can fail without a GPU fails before minutes of measurement.
-  const hardware::Profile base = load_profile(a.profile);
+  const hardware::Profile base = load_profile(a.profile.empty() ? "h200x1" : a.profile);
   std::error_code ec;
   if (!a.force && std::filesystem::exists(a.out, ec)) {
     throw UsageError(fmt::format("--out: '{}' exists (use --force to overwrite)", a.out));
@@ -107,15 +174,21 @@ void add_calibrate_verb(CLI::App& app) {
   auto args = std::make_shared<CalibrateArgs>();
   auto* sub = app.add_subcommand(
       "calibrate",
-      "Measure a GPU (GEMM table, copy bandwidth, launch overheads, interference) and write a "
-      "calibrated profile");
-  sub->add_option("--backend", args->backend, "cuda (cpu: not implemented yet)")
+      "Measure a GPU or this CPU (GEMM table, copy bandwidth, launch overheads, interference) "
+      "and write a calibrated profile");
+  sub->add_option("--backend", args->backend, "cuda or cpu")
       ->capture_default_str();
   sub->add_option("--out", args->out, "profile JSON to write")->required();
   sub->add_option("--profile", args->profile,
-                  "base profile (preset or file) the measurements are written into")
+                  "base profile (preset or file) the measurements are written into "
+                  "(default h200x1 for cuda, a6000x8 for cpu)")
       ->capture_default_str();
   sub->add_option("--device", args->device, "CUDA device to measure")->capture_default_str();
+  sub->add_option("--grid", args->grid,
+                  "cpu: GEMM shapes of the validation grid small, paper-scaled or all")
+      ->capture_default_str();
+  sub->add_option("--tp", args->tp, "cpu: GEMMs measured at once (= ranks of the runs)")
+      ->capture_default_str();
   sub->add_flag("--force", args->force, "overwrite --out if it exists");
   sub->add_flag("--quick", args->quick, "fewer shapes and repeats (well under a minute)");
   sub->add_flag("--json", args->json, "print the measurements as JSON");

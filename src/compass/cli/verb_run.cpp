@@ -6,13 +6,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "compass/backends/cpu/blas.hpp"
 #include "compass/backends/cpu/executor.hpp"
 #include "compass/backends/cpu/memory.hpp"
+#include "compass/backends/cpu/paced_links.hpp"
 #include "compass/backends/cuda/cuda_backend.hpp"
 #include "compass/cli/common.hpp"
+#include "compass/cli/validate_grid.hpp"
 #include "compass/schedule/generate.hpp"
 
 namespace compass::cli {
@@ -38,6 +41,8 @@ struct RunArgs {
   bool json = false;
   int threads_per_rank = 1;
   double wait_timeout_s = 0;
+  std::string links;         ///< "emulated:<preset|file>", empty = plain memcpy
+  double link_scale = 1.0;   ///< factor on every emulated link bandwidth
 };
 
 struct StrategyRun {
@@ -78,6 +83,11 @@ workload::OperatorSpec parse_operator(const RunArgs& a) {
   if (a.threads_per_rank < 1)
     throw UsageError(
         fmt::format("--threads-per-rank: must be at least 1, got {}", a.threads_per_rank));
+  if (!(a.link_scale > 0))
+    throw UsageError(fmt::format("--link-scale: must be positive, got {}", a.link_scale));
+  if (!a.links.empty() && a.backend != "cpu")
+    throw UsageError("--links: emulated links need --backend cpu");
+  if (!a.links.empty()) parse_links_option(a.links);
   if (a.wait_timeout_s < 0)
     throw UsageError(fmt::format("--wait-timeout: must not be negative, got {}", a.wait_timeout_s));
   auto dtype = parse_dtype(a.dtype);
@@ -144,8 +154,15 @@ void run_cpu(const RunArgs& a, const workload::OperatorSpec& op, std::vector<Str
   cpu::ExecutorOptions options;
   options.blas_threads_per_rank = a.threads_per_rank;
   options.wait_timeout_s = a.wait_timeout_s;
+  std::optional<hardware::Profile> emulated;
+  if (!a.links.empty()) emulated = load_profile(parse_links_option(a.links));
   for (auto& r : runs) {
     const std::string label = schedule::to_string(r.schedule.strategy);
+    if (emulated) {
+      auto engine = cpu::PacedLinkEngine::create(*emulated, r.schedule.gpus, a.link_scale);
+      if (!engine.ok()) throw UsageError(fmt::format("--links: {}", engine.error().message));
+      options.transfer_engine = *engine;
+    }
     auto ws = cpu::Workspace::create(r.schedule, data, options);
     if (!ws.ok()) throw UsageError(fmt::format("strategy {}: {}", label, ws.error().message));
     for (int i = 0; i < a.warmup + a.repeat; ++i) {
@@ -208,6 +225,8 @@ void print_table(const RunArgs& a, const workload::OperatorSpec& op, const sched
         std::thread::hardware_concurrency(), a.threads_per_rank, a.threads_per_rank == 1 ? "" : "s",
         op.dtype == DType::fp32 ? "" : fmt::format("; --dtype {} only sizes transfers", a.dtype));
     fmt::print("blas: {}\n", cpu::blas_description());
+    if (!a.links.empty())
+      fmt::print("links: {} (paced, bandwidth x{:.4g})\n", a.links, a.link_scale);
   } else {
     fmt::print("device: {}\n", device);
   }
@@ -246,6 +265,8 @@ void print_json(const RunArgs& a, const workload::OperatorSpec& op, const schedu
     j["compute_dtype"] = "fp32";
     j["blas"] = cpu::blas_description();
     j["threads_per_rank"] = a.threads_per_rank;
+    j["links"] = a.links.empty() ? nlohmann::json("memcpy") : nlohmann::json(a.links);
+    if (!a.links.empty()) j["link_scale"] = a.link_scale;
   } else {
     j["device"] = device;
   }
@@ -343,6 +364,12 @@ void add_run_verb(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--wait-timeout", args->wait_timeout_s,
                   "seconds a task may wait for its dependencies (cpu; 0 = automatic)")
+      ->capture_default_str();
+  sub->add_option("--links", args->links,
+                  "cpu: emulated:<preset|file> paces transfers on that machine's links "
+                  "(default: plain memcpy)");
+  sub->add_option("--link-scale", args->link_scale,
+                  "cpu: factor on every emulated link bandwidth (< 1 slows the links)")
       ->capture_default_str();
   sub->add_flag("--json", args->json, "machine-readable output");
   sub->callback([args] { run_verb(*args); });

@@ -1,12 +1,214 @@
-// Placeholder: the 'validate' verb is not implemented yet.
+// compass validate: runs a scaled-down grid for real on the CPU executor with emulated links
+// and compares every strategy's measured time with the planner's prediction (issue 7).
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "compass/cli/common.hpp"
+#include "compass/cli/validate_grid.hpp"
+#include "compass/hardware/profile_io.hpp"
 
 namespace compass::cli {
+namespace {
+
+struct ValidateArgs {
+  std::string backend = "cpu";
+  std::string calibration;
+  std::string links = "emulated:a6000x8";
+  std::string link_scale = "auto";
+  std::string grid = "small";
+  int repeat = 3;
+  int warmup = 1;
+  int tp = 2;
+  std::string csv, json, plot;
+  bool force = false;
+};
+
+std::string csv_text(const ValidateResult& r) {
+  std::string s = "config,op,m,n,k,tp,strategy,predicted_s,measured_s,error_pct,chosen,best\n";
+  for (const auto& p : r.points)
+    s += fmt::format("\"{}\",{},{},{},{},{},{},{:.6e},{:.6e},{:.2f},{},{}\n", p.config,
+                     workload::to_string(p.op.kind), p.op.m, p.op.n, p.op.k, p.op.tp,
+                     schedule::to_string(p.strategy), p.predicted_s, p.measured_s,
+                     100.0 * (p.predicted_s - p.measured_s) / p.measured_s, p.chosen ? 1 : 0,
+                     p.best ? 1 : 0);
+  return s;
+}
+
+nlohmann::ordered_json json_of(const ValidateArgs& a, const ValidateResult& r) {
+  nlohmann::ordered_json j;
+  j["grid"] = a.grid;
+  j["links"] = a.links;
+  j["link_scale"] = r.link_scale;
+  j["repeat"] = a.repeat;
+  j["outputs_ok"] = r.outputs_ok;
+  j["mape"] = r.mape;
+  nlohmann::ordered_json m = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : r.mape_by_strategy) m[k] = v;
+  j["mape_by_strategy"] = m;
+  j["choice_best"] = r.choice_best;
+  j["choice_within_5pct"] = r.choice_within5;
+  j["mean_regret"] = r.mean_regret;
+  j["worst_regret"] = r.worst_regret;
+  j["mean_speedup_over_sequential"] = r.mean_speedup;
+  auto configs = nlohmann::ordered_json::array();
+  for (const auto& c : r.configs)
+    configs.push_back({{"config", c.config}, {"chosen", c.chosen}, {"best", c.best},
+                       {"chosen_s", c.chosen_s}, {"best_s", c.best_s},
+                       {"sequential_s", c.sequential_s}, {"regret", c.regret}});
+  j["configs"] = configs;
+  auto points = nlohmann::ordered_json::array();
+  for (const auto& p : r.points)
+    points.push_back({{"config", p.config}, {"strategy", schedule::to_string(p.strategy)},
+                      {"predicted_s", p.predicted_s}, {"measured_s", p.measured_s},
+                      {"chosen", p.chosen}, {"best", p.best}});
+  j["points"] = points;
+  return j;
+}
+
+void print_table(const ValidateArgs& a, const hardware::Profile& predicted,
+                 const ValidateResult& r) {
+  fmt::print("validate: grid {} ({} configurations), links {} x{:.4g}, median of {} runs\n",
+             a.grid, r.configs.size(), a.links, r.link_scale, a.repeat);
+  fmt::print("planner profile: {}\n\n", predicted.name);
+  fmt::print("{:<34} {:<18} {:<18} {:>11} {:>11} {:>8}\n", "configuration", "chosen",
+             "measured best", "chosen", "best", "regret");
+  for (const auto& c : r.configs)
+    fmt::print("{:<34} {:<18} {:<18} {:>11} {:>11} {:>7.1f}%\n", c.config, c.chosen, c.best,
+               format_seconds(c.chosen_s), format_seconds(c.best_s), 100 * c.regret);
+  fmt::print("\n{:<18} {:>10}\n", "strategy", "MAPE");
+  for (const auto& [k, v] : r.mape_by_strategy) fmt::print("{:<18} {:>9.1f}%\n", k, 100 * v);
+  fmt::print("{:<18} {:>9.1f}%\n\n", "all", 100 * r.mape);
+  fmt::print("choice is the measured best:      {:.0f}% of configurations\n",
+             100 * r.choice_best);
+  fmt::print("choice within 5% of the best:     {:.0f}%\n", 100 * r.choice_within5);
+  fmt::print("regret of the choice:             mean {:.1f}%, worst {:.1f}%\n",
+             100 * r.mean_regret, 100 * r.worst_regret);
+  fmt::print("measured speedup over sequential: {:.3f}x (geometric mean)\n", r.mean_speedup);
+  fmt::print("outputs match the FP64 reference: {}\n", r.outputs_ok ? "yes" : "NO");
+}
+
+// tools/plot_validate.py next to the binary's tree (build dir inside the repository) or in
+// $COMPASS_TOOLS_DIR.
+std::string find_plot_script() {
+  namespace fs = std::filesystem;
+  if (const char* d = std::getenv("COMPASS_TOOLS_DIR")) {
+    fs::path p = fs::path(d) / "plot_validate.py";
+    if (fs::exists(p)) return p.string();
+  }
+  std::error_code ec;
+  fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  for (int i = 0; i < 4 && !dir.empty(); ++i, dir = dir.parent_path()) {
+    fs::path p = dir / "tools" / "plot_validate.py";
+    if (fs::exists(p, ec)) return p.string();
+    if (dir == dir.parent_path()) break;
+  }
+  throw UsageError("--plot: tools/plot_validate.py not found (set COMPASS_TOOLS_DIR)");
+}
+
+void plot(const ValidateResult& r, const std::string& out, bool force) {
+  namespace fs = std::filesystem;
+  if (!force && fs::exists(out))
+    throw UsageError(fmt::format("--plot: '{}' exists (use --force to overwrite)", out));
+  const std::string script = find_plot_script();
+  // The first python3 on PATH may be a private one without Debian's matplotlib.
+  std::string python;
+  for (const char* candidate : {"python3", "/usr/bin/python3"})
+    if (std::system(fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", candidate).c_str()) ==
+        0) {
+      python = candidate;
+      break;
+    }
+  if (python.empty())
+    throw UsageError("--plot needs python3 with matplotlib (Debian: apt install python3-matplotlib)");
+  const fs::path tmp =
+      fs::temp_directory_path() / fmt::format("compass-validate-{}.csv", ::getpid());
+  write_file(tmp.string(), csv_text(r), true);
+  const std::string cmd = fmt::format("{} '{}' '{}' '{}'", python, script, tmp.string(), out);
+  const int rc = std::system(cmd.c_str());
+  fs::remove(tmp);
+  if (rc != 0) throw UsageError(fmt::format("--plot: '{}' failed", cmd));
+}
+
+void run_validate(const ValidateArgs& a) {
+  if (a.backend != "cpu")
+    throw UsageError(fmt::format("--backend: unknown backend '{}' (validate supports cpu)",
+                                 a.backend));
+  if (a.repeat < 1) throw UsageError(fmt::format("--repeat: must be at least 1, got {}", a.repeat));
+  if (a.warmup < 0) throw UsageError(fmt::format("--warmup: must not be negative, got {}", a.warmup));
+  if (a.tp < 2) throw UsageError(fmt::format("--tp: must be at least 2, got {}", a.tp));
+  const std::string links = parse_links_option(a.links);
+  const std::optional<double> scale = parse_link_scale(a.link_scale);
+  for (const auto& [flag, path] : {std::pair{"--csv", a.csv}, {"--json", a.json}})
+    if (!path.empty() && !a.force && std::filesystem::exists(path))
+      throw UsageError(fmt::format("{}: '{}' exists (use --force to overwrite)", flag, path));
+  if (!a.plot.empty() && !a.force && std::filesystem::exists(a.plot))
+    throw UsageError(fmt::format("--plot: '{}' exists (use --force to overwrite)", a.plot));
+  const hardware::Profile topology = load_profile(links);
+  const hardware::Profile calibrated = unwrap(hardware::load_profile_file(a.calibration));
+  if (calibrated.calibration.gemm.empty())
+    throw UsageError(fmt::format(
+        "--calibration: '{}' has no GEMM table (run compass calibrate --backend cpu)",
+        a.calibration));
+  if (a.tp > topology.gpu_count())
+    throw UsageError(fmt::format("--tp: {} exceeds the {} GPUs of '{}'", a.tp,
+                                 topology.gpu_count(), links));
+  const auto grid = unwrap(validation_grid(a.grid, a.tp));
+  ValidateOptions o;
+  o.repeat = a.repeat;
+  o.warmup = a.warmup;
+  o.link_scale = scale ? *scale : auto_link_scale(grid, topology, calibrated);
+  const hardware::Profile predicted = emulated_profile(topology, calibrated, o.link_scale);
+  const bool bar = stderr_is_terminal();
+  if (bar)
+    o.progress = [](double f) {
+      const int w = 40, n = static_cast<int>(f * w);
+      fmt::print(stderr, "\rvalidating [{}{}] {:3.0f}%", std::string(n, '#'),
+                 std::string(w - n, ' '), 100 * f);
+      std::fflush(stderr);
+    };
+  const ValidateResult r = unwrap(run_validation(grid, topology, predicted, o));
+  if (bar) fmt::print(stderr, "\n");
+  print_table(a, predicted, r);
+  if (!a.csv.empty()) write_file(a.csv, csv_text(r), a.force);
+  if (!a.json.empty()) write_file(a.json, json_of(a, r).dump(2) + "\n", a.force);
+  if (!a.plot.empty()) plot(r, a.plot, a.force);
+}
+
+}  // namespace
 
 void add_validate_verb(CLI::App& app) {
-  auto* sub = app.add_subcommand("validate", "(not implemented yet)");
-  sub->allow_extras();
-  sub->callback([] { throw UsageError("'validate' is not implemented yet"); });
+  auto args = std::make_shared<ValidateArgs>();
+  auto* sub = app.add_subcommand(
+      "validate",
+      "Run a scaled grid for real (CPU executor, emulated links) and compare with the planner");
+  sub->add_option("--backend", args->backend, "cpu")->capture_default_str();
+  sub->add_option("--calibration", args->calibration,
+                  "profile written by compass calibrate --backend cpu")
+      ->required();
+  sub->add_option("--links", args->links, "emulated:<preset|file>: the machine whose links to emulate")
+      ->capture_default_str();
+  sub->add_option("--link-scale", args->link_scale,
+                  "factor on every link bandwidth, or auto (GPU/CPU GEMM time ratio)")
+      ->capture_default_str();
+  sub->add_option("--grid", args->grid, "small (4 configurations) or paper-scaled")
+      ->capture_default_str();
+  sub->add_option("--tp", args->tp, "ranks (match the calibration's concurrency)")
+      ->capture_default_str();
+  sub->add_option("--repeat", args->repeat, "timed runs per strategy (median)")
+      ->capture_default_str();
+  sub->add_option("--warmup", args->warmup, "untimed runs first")->capture_default_str();
+  sub->add_option("--csv", args->csv, "write every (configuration, strategy) point as CSV");
+  sub->add_option("--json", args->json, "write the results as JSON");
+  sub->add_option("--plot", args->plot, "write a predicted-vs-measured PNG (python3-matplotlib)");
+  sub->add_flag("--force", args->force, "overwrite output files");
+  sub->callback([args] { run_validate(*args); });
 }
 
 }  // namespace compass::cli

@@ -1,0 +1,205 @@
+#include "compass/backends/cpu/calibrate.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "compass/backends/cpu/blas.hpp"
+#include "compass/backends/cpu/executor.hpp"
+#include "compass/schedule/generate.hpp"
+
+namespace compass::backends::cpu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Time of one GEMM while `threads` identical GEMMs run at once, each on its own operands:
+// every thread repeats its GEMM until the window is spent; per-GEMM time = window / rounds.
+Result<double> time_concurrent_gemm(const GemmShape& s, int threads, double window_s) {
+  struct Operands {
+    std::vector<float> a, b, c;
+  };
+  std::vector<Operands> ops(static_cast<std::size_t>(threads));
+  for (auto& o : ops) {
+    o.a.assign(static_cast<std::size_t>(s.m * s.k), 0.5f);
+    o.b.assign(static_cast<std::size_t>(s.k * s.n), 0.25f);
+    o.c.assign(static_cast<std::size_t>(s.m * s.n), 0.0f);
+  }
+  auto one = [&](Operands& o) {
+    return sgemm(s.m, s.n, s.k, o.a.data(), s.k, o.b.data(), s.n, o.c.data(), s.n, false);
+  };
+  COMPASS_TRY(one(ops[0]));  // warm-up, and BLAS errors surface here
+  // Rounds: all threads run one GEMM, then meet at the barrier; the round count is decided
+  // by thread 0 so every thread runs the same number.
+  std::barrier sync(threads);
+  std::atomic<bool> more{true};
+  std::atomic<bool> failed{false};
+  int rounds = 0;
+  const auto t0 = Clock::now();
+  std::vector<std::jthread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (;;) {
+        if (!one(ops[static_cast<std::size_t>(t)]).ok()) failed = true;
+        if (t == 0) {
+          ++rounds;
+          more = seconds_since(t0) < window_s || rounds < 2;
+        }
+        sync.arrive_and_wait();  // thread 0 has decided
+        if (!more) break;
+        sync.arrive_and_wait();  // nobody re-reads `more` before all have seen it
+      }
+    });
+  pool.clear();
+  if (failed) return make_error("sgemm {}x{}x{} failed", s.m, s.n, s.k);
+  return seconds_since(t0) / rounds;
+}
+
+double measure_copy_bandwidth(double window_s) {
+  const std::size_t bytes = 64u << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  std::memcpy(b.data(), a.data(), bytes);
+  int n = 0;
+  const auto t0 = Clock::now();
+  do {
+    std::memcpy(b.data(), a.data(), bytes);
+    ++n;
+  } while (seconds_since(t0) < window_s);
+  return static_cast<double>(bytes) * n / seconds_since(t0);
+}
+
+double measure_wake_lag(int samples) {
+  double total = 0;
+  for (int i = 0; i < samples; ++i) {
+    const auto target = Clock::now() + std::chrono::microseconds(200);
+    std::this_thread::sleep_until(target);
+    total += std::chrono::duration<double>(Clock::now() - target).count();
+  }
+  return total / samples;
+}
+
+// Executor overhead per task: a sequential schedule of a tiny operator, whose work is
+// negligible, timed end to end and divided by the tasks of its longest resource chain.
+Result<double> measure_task_overhead(int ranks, int runs) {
+  workload::OperatorSpec op;
+  op.kind = workload::OpKind::gemm_rs;
+  op.m = 8 * ranks;
+  op.n = 8;
+  op.k = 8 * ranks;
+  op.tp = ranks;
+  op.dtype = DType::fp32;
+  COMPASS_ASSIGN(schedule::Schedule s,
+                 schedule::generate(op, schedule::Strategy{schedule::StrategyKind::sequential, 1},
+                                    schedule::default_comm_plan(ranks)));
+  COMPASS_ASSIGN(OperatorData data, make_operator_data(op, 1));
+  COMPASS_ASSIGN(Workspace ws, Workspace::create(s, data));
+  std::vector<double> walls;
+  for (int i = 0; i < runs + 1; ++i) {
+    ws.reset(data);
+    COMPASS_ASSIGN(RunStats st, run(s, ws));
+    if (i > 0) walls.push_back(st.wall_s);
+  }
+  std::sort(walls.begin(), walls.end());
+  const double per_rank = static_cast<double>(s.tasks.size()) / ranks;
+  return walls[walls.size() / 2] / std::max(1.0, per_rank);
+}
+
+}  // namespace
+
+Result<CpuCalibration> calibrate(const CpuCalibrateOptions& o) {
+  if (o.concurrency < 1) return make_error("concurrency must be at least 1, got {}", o.concurrency);
+  std::set<GemmShape> shapes(o.shapes.begin(), o.shapes.end());
+  if (shapes.empty()) return make_error("no GEMM shapes to calibrate");
+  for (const auto& s : shapes)
+    if (s.m <= 0 || s.n <= 0 || s.k <= 0)
+      return make_error("GEMM shape {}x{}x{} is not positive", s.m, s.n, s.k);
+  const auto t0 = Clock::now();
+  CpuCalibration c;
+  c.concurrency = o.concurrency;
+  c.blas = blas_description();
+  const double window = o.quick ? 0.03 : 0.2;
+  const double steps = static_cast<double>(shapes.size()) + 3;
+  int done = 0;
+  auto tick = [&] {
+    ++done;
+    if (o.progress) o.progress(done / steps);
+  };
+  const int saved_threads = blas_threads();
+  set_blas_threads(1);  // as the executor runs its ranks
+  for (const auto& s : shapes) {
+    auto t = time_concurrent_gemm(s, o.concurrency, window);
+    if (!t.ok()) {
+      set_blas_threads(saved_threads);
+      return t.error();
+    }
+    hardware::GemmSample g;
+    g.dtype = DType::fp32;
+    g.m = s.m;
+    g.n = s.n;
+    g.k = s.k;
+    g.time_s = *t;
+    c.best_flops_per_s = std::max(c.best_flops_per_s, 2.0 * s.m * s.n * s.k / *t);
+    c.gemm.push_back(g);
+    tick();
+  }
+  set_blas_threads(saved_threads);
+  c.copy_bandwidth_bytes_per_s = measure_copy_bandwidth(o.quick ? 0.1 : 0.5);
+  tick();
+  c.wake_lag_s = measure_wake_lag(o.quick ? 50 : 200);
+  tick();
+  COMPASS_ASSIGN(c.task_overhead_s, measure_task_overhead(o.concurrency, o.quick ? 5 : 20));
+  tick();
+  c.elapsed_s = seconds_since(t0);
+  return c;
+}
+
+hardware::Profile apply_calibration(const hardware::Profile& base, const CpuCalibration& c) {
+  hardware::Profile p = base;
+  // The table is "launch included" (model::gemm_compute_s subtracts the launch): add the
+  // executor's per-task cost to the bare BLAS times.
+  p.calibration.gemm = c.gemm;
+  for (auto& g : p.calibration.gemm) g.time_s += c.task_overhead_s;
+  p.calibration.copy_bandwidth_bytes_per_s = c.copy_bandwidth_bytes_per_s;
+  p.calibration.gemm_efficiency = 1.0;
+  p.calibration.source = fmt::format(
+      "compass calibrate --backend cpu: {} GEMMs at once (FP32, {}), {} cores", c.concurrency,
+      c.blas, std::thread::hardware_concurrency());
+  for (auto& d : p.devices) {
+    d.peak_flops[DType::fp32] = c.best_flops_per_s;
+    // A copy reads and writes every byte: the memory system moves twice the copy rate.
+    d.memory_bandwidth_bytes_per_s = 2.0 * c.copy_bandwidth_bytes_per_s;
+  }
+  // The measured GEMM times include one task's overhead already (the table is "launch
+  // included"); transfers pay a task plus the lateness of the paced wait.
+  p.overheads.kernel_launch_s = c.task_overhead_s;
+  p.overheads.copy_launch_s = c.task_overhead_s + c.wake_lag_s;
+  p.overheads.flag_wait_s = c.task_overhead_s;
+  p.overheads.collective_launch_s = 0;
+  p.interference.gemm_slowdown_copy_engine = 1.0;
+  p.interference.gemm_slowdown_sm_copy = 1.0;
+  p.interference.comm_slowdown_beside_gemm = 1.0;
+  p.notes.push_back(fmt::format(
+      "CPU calibration: GEMM table of {} shapes, best {:.1f} GFLOP/s per GEMM with {} at once; "
+      "memcpy {:.2f} GB/s; task overhead {:.1f} us; timed-wait lag {:.1f} us",
+      c.gemm.size(), c.best_flops_per_s / 1e9, c.concurrency, c.copy_bandwidth_bytes_per_s / 1e9,
+      c.task_overhead_s * 1e6, c.wake_lag_s * 1e6));
+  return p;
+}
+
+std::vector<GemmShape> gemm_shapes(const schedule::Schedule& s) {
+  std::set<GemmShape> out;
+  for (const auto& t : s.tasks)
+    if (t.kind == schedule::TaskKind::gemm) out.insert({t.dst.rows, t.dst.cols, t.src.cols});
+  return {out.begin(), out.end()};
+}
+
+}  // namespace compass::backends::cpu
