@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "compass/backends/cpu/executor.hpp"
-#include "compass/cli/common.hpp"
 #include "compass/backends/cpu/operator_data.hpp"
 #include "compass/backends/cpu/paced_links.hpp"
+#include "compass/cli/common.hpp"
 #include "compass/model/estimate.hpp"
 #include "compass/model/gemm_model.hpp"
 #include "compass/model/odp.hpp"
@@ -43,8 +44,7 @@ std::string kind_name(const schedule::Strategy& s) {
 std::string parse_links_option(const std::string& text) {
   const std::string prefix = "emulated:";
   if (text.rfind(prefix, 0) != 0 || text.size() == prefix.size())
-    throw UsageError(fmt::format(
-        "--links: expected emulated:<preset|file>, got '{}'", text));
+    throw UsageError(fmt::format("--links: expected emulated:<preset|file>, got '{}'", text));
   return text.substr(prefix.size());
 }
 
@@ -77,10 +77,9 @@ Result<std::vector<GridConfig>> validation_grid(const std::string& name, int tp)
   };
   if (name == "small") {
     using workload::OpKind;
-    for (auto [kind, m, n, k] : {std::tuple{OpKind::ag_gemm, 256, 256, 128},
-                                 std::tuple{OpKind::gemm_rs, 256, 128, 256},
-                                 std::tuple{OpKind::ag_gemm, 512, 384, 256},
-                                 std::tuple{OpKind::gemm_rs, 512, 256, 384}}) {
+    for (auto [kind, m, n, k] :
+         {std::tuple{OpKind::ag_gemm, 256, 256, 128}, std::tuple{OpKind::gemm_rs, 256, 128, 256},
+          std::tuple{OpKind::ag_gemm, 512, 384, 256}, std::tuple{OpKind::gemm_rs, 512, 256, 384}}) {
       const auto op = make(kind, m, n, k);
       out.push_back({fmt::format("{} M={} N={} K={}", workload::to_string(kind), m, n, k), op});
     }
@@ -135,8 +134,8 @@ hardware::Profile emulated_profile(const hardware::Profile& topology,
   p.overheads = calibrated.overheads;
   p.interference = calibrated.interference;
   p.calibration = calibrated.calibration;
-  p.name = fmt::format("{} (emulated, links x{:.4g}) + {}", topology.name, link_scale,
-                       calibrated.name);
+  p.name =
+      fmt::format("{} (emulated, links x{:.4g}) + {}", topology.name, link_scale, calibrated.name);
   return p;
 }
 
@@ -147,9 +146,8 @@ double auto_link_scale(const std::vector<GridConfig>& grid, const hardware::Prof
   for (const auto& c : grid) {
     const std::int64_t nn = c.op.kind == workload::OpKind::ag_gemm ? c.op.n / c.op.tp : c.op.n;
     const std::int64_t kk = c.op.kind == workload::OpKind::ag_gemm ? c.op.k : c.op.k / c.op.tp;
-    const std::int64_t mm = model::rows_per_rank(c.op) * (c.op.kind == workload::OpKind::ag_gemm
-                                                              ? c.op.tp
-                                                              : 1);
+    const std::int64_t mm =
+        model::rows_per_rank(c.op) * (c.op.kind == workload::OpKind::ag_gemm ? c.op.tp : 1);
     const double gpu = model::gemm_time_s(topology, mm, nn, kk, DType::bf16);
     const double cpu_t = model::gemm_time_s(calibrated, mm, nn, kk, DType::fp32);
     if (gpu > 0 && cpu_t > 0) {
@@ -176,35 +174,54 @@ Result<ValidateResult> run_validation(const std::vector<GridConfig>& grid,
     COMPASS_ASSIGN(model::OperatorChoice choice, model::choose_strategy(predicted, cfg.op, plan));
     COMPASS_ASSIGN(cpu::OperatorData data, cpu::make_operator_data(cfg.op, 1));
     COMPASS_ASSIGN(cpu::HostMatrix<double> reference, cpu::reference_output(data));
-    const std::size_t first = res.points.size();
-    for (std::size_t i = 0; i < choice.estimates.size(); ++i) {
-      const model::Estimate& e = choice.estimates[i];
-      auto s = schedule::generate(cfg.op, e.strategy, plan);
-      if (!s.ok()) continue;  // e.g. decompose parts the shape cannot take
-      COMPASS_ASSIGN(auto engine, cpu::PacedLinkEngine::create(topology, s->gpus, o.link_scale));
-      cpu::ExecutorOptions eo;
-      eo.transfer_engine = engine;
-      COMPASS_ASSIGN(cpu::Workspace ws, cpu::Workspace::create(*s, data, eo));
+    // Every strategy first gets its schedule, engine and workspace; then the runs go round
+    // robin (one run of each strategy per round), so a burst of load from other processes on
+    // this shared machine lands on all strategies alike instead of on one.
+    struct Candidate {
+      std::size_t estimate = 0;
+      schedule::Schedule schedule;
+      cpu::ExecutorOptions options;
+      std::optional<cpu::Workspace> ws;
       std::vector<double> times;
-      for (int r = 0; r < o.warmup + o.repeat; ++r) {
-        ws.reset(data);
-        auto st = cpu::run(*s, ws, eo);
+    };
+    std::vector<Candidate> cands;
+    for (std::size_t i = 0; i < choice.estimates.size(); ++i) {
+      auto s = schedule::generate(cfg.op, choice.estimates[i].strategy, plan);
+      if (!s.ok()) continue;  // e.g. decompose parts the shape cannot take
+      Candidate c;
+      c.estimate = i;
+      c.schedule = std::move(s).value();
+      COMPASS_ASSIGN(auto engine,
+                     cpu::PacedLinkEngine::create(topology, c.schedule.gpus, o.link_scale));
+      c.options.transfer_engine = engine;
+      COMPASS_ASSIGN(cpu::Workspace ws, cpu::Workspace::create(c.schedule, data, c.options));
+      c.ws.emplace(std::move(ws));
+      cands.push_back(std::move(c));
+    }
+    for (int r = 0; r < o.warmup + o.repeat; ++r)
+      for (Candidate& c : cands) {
+        c.ws->reset(data);
+        auto st = cpu::run(c.schedule, *c.ws, c.options);
         if (!st.ok())
-          return make_error("{} {}: {}", cfg.label, schedule::to_string(e.strategy),
+          return make_error("{} {}: {}", cfg.label, schedule::to_string(c.schedule.strategy),
                             st.error().message);
-        if (r >= o.warmup) times.push_back(st->wall_s);
+        if (r >= o.warmup) c.times.push_back(st->wall_s);
         if (r == 0) {
-          const cpu::ErrorStats err = cpu::compare_outputs(*s, ws, reference);
+          const cpu::ErrorStats err = cpu::compare_outputs(c.schedule, *c.ws, reference);
           if (!(err.max_rel_error <= cpu::kCheckTolerance)) res.outputs_ok = false;
         }
       }
+    const std::size_t first = res.points.size();
+    for (const Candidate& c : cands) {
+      const model::Estimate& e = choice.estimates[c.estimate];
       ValidatePoint pt;
       pt.config = cfg.label;
       pt.op = cfg.op;
       pt.strategy = e.strategy;
       pt.predicted_s = e.total_s;
-      pt.measured_s = median(times);
-      pt.chosen = i == choice.chosen;
+      pt.measured_s =
+          o.use_min ? *std::min_element(c.times.begin(), c.times.end()) : median(c.times);
+      pt.chosen = c.estimate == choice.chosen;
       res.points.push_back(pt);
     }
     if (res.points.size() == first) return make_error("{}: no strategy could run", cfg.label);

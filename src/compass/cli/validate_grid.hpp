@@ -57,6 +57,7 @@ struct ValidateOptions {
   int repeat = 3;
   int warmup = 1;
   double link_scale = 1;
+  bool use_min = false;  ///< measured = fastest run instead of the median (noisy machines)
   std::function<void(double)> progress;  ///< fraction done, may be empty
 };
 
@@ -66,7 +67,7 @@ struct ValidatePoint {
   workload::OperatorSpec op;
   schedule::Strategy strategy;
   double predicted_s = 0;
-  double measured_s = 0;  ///< median over the repeats
+  double measured_s = 0;  ///< median (or min) over the repeats
   bool chosen = false;    ///< the planner's choice for this configuration
   bool best = false;      ///< the fastest measured strategy of this configuration
 };
@@ -85,12 +86,12 @@ struct ValidateResult {
   std::vector<ValidateConfig> configs;
   double link_scale = 1;
   std::vector<std::pair<std::string, double>> mape_by_strategy;  ///< kind name, mean |err|
-  double mape = 0;              ///< over every point
-  double choice_best = 0;       ///< fraction of configs whose choice is the measured best
-  double choice_within5 = 0;    ///< ... within 5% of the best
+  double mape = 0;                                               ///< over every point
+  double choice_best = 0;     ///< fraction of configs whose choice is the measured best
+  double choice_within5 = 0;  ///< ... within 5% of the best
   double mean_regret = 0, worst_regret = 0;
-  double mean_speedup = 0;      ///< geometric mean of sequential_s / chosen_s
-  bool outputs_ok = true;       ///< every run matched the FP64 reference (first run checked)
+  double mean_speedup = 0;  ///< geometric mean of sequential_s / chosen_s
+  bool outputs_ok = true;   ///< every run matched the FP64 reference (first run checked)
 };
 
 /// Runs and predicts every strategy the planner considers for each configuration.

@@ -76,7 +76,7 @@ struct SimSummary {
   WorstCase worst[kCandidateCount];
   double mape_all = 0;
   WorstCase worst_all;
-  int choice_is_best = 0;         // model's choice == simulated fastest (exactly)
+  int choice_is_best = 0;         // sim(choice) == the simulated fastest (ties included)
   int choice_within_tie = 0;      // sim(choice) within the selector's tie tolerance of the best
   double mean_regret = 0;
   WorstCase worst_regret;
@@ -99,7 +99,8 @@ SimSummary summarise_sim(const std::vector<SimRow>& rows) {
       if (ape > s.worst[j].ape) s.worst[j] = {ape, i};
       if (ape > s.worst_all.ape) s.worst_all = {ape, i};
     }
-    if (r.chosen == r.best) ++s.choice_is_best;
+    // Candidates with equal simulated times (e.g. ring and all2all at tp 2) all count as best.
+    if (r.regret <= 1e-9) ++s.choice_is_best;
     if (r.regret <= model::kTieTolerance) ++s.choice_within_tie;
     regret_sum += r.regret;
     if (r.regret > s.worst_regret.ape) s.worst_regret = {r.regret, i};

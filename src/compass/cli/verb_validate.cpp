@@ -1,13 +1,13 @@
 // compass validate: runs a scaled-down grid for real on the CPU executor with emulated links
 // and compares every strategy's measured time with the planner's prediction (issue 7).
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <unistd.h>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "compass/cli/common.hpp"
@@ -26,7 +26,8 @@ struct ValidateArgs {
   int repeat = 3;
   int warmup = 1;
   int tp = 2;
-  std::string csv, json, plot;
+  std::string stat = "median";
+  std::string csv, json, plot, profile_out;
   bool force = false;
 };
 
@@ -47,6 +48,7 @@ nlohmann::ordered_json json_of(const ValidateArgs& a, const ValidateResult& r) {
   j["links"] = a.links;
   j["link_scale"] = r.link_scale;
   j["repeat"] = a.repeat;
+  j["stat"] = a.stat;
   j["outputs_ok"] = r.outputs_ok;
   j["mape"] = r.mape;
   nlohmann::ordered_json m = nlohmann::ordered_json::object();
@@ -59,23 +61,30 @@ nlohmann::ordered_json json_of(const ValidateArgs& a, const ValidateResult& r) {
   j["mean_speedup_over_sequential"] = r.mean_speedup;
   auto configs = nlohmann::ordered_json::array();
   for (const auto& c : r.configs)
-    configs.push_back({{"config", c.config}, {"chosen", c.chosen}, {"best", c.best},
-                       {"chosen_s", c.chosen_s}, {"best_s", c.best_s},
-                       {"sequential_s", c.sequential_s}, {"regret", c.regret}});
+    configs.push_back({{"config", c.config},
+                       {"chosen", c.chosen},
+                       {"best", c.best},
+                       {"chosen_s", c.chosen_s},
+                       {"best_s", c.best_s},
+                       {"sequential_s", c.sequential_s},
+                       {"regret", c.regret}});
   j["configs"] = configs;
   auto points = nlohmann::ordered_json::array();
   for (const auto& p : r.points)
-    points.push_back({{"config", p.config}, {"strategy", schedule::to_string(p.strategy)},
-                      {"predicted_s", p.predicted_s}, {"measured_s", p.measured_s},
-                      {"chosen", p.chosen}, {"best", p.best}});
+    points.push_back({{"config", p.config},
+                      {"strategy", schedule::to_string(p.strategy)},
+                      {"predicted_s", p.predicted_s},
+                      {"measured_s", p.measured_s},
+                      {"chosen", p.chosen},
+                      {"best", p.best}});
   j["points"] = points;
   return j;
 }
 
 void print_table(const ValidateArgs& a, const hardware::Profile& predicted,
                  const ValidateResult& r) {
-  fmt::print("validate: grid {} ({} configurations), links {} x{:.4g}, median of {} runs\n",
-             a.grid, r.configs.size(), a.links, r.link_scale, a.repeat);
+  fmt::print("validate: grid {} ({} configurations), links {} x{:.4g}, {} of {} runs\n", a.grid,
+             r.configs.size(), a.links, r.link_scale, a.stat, a.repeat);
   fmt::print("planner profile: {}\n\n", predicted.name);
   fmt::print("{:<34} {:<18} {:<18} {:>11} {:>11} {:>8}\n", "configuration", "chosen",
              "measured best", "chosen", "best", "regret");
@@ -85,11 +94,10 @@ void print_table(const ValidateArgs& a, const hardware::Profile& predicted,
   fmt::print("\n{:<18} {:>10}\n", "strategy", "MAPE");
   for (const auto& [k, v] : r.mape_by_strategy) fmt::print("{:<18} {:>9.1f}%\n", k, 100 * v);
   fmt::print("{:<18} {:>9.1f}%\n\n", "all", 100 * r.mape);
-  fmt::print("choice is the measured best:      {:.0f}% of configurations\n",
-             100 * r.choice_best);
+  fmt::print("choice is the measured best:      {:.0f}% of configurations\n", 100 * r.choice_best);
   fmt::print("choice within 5% of the best:     {:.0f}%\n", 100 * r.choice_within5);
-  fmt::print("regret of the choice:             mean {:.1f}%, worst {:.1f}%\n",
-             100 * r.mean_regret, 100 * r.worst_regret);
+  fmt::print("regret of the choice:             mean {:.1f}%, worst {:.1f}%\n", 100 * r.mean_regret,
+             100 * r.worst_regret);
   fmt::print("measured speedup over sequential: {:.3f}x (geometric mean)\n", r.mean_speedup);
   fmt::print("outputs match the FP64 reference: {}\n", r.outputs_ok ? "yes" : "NO");
 }
@@ -126,7 +134,8 @@ void plot(const ValidateResult& r, const std::string& out, bool force) {
       break;
     }
   if (python.empty())
-    throw UsageError("--plot needs python3 with matplotlib (Debian: apt install python3-matplotlib)");
+    throw UsageError(
+        "--plot needs python3 with matplotlib (Debian: apt install python3-matplotlib)");
   const fs::path tmp =
       fs::temp_directory_path() / fmt::format("compass-validate-{}.csv", ::getpid());
   write_file(tmp.string(), csv_text(r), true);
@@ -138,10 +147,11 @@ void plot(const ValidateResult& r, const std::string& out, bool force) {
 
 void run_validate(const ValidateArgs& a) {
   if (a.backend != "cpu")
-    throw UsageError(fmt::format("--backend: unknown backend '{}' (validate supports cpu)",
-                                 a.backend));
+    throw UsageError(
+        fmt::format("--backend: unknown backend '{}' (validate supports cpu)", a.backend));
   if (a.repeat < 1) throw UsageError(fmt::format("--repeat: must be at least 1, got {}", a.repeat));
-  if (a.warmup < 0) throw UsageError(fmt::format("--warmup: must not be negative, got {}", a.warmup));
+  if (a.warmup < 0)
+    throw UsageError(fmt::format("--warmup: must not be negative, got {}", a.warmup));
   if (a.tp < 2) throw UsageError(fmt::format("--tp: must be at least 2, got {}", a.tp));
   const std::string links = parse_links_option(a.links);
   const std::optional<double> scale = parse_link_scale(a.link_scale);
@@ -153,18 +163,23 @@ void run_validate(const ValidateArgs& a) {
   const hardware::Profile topology = load_profile(links);
   const hardware::Profile calibrated = unwrap(hardware::load_profile_file(a.calibration));
   if (calibrated.calibration.gemm.empty())
-    throw UsageError(fmt::format(
-        "--calibration: '{}' has no GEMM table (run compass calibrate --backend cpu)",
-        a.calibration));
+    throw UsageError(
+        fmt::format("--calibration: '{}' has no GEMM table (run compass calibrate --backend cpu)",
+                    a.calibration));
   if (a.tp > topology.gpu_count())
-    throw UsageError(fmt::format("--tp: {} exceeds the {} GPUs of '{}'", a.tp,
-                                 topology.gpu_count(), links));
+    throw UsageError(
+        fmt::format("--tp: {} exceeds the {} GPUs of '{}'", a.tp, topology.gpu_count(), links));
   const auto grid = unwrap(validation_grid(a.grid, a.tp));
   ValidateOptions o;
   o.repeat = a.repeat;
   o.warmup = a.warmup;
+  if (a.stat != "median" && a.stat != "min")
+    throw UsageError(fmt::format("--stat: expected median or min, got '{}'", a.stat));
+  o.use_min = a.stat == "min";
   o.link_scale = scale ? *scale : auto_link_scale(grid, topology, calibrated);
   const hardware::Profile predicted = emulated_profile(topology, calibrated, o.link_scale);
+  if (!a.profile_out.empty())
+    unwrap(hardware::save_profile_file(predicted, a.profile_out, a.force));
   const bool bar = stderr_is_terminal();
   if (bar)
     o.progress = [](double f) {
@@ -192,7 +207,8 @@ void add_validate_verb(CLI::App& app) {
   sub->add_option("--calibration", args->calibration,
                   "profile written by compass calibrate --backend cpu")
       ->required();
-  sub->add_option("--links", args->links, "emulated:<preset|file>: the machine whose links to emulate")
+  sub->add_option("--links", args->links,
+                  "emulated:<preset|file>: the machine whose links to emulate")
       ->capture_default_str();
   sub->add_option("--link-scale", args->link_scale,
                   "factor on every link bandwidth, or auto (GPU/CPU GEMM time ratio)")
@@ -203,10 +219,15 @@ void add_validate_verb(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--repeat", args->repeat, "timed runs per strategy (median)")
       ->capture_default_str();
+  sub->add_option("--stat", args->stat,
+                  "median or min of the repeats (min: the runs other processes disturbed least)")
+      ->capture_default_str();
   sub->add_option("--warmup", args->warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--csv", args->csv, "write every (configuration, strategy) point as CSV");
   sub->add_option("--json", args->json, "write the results as JSON");
   sub->add_option("--plot", args->plot, "write a predicted-vs-measured PNG (python3-matplotlib)");
+  sub->add_option("--profile-out", args->profile_out,
+                  "write the planner's profile of the emulated machine (for compass op/plan)");
   sub->add_flag("--force", args->force, "overwrite output files");
   sub->callback([args] { run_validate(*args); });
 }

@@ -78,6 +78,24 @@ struct Ctx {
   StepTime dring_step(double bytes_each) const {
     return cached_ring_step_time(prof, ring, &ring2, bytes_each);
   }
+  // Per-edge durations (latency included) of one ring step whose flows all share the links at
+  // once: entry i is ring[i] -> ring[i+1]; with `both`, ring2's edges follow (p + i). Ranks are
+  // not in lock-step, so a rank behind a fast edge is not paced by the slowest one.
+  std::vector<double> ring_edges(double bytes_each, bool both) const {
+    std::vector<TimedFlow> flows;
+    for (const std::vector<int>* r : {&ring, both ? &ring2 : nullptr}) {
+      if (r == nullptr) continue;
+      const std::size_t n = r->size();
+      for (std::size_t i = 0; i < n; ++i) {
+        TimedFlow f;
+        f.src = (*r)[i];
+        f.dst = (*r)[(i + 1) % n];
+        f.bytes = bytes_each;
+        flows.push_back(f);
+      }
+    }
+    return cached_released_flows(prof, flows);
+  }
 };
 
 struct Outcome {
@@ -148,39 +166,60 @@ Outcome decompose(const Ctx& c, int d) {
   } else {
     // Program order of the schedule: GEMM 0, then for each part i: GEMM i+1, then the adds of
     // part i's reduce-scatter (each after its step's transfer); transfers of part i start after
-    // GEMM i and each forwards the previous add's result.
+    // GEMM i and each forwards the previous add's result. Ranks are followed one by one (ring
+    // position q): the step-s transfer q -> q+1 takes that edge's time under the step's sharing
+    // and waits for q's own previous transfer (one copy engine) and its previous add.
     const double in_copy = staged ? c.copy(static_cast<double>(part_rows) * s.k * c.e) : 0;
     const double own_copy = p > 1 ? c.copy(static_cast<double>(part_rows) / p * c.op.n * c.e) : 0;
-    double cs = 0, ce = 0;
-    std::vector<double> gemm_end(d, 0);
+    const double block = static_cast<double>(part_rows) / p * c.op.n * c.e;
+    const std::vector<double> edge = p > 1 ? c.ring_edges(block, false) : std::vector<double>{};
+    std::vector<double> cs(p, 0), ce(p, 0);
+    std::vector<std::vector<double>> gemm_end(d, std::vector<double>(p, 0));
     auto run_gemm = [&](int i, bool beside_comm) {
-      cs += in_copy + c.launch + g * (beside_comm ? c.fg : 1.0);
+      for (int q = 0; q < p; ++q) {
+        cs[q] += in_copy + c.launch + g * (beside_comm ? c.fg : 1.0);
+        gemm_end[i][q] = cs[q];
+      }
       o.compute_s += g + in_copy;
-      gemm_end[i] = cs;
     };
     run_gemm(0, false);
     double ag_end = 0;
     for (int i = 0; i < d; ++i) {
       if (i + 1 < d) run_gemm(i + 1, p > 1);
       if (p == 1) continue;
-      cs += own_copy;
+      for (int q = 0; q < p; ++q) cs[q] += own_copy;
       o.compute_s += own_copy;
-      double t = std::max(ce, gemm_end[i]) + c.coll_launch;
       const bool beside_gemm = i + 1 < d;
-      for (int st = 0; st < p - 1; ++st) {
-        const double arrive = t + cc.step_s * (beside_gemm ? c.fc : 1.0);
-        cs = std::max(cs, arrive) + cc.add_s;
-        o.compute_s += cc.add_s;
-        t = cs;  // the next step forwards the sum
+      const double f = beside_gemm ? c.fc : 1.0;
+      std::vector<double> send(p), engine_free(p);
+      for (int q = 0; q < p; ++q) {
+        send[q] = std::max(ce[q], gemm_end[i][q]) + c.coll_launch;
+        engine_free[q] = send[q];
       }
-      ce = t;
-      if (c.op.kind == OpKind::gemm_ar) {
-        // The all-gather of part i's sums follows on the same copy engine.
-        ce += (p - 1) * cc.step_s;
-        ag_end = ce;
+      for (int st = 0; st < p - 1; ++st) {
+        std::vector<double> next(p);
+        for (int q = 0; q < p; ++q) {
+          const int from = (q + p - 1) % p;
+          const double start = std::max(send[from], engine_free[from]);
+          const double arrive = start + edge[from] * f + c.copy_issue;
+          engine_free[from] = arrive;
+          cs[q] = std::max(cs[q], arrive) + cc.add_s;
+          next[q] = cs[q];  // the next step forwards the sum
+        }
+        send = next;
+        o.compute_s += cc.add_s;
+      }
+      for (int q = 0; q < p; ++q) {
+        ce[q] = std::max(send[q], engine_free[q]);
+        if (c.op.kind == OpKind::gemm_ar) {
+          // The all-gather of part i's sums follows on the same copy engine.
+          ce[q] += (p - 1) * cc.step_s;
+          ag_end = std::max(ag_end, ce[q]);
+        }
       }
     }
-    o.total_s = std::max(cs, ag_end);
+    const double cs_end = *std::max_element(cs.begin(), cs.end());
+    o.total_s = std::max(cs_end, ag_end);
     const double coll_steps = c.op.kind == OpKind::gemm_ar ? 2.0 * steps : steps;
     o.comm_s = d * coll_steps * (cc.step_s - c.copy_issue);
   }
@@ -347,37 +386,101 @@ Outcome fused_ag_all2all(const Ctx& c) {
 // chunk is its own. Compute-stream order per step: (GEMM, add) per ring; the last step computes
 // the whole own chunk, then adds both arrivals.
 Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
+  // Followed per rank (not in lock-step): the transfer on ring h from rank q leaves when q's add
+  // of that lane is done and q's previous transfer on that lane has finished, and takes that
+  // edge's time under the step's sharing (docs/model.md, "Model vs simulation").
   Outcome o;
   const GemmShape s = local_shape(c.op);
-  const std::int64_t chunk_rows = ceil_div(c.op.m, c.p);
+  const int p = c.p;
+  const std::int64_t chunk_rows = ceil_div(c.op.m, p);
   const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
   const int lanes = double_ring ? 2 : 1;
   const std::int64_t half = double_ring ? ceil_div(chunk_rows, 2) : chunk_rows;
   const std::int64_t lane_rows[2] = {half, chunk_rows - half};
   const StepTime st = double_ring ? c.dring_step(chunk_bytes / 2) : c.ring_step(chunk_bytes);
-  const double step = st.time_s * c.fc + c.copy_issue;
-  double t = c.launch;
-  double arrival[2] = {0, 0};
-  auto work = [&](double w, bool beside_comm) {
-    o.compute_s += w;
-    t += w * (1.0 + c.reorder) * (beside_comm ? c.fg : 1.0);
-  };
-  for (int k = 0; k < c.p; ++k) {
-    const bool last = k + 1 == c.p;
-    if (last) work(c.gemm(chunk_rows, s.n, s.k), k >= 1);
-    for (int h = 0; h < lanes; ++h) {
-      const double lane_bytes = static_cast<double>(lane_rows[h]) * c.op.n * c.e;
-      if (!last) work(c.gemm(lane_rows[h], s.n, s.k), k >= 1);
-      if (k >= 1) {
-        t = std::max(t, arrival[h]) + c.flag_wait;
-        o.compute_s += c.add(lane_bytes);
-        t += c.add(lane_bytes);
-      }
-      if (!last) arrival[h] = t + step;  // forward the (summed) partial on ring h
-    }
+  // Rank index -> position on each ring, and each lane's per-edge time.
+  std::vector<int> pos[2];
+  std::vector<double> edge[2];
+  const std::vector<double> all =
+      p > 1 ? c.ring_edges(double_ring ? chunk_bytes / 2 : chunk_bytes, double_ring)
+            : std::vector<double>{};
+  for (int h = 0; h < lanes; ++h) {
+    const std::vector<int>& ring = h == 0 ? c.ring : c.ring2;
+    pos[h].assign(p, 0);
+    for (int i = 0; i < p; ++i)
+      for (int q = 0; q < p; ++q)
+        if (c.gpus[q] == ring[i]) pos[h][q] = i;
+    if (p > 1) edge[h].assign(all.begin() + h * p, all.begin() + (h + 1) * p);
   }
-  o.total_s = t;
-  o.comm_s = (c.p - 1) * st.time_s;
+  // rank_at[h][i]: the rank at position i of ring h.
+  std::vector<int> rank_at[2];
+  for (int h = 0; h < lanes; ++h) {
+    rank_at[h].assign(p, 0);
+    for (int q = 0; q < p; ++q) rank_at[h][pos[h][q]] = q;
+  }
+  // Flow (k, h, q): rank q forwards on lane h after step k's add (k = 0..p-2). Its finish time
+  // is the arrival at the lane's next rank. First guess: each edge's time under full sharing;
+  // then the compute recurrence gives release times, the flows run together with those
+  // releases (max-min, one copy engine per lane), and the two are iterated to a fixed point.
+  const int steps = p - 1;
+  auto fid = [&](int k, int h, int q) { return (k * lanes + h) * p + q; };
+  std::vector<double> finish(static_cast<std::size_t>(std::max(0, steps * lanes * p)), 0);
+  std::vector<double> release(finish.size(), 0);
+  std::vector<double> t(p, c.launch);
+  auto recurrence = [&](bool first_guess) {
+    std::vector<std::vector<double>> free_at(2, std::vector<double>(p, 0));
+    std::fill(t.begin(), t.end(), c.launch);
+    o.compute_s = 0;
+    for (int k = 0; k < p; ++k) {
+      const bool last = k + 1 == p;
+      for (int q = 0; q < p; ++q) {
+        double& tq = t[q];
+        auto work = [&](double w, bool beside_comm) {
+          if (q == 0) o.compute_s += w;
+          tq += w * (1.0 + c.reorder) * (beside_comm ? c.fg : 1.0);
+        };
+        if (last) work(c.gemm(chunk_rows, s.n, s.k), k >= 1);
+        for (int h = 0; h < lanes; ++h) {
+          const double lane_bytes = static_cast<double>(lane_rows[h]) * c.op.n * c.e;
+          if (!last) work(c.gemm(lane_rows[h], s.n, s.k), k >= 1);
+          if (k >= 1) {
+            const int from = rank_at[h][(pos[h][q] + p - 1) % p];
+            tq = std::max(tq, finish[fid(k - 1, h, from)]) + c.flag_wait;
+            if (q == 0) o.compute_s += c.add(lane_bytes);
+            tq += c.add(lane_bytes);
+          }
+          if (!last) {
+            release[fid(k, h, q)] = tq;
+            if (first_guess) {
+              const double start = std::max(tq, free_at[h][q]);
+              free_at[h][q] = start + c.copy_issue + edge[h][pos[h][q]] * c.fc;
+              finish[fid(k, h, q)] = free_at[h][q];
+            }
+          }
+        }
+      }
+    }
+  };
+  recurrence(true);
+  for (int iter = 0; iter < 3 && steps > 0; ++iter) {
+    std::vector<TimedFlow> flows(finish.size());
+    for (int k = 0; k < steps; ++k)
+      for (int h = 0; h < lanes; ++h)
+        for (int q = 0; q < p; ++q) {
+          TimedFlow& f = flows[fid(k, h, q)];
+          f.src = c.gpus[q];
+          f.dst = c.gpus[rank_at[h][(pos[h][q] + 1) % p]];
+          // Beside a GEMM a transfer holds its share longer: its bytes count fc times.
+          f.bytes = static_cast<double>(lane_rows[h]) * c.op.n * c.e * c.fc;
+          f.release_s = release[fid(k, h, q)] + c.copy_issue;
+          f.after = k > 0 ? fid(k - 1, h, q) : -1;
+          f.gap_s = c.copy_issue;
+        }
+    finish = run_released_flows(c.prof, flows);
+    recurrence(false);
+  }
+  o.total_s = *std::max_element(t.begin(), t.end());
+  o.comm_s = (p - 1) * st.time_s;
   o.bottleneck = st.bottleneck;
   return o;
 }

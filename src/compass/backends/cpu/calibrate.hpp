@@ -32,7 +32,7 @@ struct CpuCalibrateOptions {
 };
 
 struct CpuCalibration {
-  std::vector<hardware::GemmSample> gemm;  ///< FP32, time of one GEMM under `concurrency`
+  std::vector<hardware::GemmSample> gemm;  ///< FP32, median time of one GEMM under `concurrency`
   double best_flops_per_s = 0;             ///< best per-GEMM rate in the table
   double copy_bandwidth_bytes_per_s = 0;   ///< one memcpy stream, bytes copied per second
   double task_overhead_s = 0;              ///< executor cost of one task beyond its work

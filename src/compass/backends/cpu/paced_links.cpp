@@ -105,11 +105,13 @@ void LinkPacer::finish(double now_s, int id) {
   reshare(now_s);
 }
 
-double LinkPacer::rate(int id) const { return flows_.at(static_cast<std::size_t>(id)).rate; }
+double LinkPacer::rate(int id) const {
+  return flows_.at(static_cast<std::size_t>(id)).rate;
+}
 
 int LinkPacer::active() const {
-  return static_cast<int>(std::count_if(flows_.begin(), flows_.end(),
-                                        [](const Flow& f) { return f.live; }));
+  return static_cast<int>(
+      std::count_if(flows_.begin(), flows_.end(), [](const Flow& f) { return f.live; }));
 }
 
 PacedLinkEngine::PacedLinkEngine(LinkPacer pacer)
@@ -141,9 +143,8 @@ void PacedLinkEngine::transfer(const TransferRequest& r, std::stop_token stop) {
     const double now = now_s();
     const double end = pacer_.finish_time_s(id);
     if (now >= end || stop.stop_requested()) break;
-    const auto deadline =
-        epoch_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                     std::chrono::duration<double>(std::min(end, now + 3600.0)));
+    const auto deadline = epoch_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                       std::chrono::duration<double>(std::min(end, now + 3600.0)));
     // Woken early when another transfer starts or finishes (the sharing changed).
     const std::uint64_t seen = generation_;
     changed_.wait_until(lock, stop, deadline, [&] { return generation_ != seen; });

@@ -10,8 +10,8 @@
 // condition variable shared by all copy-engine threads. docs/cpu-backend.md, "Emulated links".
 
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -45,16 +45,16 @@ class LinkPacer {
 
  private:
   struct Flow {
-    std::vector<int> dirs;   // link directions (hardware::detail::dir_id)
-    double byte_start_s = 0; // start + route latency
-    double remaining = 0;    // bytes not yet moved at last_s_
+    std::vector<int> dirs;    // link directions (hardware::detail::dir_id)
+    double byte_start_s = 0;  // start + route latency
+    double remaining = 0;     // bytes not yet moved at last_s_
     double rate = 0;
     bool live = false;
   };
   void advance(double now_s);
   void reshare(double now_s);
 
-  std::vector<double> cap_;            // capacity of every link direction, scaled
+  std::vector<double> cap_;                          // capacity of every link direction, scaled
   std::vector<std::vector<std::vector<int>>> dirs_;  // [src_rank][dst_rank] route
   std::vector<std::vector<double>> latency_s_;       // [src_rank][dst_rank]
   std::vector<Flow> flows_;

@@ -1,1 +1,0 @@
-// Placeholder translation unit; removed when the layer gets real sources.

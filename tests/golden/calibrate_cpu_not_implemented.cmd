@@ -1,1 +1,0 @@
-calibrate --backend cpu --out cpu.json

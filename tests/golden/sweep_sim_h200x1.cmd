@@ -1,0 +1,1 @@
+sweep --profile h200x1 --grid paper --sim --summary
