@@ -43,23 +43,34 @@ std::vector<int> route_dirs(const Profile& p, int src, int dst) {
 
 std::vector<double> maxmin(const std::vector<double>& cap, const std::vector<FlowPath>& flows) {
   const std::size_t nf = flows.size();
+  const std::size_t nd = cap.size();
   std::vector<double> rate(nf, 0.0);
   std::vector<char> frozen(nf, 1);
-  std::vector<double> remaining = cap;
-  std::vector<int> count(cap.size(), 0);
-  std::vector<std::vector<int>> users(cap.size());
+  // The users of every direction in one flat array (CSR): the planner calls this in its inner
+  // loop, and one small vector per direction made allocation the dominant cost.
+  std::vector<int> start(nd + 1, 0);
   for (std::size_t f = 0; f < nf; ++f) {
     if (!flows[f].active || flows[f].dirs.empty()) continue;
     frozen[f] = 0;
-    for (int d : flows[f].dirs) {
-      ++count[d];
-      users[d].push_back(static_cast<int>(f));
-    }
+    for (int d : flows[f].dirs) ++start[static_cast<std::size_t>(d) + 1];
   }
+  std::vector<int> count(nd, 0);
+  for (std::size_t d = 0; d < nd; ++d) {
+    count[d] = start[d + 1];
+    start[d + 1] += start[d];
+  }
+  std::vector<int> users(static_cast<std::size_t>(start[nd]));
+  {
+    std::vector<int> fill(start.begin(), start.end() - 1);
+    for (std::size_t f = 0; f < nf; ++f)
+      if (!frozen[f])
+        for (int d : flows[f].dirs) users[static_cast<std::size_t>(fill[d]++)] = static_cast<int>(f);
+  }
+  std::vector<double> remaining = cap;
   while (true) {
     int best = -1;
     double best_share = 0;
-    for (std::size_t d = 0; d < cap.size(); ++d) {
+    for (std::size_t d = 0; d < nd; ++d) {
       if (count[d] == 0) continue;
       double share = std::max(0.0, remaining[d]) / count[d];
       if (best < 0 || share < best_share) {
@@ -68,7 +79,8 @@ std::vector<double> maxmin(const std::vector<double>& cap, const std::vector<Flo
       }
     }
     if (best < 0) break;
-    for (int f : users[best]) {
+    for (int u = start[best]; u < start[best + 1]; ++u) {
+      const int f = users[static_cast<std::size_t>(u)];
       if (frozen[f]) continue;
       frozen[f] = 1;
       rate[f] = best_share;
