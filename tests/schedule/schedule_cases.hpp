@@ -2,6 +2,7 @@
 // The operator x strategy x p x shape x plan grid shared by the schedule property tests.
 
 #include <algorithm>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ struct Case {
                        op.n, op.k, op.tp, to_string(strategy), plan_name);
   }
 };
+
+/// GoogleTest prints parameters with this instead of a byte dump.
+inline void PrintTo(const Case& c, std::ostream* os) { *os << c.label(); }
 
 inline workload::OperatorSpec make_op(workload::OpKind kind, std::int64_t m, std::int64_t n,
                                       std::int64_t k, int p) {

@@ -41,89 +41,21 @@ namespace {
 
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 31;
 
-int find_buffer(const Schedule& s, int rank, const std::string& name) {
-  for (std::size_t i = 0; i < s.buffers.size(); ++i)
-    if (s.buffers[i].rank == rank && s.buffers[i].name == name) return static_cast<int>(i);
-  return -1;
-}
-
-Status check_region(const Schedule& s, const Task& t, const Region& r, const char* which) {
-  if (r.buffer < 0 || r.buffer >= static_cast<int>(s.buffers.size()))
-    return make_error("{}: {} names buffer {} (the schedule has {})", task_label(s, t.id), which,
-                      r.buffer, s.buffers.size());
-  const Buffer& b = s.buffers[static_cast<std::size_t>(r.buffer)];
-  if (r.row < 0 || r.rows < 0 || r.col < 0 || r.cols < 0 || r.row + r.rows > b.rows ||
-      r.col + r.cols > b.cols)
-    return make_error(
-        "{}: {} rows [{}, {}) x cols [{}, {}) is outside buffer '{}' of rank {} "
-        "[{}, {}]",
-        task_label(s, t.id), which, r.row, r.row + r.rows, r.col, r.col + r.cols, b.name, b.rank,
-        b.rows, b.cols);
-  return Status::success();
-}
-
 bool overlap(const Region& a, const Region& b) {
   return a.buffer == b.buffer && a.row < b.row + b.rows && b.row < a.row + a.rows &&
          a.col < b.col + b.cols && b.col < a.col + a.cols && a.elements() > 0 && b.elements() > 0;
 }
 
-Status check_task(const Schedule& s, const Task& t, int index) {
-  const int p = s.ranks();
-  const int n = static_cast<int>(s.tasks.size());
-  if (t.id != index) return make_error("task at index {} has id {}", index, t.id);
-  if (t.resource.rank < 0 || t.resource.rank >= p)
-    return make_error("task {} '{}': resource rank {} is not in [0, {})", index, t.name,
-                      t.resource.rank, p);
-  if (t.resource.index < 0)
-    return make_error("{}: negative resource index {}", task_label(s, index), t.resource.index);
-  for (int d : t.deps)
-    if (d < 0 || d >= n || d == index)
-      return make_error("{}: dependency {} is not another task of the schedule ({} tasks)",
-                        task_label(s, index), d, n);
-  COMPASS_TRY(check_region(s, t, t.src, t.kind == TaskKind::gemm ? "A" : "src"));
-  COMPASS_TRY(check_region(s, t, t.dst, t.kind == TaskKind::gemm ? "C" : "dst"));
+// What the executor needs beyond schedule::validate: no task may read what it writes, since
+// BLAS and memcpy get aliased pointers otherwise.
+Status check_aliasing(const Schedule& s, const Task& t) {
   if (t.kind == TaskKind::gemm) {
-    COMPASS_TRY(check_region(s, t, t.b, "B"));
-    if (t.src.rows != t.dst.rows || t.src.cols != t.b.rows || t.b.cols != t.dst.cols)
-      return make_error("{}: gemm shapes do not match: A [{}, {}] x B [{}, {}] -> C [{}, {}]",
-                        task_label(s, index), t.src.rows, t.src.cols, t.b.rows, t.b.cols,
-                        t.dst.rows, t.dst.cols);
     if (overlap(t.dst, t.src) || overlap(t.dst, t.b))
-      return make_error("{}: gemm output overlaps an operand", task_label(s, index));
-  } else {
-    if (t.src.rows != t.dst.rows || t.src.cols != t.dst.cols)
-      return make_error("{}: src [{}, {}] and dst [{}, {}] differ in shape", task_label(s, index),
-                        t.src.rows, t.src.cols, t.dst.rows, t.dst.cols);
-    if (overlap(t.src, t.dst)) return make_error("{}: src and dst overlap", task_label(s, index));
+      return make_error("{}: gemm output overlaps an operand", task_label(s, t.id));
+  } else if (overlap(t.src, t.dst)) {
+    return make_error("{}: src and dst overlap", task_label(s, t.id));
   }
   return Status::success();
-}
-
-// Local names, so the executor depends only on the schedule's data types.
-const char* op_name(workload::OpKind k) {
-  switch (k) {
-    case workload::OpKind::ag_gemm:
-      return "ag_gemm";
-    case workload::OpKind::gemm_rs:
-      return "gemm_rs";
-    case workload::OpKind::gemm_ar:
-      return "gemm_ar";
-  }
-  return "?";
-}
-
-const char* role_name(BufferRole r) {
-  switch (r) {
-    case BufferRole::input:
-      return "input";
-    case BufferRole::weight:
-      return "weight";
-    case BufferRole::output:
-      return "output";
-    case BufferRole::scratch:
-      return "scratch";
-  }
-  return "?";
 }
 
 using LaneKey = std::tuple<int, int, int>;  // rank, resource kind, index
@@ -147,52 +79,14 @@ std::vector<std::vector<int>> build_lanes(const Schedule& s) {
 }  // namespace
 
 Status check_executable(const Schedule& s) {
-  const int p = s.ranks();
-  if (p < 1) return make_error("schedule has no ranks (gpus is empty)");
-  for (const Buffer& b : s.buffers) {
-    if (b.rank < 0 || b.rank >= p)
-      return make_error("buffer '{}': rank {} is not in [0, {})", b.name, b.rank, p);
-    if (b.rows < 0 || b.cols < 0 || b.rows >= kMaxDim || b.cols >= kMaxDim)
+  // Structure, regions, shapes and deadlock freedom (deps plus resource order) are the
+  // schedule's own contract; a cycle would otherwise only show up as a wait timeout.
+  COMPASS_TRY(schedule::validate(s));
+  for (const Buffer& b : s.buffers)
+    if (b.rows >= kMaxDim || b.cols >= kMaxDim)
       return make_error("buffer '{}' of rank {}: bad shape [{}, {}]", b.name, b.rank, b.rows,
                         b.cols);
-  }
-  for (std::size_t i = 0; i < s.tasks.size(); ++i)
-    COMPASS_TRY(check_task(s, s.tasks[i], static_cast<int>(i)));
-
-  // A resource runs its tasks in order, so "next on my resource" is an edge too. A cycle in
-  // deps + resource order can never make progress: reject it instead of timing out.
-  const std::size_t n = s.tasks.size();
-  std::vector<std::vector<int>> next(n);
-  std::vector<int> indegree(n, 0);
-  for (const Task& t : s.tasks)
-    for (int d : t.deps) {
-      next[static_cast<std::size_t>(d)].push_back(t.id);
-      ++indegree[static_cast<std::size_t>(t.id)];
-    }
-  for (const auto& lane : build_lanes(s))
-    for (std::size_t i = 1; i < lane.size(); ++i) {
-      next[static_cast<std::size_t>(lane[i - 1])].push_back(lane[i]);
-      ++indegree[static_cast<std::size_t>(lane[i])];
-    }
-  std::vector<int> ready;
-  for (std::size_t i = 0; i < n; ++i)
-    if (indegree[i] == 0) ready.push_back(static_cast<int>(i));
-  std::size_t visited = 0;
-  while (!ready.empty()) {
-    int id = ready.back();
-    ready.pop_back();
-    ++visited;
-    for (int m : next[static_cast<std::size_t>(id)])
-      if (--indegree[static_cast<std::size_t>(m)] == 0) ready.push_back(m);
-  }
-  if (visited != n) {
-    for (std::size_t i = 0; i < n; ++i)
-      if (indegree[i] > 0)
-        return make_error(
-            "{}: deadlock: its dependencies and the task order of the resources "
-            "form a cycle",
-            task_label(s, static_cast<int>(i)));
-  }
+  for (const Task& t : s.tasks) COMPASS_TRY(check_aliasing(s, t));
   return Status::success();
 }
 
@@ -218,7 +112,7 @@ Result<Workspace> Workspace::create(const Schedule& s, const OperatorData& data,
     return make_error(
         "schedule is for {} M={} N={} K={} tp={} but the data is for {} M={} N={} "
         "K={} tp={}",
-        op_name(s.op.kind), s.op.m, s.op.n, s.op.k, s.op.tp, op_name(op.kind), op.m, op.n, op.k,
+        workload::to_string(s.op.kind), s.op.m, s.op.n, s.op.k, s.op.tp, workload::to_string(op.kind), op.m, op.n, op.k,
         op.tp);
   if (s.ranks() != op.tp) return make_error("schedule has {} ranks but tp is {}", s.ranks(), op.tp);
   COMPASS_TRY(check_executable(s));
@@ -235,12 +129,12 @@ Result<Workspace> Workspace::create(const Schedule& s, const OperatorData& data,
                         {"y", BufferRole::output, output_block, &ws.y_}};
   for (int r = 0; r < op.tp; ++r) {
     for (const Want& want : wants) {
-      const int i = find_buffer(s, r, want.name);
+      const int i = s.find_buffer(r, want.name);
       if (i < 0) return make_error("rank {} has no buffer '{}'", r, want.name);
       const Buffer& b = s.buffers[static_cast<std::size_t>(i)];
       if (b.role != want.role)
         return make_error("buffer '{}' of rank {} has role {}, expected {}", b.name, r,
-                          role_name(b.role), role_name(want.role));
+                          schedule::to_string(b.role), schedule::to_string(want.role));
       const Block blk = want.block(op, r);
       if (b.rows != blk.rows || b.cols != blk.cols)
         return make_error("buffer '{}' of rank {} is [{}, {}], the operator needs [{}, {}]", b.name,
