@@ -14,6 +14,30 @@ hardware::Profile load_profile(const std::string& preset_or_path) {
   return unwrap(hardware::resolve_profile(preset_or_path));
 }
 
+workload::OperatorSpec operator_from_flags(const std::string& op, std::int64_t m, std::int64_t n,
+                                           std::int64_t k, int tp, const std::string& dtype) {
+  const auto kind = workload::parse_op_kind(op);
+  if (!kind)
+    throw UsageError(
+        fmt::format("--op: unknown operator '{}' (expected ag_gemm, gemm_rs or gemm_ar)", op));
+  if (m <= 0) throw UsageError(fmt::format("--m: must be positive, got {}", m));
+  if (n <= 0) throw UsageError(fmt::format("--n: must be positive, got {}", n));
+  if (k <= 0) throw UsageError(fmt::format("--k: must be positive, got {}", k));
+  if (tp <= 0) throw UsageError(fmt::format("--tp: must be positive, got {}", tp));
+  const auto type = parse_dtype(dtype);
+  if (!type)
+    throw UsageError(
+        fmt::format("--dtype: unknown type '{}' (expected fp32, fp16, bf16 or fp8)", dtype));
+  workload::OperatorSpec spec;
+  spec.kind = *kind;
+  spec.m = m;
+  spec.n = n;
+  spec.k = k;
+  spec.tp = tp;
+  spec.dtype = *type;
+  return spec;
+}
+
 std::vector<int> parse_gpu_list(const std::string& text) {
   std::vector<int> out;
   std::size_t pos = 0;

@@ -10,6 +10,7 @@
 
 #include "compass/core/result.hpp"
 #include "compass/hardware/profile.hpp"
+#include "compass/workload/operator.hpp"
 
 namespace compass::cli {
 
@@ -37,6 +38,11 @@ inline void unwrap(const Status& s) {
 
 /// Loads `--profile` (a preset name or a JSON file).
 hardware::Profile load_profile(const std::string& preset_or_path);
+
+/// The operator given by --op, --m, --n, --k, --tp and --dtype; the error names the flag.
+/// Divisibility is left to workload::validate.
+workload::OperatorSpec operator_from_flags(const std::string& op, std::int64_t m, std::int64_t n,
+                                           std::int64_t k, int tp, const std::string& dtype);
 
 /// Parses "0,1,2,3" into GPU ordinals; the error names the bad item.
 std::vector<int> parse_gpu_list(const std::string& text);

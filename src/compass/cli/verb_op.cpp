@@ -67,19 +67,8 @@ void print_human(const model::OperatorChoice& c, const schedule::CommPlan& plan,
 
 void run(const OpOptions& o) {
   const hardware::Profile profile = load_profile(o.profile);
-  const auto kind = workload::parse_op_kind(o.op);
-  if (!kind) throw UsageError(fmt::format("--op: unknown operator '{}' (expected ag_gemm, gemm_rs or gemm_ar)", o.op));
-  const auto dtype = parse_dtype(o.dtype);
-  if (!dtype) throw UsageError(fmt::format("--dtype: unknown type '{}' (expected fp32, fp16, bf16 or fp8)", o.dtype));
-  if (o.tp <= 0) throw UsageError(fmt::format("--tp: must be positive, got {}", o.tp));
+  const workload::OperatorSpec op = operator_from_flags(o.op, o.m, o.n, o.k, o.tp, o.dtype);
   const std::vector<int> group = select_group(profile, o.tp, o.gpus);
-  workload::OperatorSpec op;
-  op.kind = *kind;
-  op.m = o.m;
-  op.n = o.n;
-  op.k = o.k;
-  op.tp = o.tp;
-  op.dtype = *dtype;
   unwrap(workload::validate(op));
   const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(profile, group));
   const model::OperatorChoice c = unwrap(model::choose_strategy(profile, op, plan));

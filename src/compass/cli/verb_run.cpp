@@ -69,14 +69,7 @@ workload::OperatorSpec parse_operator(const RunArgs& a) {
   if (a.backend != "cpu" && a.backend != "cuda")
     throw UsageError(
         fmt::format("--backend: unknown backend '{}' (expected cpu or cuda)", a.backend));
-  auto kind = workload::parse_op_kind(a.op);
-  if (!kind)
-    throw UsageError(
-        fmt::format("--op: unknown operator '{}' (expected ag_gemm, gemm_rs or gemm_ar)", a.op));
-  if (a.m <= 0) throw UsageError(fmt::format("--m: must be positive, got {}", a.m));
-  if (a.n <= 0) throw UsageError(fmt::format("--n: must be positive, got {}", a.n));
-  if (a.k <= 0) throw UsageError(fmt::format("--k: must be positive, got {}", a.k));
-  if (a.tp <= 0) throw UsageError(fmt::format("--tp: must be positive, got {}", a.tp));
+  workload::OperatorSpec op = operator_from_flags(a.op, a.m, a.n, a.k, a.tp, a.dtype);
   if (a.repeat < 1) throw UsageError(fmt::format("--repeat: must be at least 1, got {}", a.repeat));
   if (a.warmup < 0)
     throw UsageError(fmt::format("--warmup: must not be negative, got {}", a.warmup));
@@ -90,17 +83,6 @@ workload::OperatorSpec parse_operator(const RunArgs& a) {
   if (!a.links.empty()) parse_links_option(a.links);
   if (a.wait_timeout_s < 0)
     throw UsageError(fmt::format("--wait-timeout: must not be negative, got {}", a.wait_timeout_s));
-  auto dtype = parse_dtype(a.dtype);
-  if (!dtype)
-    throw UsageError(
-        fmt::format("--dtype: unknown type '{}' (expected fp32, fp16, bf16 or fp8)", a.dtype));
-  workload::OperatorSpec op;
-  op.kind = *kind;
-  op.m = a.m;
-  op.n = a.n;
-  op.k = a.k;
-  op.tp = a.tp;
-  op.dtype = *dtype;
   unwrap(cpu::check_operator(op));
   return op;
 }

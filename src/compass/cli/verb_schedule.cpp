@@ -140,31 +140,13 @@ void print_human(const Schedule& s, const schedule::CommPlan& plan, const std::s
 }
 
 void run_schedule(const ScheduleArgs& a) {
-  auto kind = workload::parse_op_kind(a.op);
-  if (!kind)
-    throw UsageError(
-        fmt::format("--op: unknown operator '{}' (expected ag_gemm, gemm_rs or gemm_ar)", a.op));
-  if (a.m <= 0) throw UsageError(fmt::format("--m: must be positive, got {}", a.m));
-  if (a.n <= 0) throw UsageError(fmt::format("--n: must be positive, got {}", a.n));
-  if (a.k <= 0) throw UsageError(fmt::format("--k: must be positive, got {}", a.k));
-  if (a.tp <= 0) throw UsageError(fmt::format("--tp: must be positive, got {}", a.tp));
+  const workload::OperatorSpec op = operator_from_flags(a.op, a.m, a.n, a.k, a.tp, a.dtype);
   if (a.limit < 0) throw UsageError(fmt::format("--limit: must not be negative, got {}", a.limit));
-  auto dtype = parse_dtype(a.dtype);
-  if (!dtype)
-    throw UsageError(
-        fmt::format("--dtype: unknown type '{}' (expected fp32, fp16, bf16 or fp8)", a.dtype));
   if (a.strategy == "all")
     throw UsageError(
         "--strategy all: a schedule is for one strategy (sequential, decompose:D, fuse:all2all, "
         "fuse:ring or fuse:double-ring)");
   const schedule::Strategy strategy = unwrap(schedule::parse_strategy(a.strategy));
-  workload::OperatorSpec op;
-  op.kind = *kind;
-  op.m = a.m;
-  op.n = a.n;
-  op.k = a.k;
-  op.tp = a.tp;
-  op.dtype = *dtype;
   unwrap(workload::validate(op));
 
   const hardware::Profile profile = load_profile(a.profile);
