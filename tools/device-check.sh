@@ -5,13 +5,15 @@
 #   device-check.log     everything, step by step
 #   results.json         per step: command, exit code, seconds; plus the GPU and library paths
 #   test_cuda.json       GoogleTest report of the GPU tests (virtual ranks)
-#   run_<op>.json        `compass run --backend cuda --strategy all --check --json`
+#   runs.json            [{file: run_<op>_<sync>.json, output: `compass run --backend cuda
+#                        --strategy all --check --sync <sync> --json`}] (sync: events, flags);
+#                        the device tool returns at most 8 files, so the runs travel as one
 #   h200.json            the calibrated profile; calibrate.json the raw measurements
 # Every step has its own timeout; the whole check stays under 8 minutes.
 #
 # Usage: tools/device-check.sh [bundle-dir]          (default build-device/bundle; OUT defaults
 #        to ./device-out). With the device tool:
-#   run(command="tools/device-check.sh", carry=["build-device/bundle"], timeout_s=540)
+#   run(command="tools/device-check.sh", carry=["build-device/bundle"], timeout_s=450)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE=$(cd "${1:-build-device/bundle}" 2>/dev/null && pwd) || { echo "device-check: no bundle at ${1:-build-device/bundle} (run tools/make-device-bundle.sh first)" >&2; exit 2; }
@@ -95,13 +97,45 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$LOG" 2>
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 
 C="$BUNDLE/bin/compass"
-step test_cuda 150 "" "$BUNDLE/bin/test_cuda" --gtest_output=json:"$OUT/test_cuda.json"
-for op in ag_gemm gemm_rs gemm_ar; do
-  step "run_$op" 45 "$OUT/run_$op.json" "$C" run --backend cuda --op "$op" --m 8192 --n 8192 \
-    --k 8192 --tp 8 --strategy all --check --repeat 5 --json
+# DEVICE_CHECK_OPS narrows the runs, DEVICE_CHECK_SKIP ("tests", "calibrate") skips steps:
+# for rerunning one part inside the device time left.
+OPS=${DEVICE_CHECK_OPS:-ag_gemm gemm_rs gemm_ar}
+SKIP=" ${DEVICE_CHECK_SKIP:-} "
+[[ "$SKIP" == *" tests "* ]] ||
+  step test_cuda 120 "" "$BUNDLE/bin/test_cuda" --gtest_output=json:"$OUT/test_cuda.json"
+for op in $OPS; do
+  # gemm_ar's --check compares p full M x N outputs on the host: give it longer.
+  limit=30; [ "$op" = gemm_ar ] && limit=90
+  for sync in events flags; do
+    step "run_${op}_$sync" $limit "$OUT/run_${op}_$sync.json" "$C" run --backend cuda --op "$op" \
+      --m 8192 --n 8192 --k 8192 --tp 8 --dtype bf16 --strategy all --check --repeat 5 \
+      --sync "$sync" --json
+  done
 done
-step calibrate 180 "$OUT/calibrate.json" "$C" calibrate --backend cuda --profile h200x1 \
+[[ "$SKIP" == *" calibrate "* ]] ||
+  step calibrate 100 "$OUT/calibrate.json" "$C" calibrate --backend cuda --profile h200x1 \
   --out "$OUT/h200.json" --force --json
+
+# The device tool brings back at most 8 files: the runs go back as one JSON array.
+RUNS=("$OUT"/run_*.json)
+{
+  echo "["
+  first=1
+  for f in "${RUNS[@]}"; do
+    [ -s "$f" ] || continue
+    [ $first -eq 1 ] || echo ","
+    first=0
+    echo "{\"file\": \"$(basename "$f")\", \"output\":"
+    if python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$f" 2>/dev/null; then
+      cat "$f"
+    else
+      echo "null"
+    fi
+    echo "}"
+  done
+  echo "]"
+} > "$OUT/runs.json"
+rm -f "${RUNS[@]}"
 
 TOTAL=$(($(date +%s) - START))
 {

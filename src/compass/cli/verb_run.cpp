@@ -28,6 +28,7 @@ namespace cuda = backends::cuda;
 struct RunArgs {
   std::string backend = "cpu";
   std::string launch = "virtual";
+  std::string sync = "events";
   std::string op;
   std::int64_t m = 0, n = 0, k = 0;
   int tp = 0;
@@ -54,6 +55,7 @@ struct StrategyRun {
   cpu::ErrorStats error;
   bool passed = true;
   double tolerance = 0;  ///< the check's relative tolerance
+  std::string worst;     ///< cuda: where the largest error is (diagnosing a failed check)
 };
 
 void summarise(StrategyRun& r) {
@@ -81,6 +83,10 @@ workload::OperatorSpec parse_operator(const RunArgs& a) {
   if (!a.links.empty() && a.backend != "cpu")
     throw UsageError("--links: emulated links need --backend cpu");
   if (!a.links.empty()) parse_links_option(a.links);
+  if (auto sync = cuda::parse_sync_mode(a.sync); !sync.ok())
+    throw UsageError(fmt::format("--sync: {}", sync.error().message));
+  if (a.sync != "events" && a.backend != "cuda")
+    throw UsageError("--sync: device flags need --backend cuda");
   if (a.wait_timeout_s < 0)
     throw UsageError(fmt::format("--wait-timeout: must not be negative, got {}", a.wait_timeout_s));
   unwrap(cpu::check_operator(op));
@@ -173,6 +179,7 @@ void run_cuda(const RunArgs& a, std::vector<StrategyRun>& runs, std::string& dev
   options.check = a.check;
   options.seed = static_cast<unsigned>(a.seed);
   options.mode = unwrap(cuda::parse_launch_mode(a.launch));
+  options.sync = unwrap(cuda::parse_sync_mode(a.sync));
   for (auto& r : runs) {
     auto report = cuda::run_schedule(r.schedule, options);
     if (!report.ok())
@@ -185,6 +192,8 @@ void run_cuda(const RunArgs& a, std::vector<StrategyRun>& runs, std::string& dev
     r.checked = report->checked;
     r.error.max_abs_error = report->max_abs_error;
     r.error.max_rel_error = report->max_rel_error;
+    r.error.max_ref_abs = report->max_ref_abs;
+    r.worst = report->worst;
     r.passed = !r.checked || report->check_passed;
     r.tolerance = report->tolerance;
     device = report->device;
@@ -210,7 +219,8 @@ void print_table(const RunArgs& a, const workload::OperatorSpec& op, const sched
     if (!a.links.empty())
       fmt::print("links: {} (paced, bandwidth x{:.4g})\n", a.links, a.link_scale);
   } else {
-    fmt::print("device: {}\n", device);
+    fmt::print("device: {} ({} ranks, dependencies by {})\n", device,
+               a.launch == "virtual" ? "virtual" : "multi-GPU", a.sync);
   }
   fmt::print("ring (ranks, from {}): {}   second ring: {}\n", a.profile, ring_text(plan.ring),
              ring_text(plan.ring2));
@@ -251,6 +261,8 @@ void print_json(const RunArgs& a, const workload::OperatorSpec& op, const schedu
     if (!a.links.empty()) j["link_scale"] = a.link_scale;
   } else {
     j["device"] = device;
+    j["launch"] = a.launch;
+    j["sync"] = a.sync;
   }
   j["profile"] = a.profile;
   j["ring"] = plan.ring;
@@ -274,6 +286,7 @@ void print_json(const RunArgs& a, const workload::OperatorSpec& op, const schedu
                     {"max_ref_abs", r.error.max_ref_abs},
                     {"tolerance", r.tolerance},
                     {"pass", r.passed}};
+    if (r.checked && !r.worst.empty()) e["check"]["worst"] = r.worst;
     all_passed = all_passed && r.passed;
     results.push_back(std::move(e));
   }
@@ -305,6 +318,10 @@ void run_verb(const RunArgs& a) {
     if (!r.passed) failed.push_back(schedule::to_string(r.schedule.strategy));
   if (!failed.empty()) {
     std::fflush(stdout);
+    for (const auto& r : runs)
+      if (!r.passed && !r.worst.empty())
+        fmt::print(stderr, "compass: {}: largest error at {}\n",
+                   schedule::to_string(r.schedule.strategy), r.worst);
     fmt::print(stderr, "compass: check failed for {} (max rel err above {:.0e})\n",
                fmt::join(failed, ", "), runs.front().tolerance);
     // A failed check is not a usage error: exit code 1, after the table is out.
@@ -338,6 +355,10 @@ void add_run_verb(CLI::App& app) {
                 "by dtype); exit code 1 when a check fails");
   sub->add_option("--launch", args->launch,
                   "cuda: virtual (all ranks on one GPU) or multi-gpu (rank r on GPU r)")
+      ->capture_default_str();
+  sub->add_option("--sync", args->sync,
+                  "cuda: how streams wait for each other: events (cudaEventRecord/StreamWaitEvent) "
+                  "or flags (stream memory operations on device flags)")
       ->capture_default_str();
   sub->add_option("--repeat", args->repeat, "timed runs per strategy")->capture_default_str();
   sub->add_option("--warmup", args->warmup, "untimed runs first")->capture_default_str();

@@ -92,6 +92,16 @@ TEST(CudaBackend, LaunchModeNames) {
   EXPECT_NE(bad.error().message.find("'mpi'"), std::string::npos);
 }
 
+TEST(CudaBackend, SyncModeNames) {
+  EXPECT_EQ(to_string(SyncMode::events), "events");
+  EXPECT_EQ(to_string(SyncMode::flags), "flags");
+  EXPECT_EQ(*parse_sync_mode("events"), SyncMode::events);
+  EXPECT_EQ(*parse_sync_mode("flags"), SyncMode::flags);
+  auto bad = parse_sync_mode("spin");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("'spin'"), std::string::npos);
+}
+
 TEST(CudaBackend, TolerancesFollowPrecision) {
   EXPECT_DOUBLE_EQ(check_tolerance(DType::bf16), 2e-2);
   EXPECT_LT(check_tolerance(DType::fp16), check_tolerance(DType::bf16));

@@ -32,7 +32,7 @@ workload::OperatorSpec make_op(const Case& c) {
   return op;
 }
 
-void run_all_strategies(const Case& c, int parts) {
+void run_all_strategies(const Case& c, int parts, SyncMode sync = SyncMode::events) {
   const workload::OperatorSpec op = make_op(c);
   for (const schedule::Strategy& strategy : schedule::all_strategies(parts)) {
     SCOPED_TRACE(workload::describe(op) + " " + schedule::to_string(strategy));
@@ -41,6 +41,7 @@ void run_all_strategies(const Case& c, int parts) {
     RunOptions o;
     o.repeat = 2;
     o.check = true;
+    o.sync = sync;
     auto r = run_schedule(*s, o);
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_TRUE(r->checked);
@@ -52,6 +53,7 @@ void run_all_strategies(const Case& c, int parts) {
     EXPECT_LE(r->min_s, r->median_s);
     EXPECT_LE(r->median_s, r->max_s);
     EXPECT_FALSE(r->device.empty());
+    EXPECT_EQ(r->sync, to_string(sync));
   }
 }
 
@@ -72,6 +74,40 @@ TEST(CudaGpu, EightVirtualRanksAndOtherDtypes) {
   run_all_strategies({workload::OpKind::ag_gemm, 8, DType::fp16}, 4);
   run_all_strategies({workload::OpKind::gemm_rs, 8, DType::fp32}, 4);
   run_all_strategies({workload::OpKind::gemm_ar, 2, DType::fp16}, 2);
+}
+
+// The same schedules with device flags (stream memory operations) instead of events; three
+// timed iterations check that the never-reset flags order every iteration, not just the first.
+TEST(CudaGpu, AllOpsWithDeviceFlags) {
+  COMPASS_REQUIRE_GPU();
+  run_all_strategies({workload::OpKind::ag_gemm, 4, DType::bf16}, 2, SyncMode::flags);
+  run_all_strategies({workload::OpKind::gemm_rs, 8, DType::fp16}, 4, SyncMode::flags);
+  run_all_strategies({workload::OpKind::gemm_ar, 4, DType::fp32}, 2, SyncMode::flags);
+}
+
+// Regression: the --check reference once read operands that a synchronous-looking
+// cudaMemcpy2D had not finished placing; it showed only at large shapes, once the reference
+// GEMM's kernel was already loaded by an earlier run in the same process.
+TEST(CudaGpu, LargeShapesSeveralRunsInOneProcess) {
+  COMPASS_REQUIRE_GPU();
+  workload::OperatorSpec op;
+  op.kind = workload::OpKind::ag_gemm;
+  op.m = op.n = op.k = 8192;
+  op.tp = 8;
+  op.dtype = DType::bf16;
+  for (const char* name : {"sequential", "fuse:ring", "decompose:4"}) {
+    SCOPED_TRACE(name);
+    auto strategy = schedule::parse_strategy(name);
+    ASSERT_TRUE(strategy.ok()) << strategy.error().message;
+    auto s = schedule::generate(op, *strategy, schedule::default_comm_plan(8));
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    RunOptions o;
+    o.repeat = 2;
+    o.check = true;
+    auto r = run_schedule(*s, o);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_TRUE(r->check_passed) << r->worst;
+  }
 }
 
 TEST(CudaGpu, MultiGpuNeedsEnoughDevices) {

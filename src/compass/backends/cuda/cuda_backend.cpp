@@ -45,6 +45,14 @@ Result<LaunchMode> parse_launch_mode(std::string_view s) {
   return make_error("launch mode '{}' is not one of: virtual, multi-gpu", s);
 }
 
+std::string_view to_string(SyncMode m) { return m == SyncMode::events ? "events" : "flags"; }
+
+Result<SyncMode> parse_sync_mode(std::string_view s) {
+  if (s == "events") return SyncMode::events;
+  if (s == "flags") return SyncMode::flags;
+  return make_error("sync mode '{}' is not one of: events, flags", s);
+}
+
 double check_tolerance(DType t) {
   switch (t) {
     case DType::bf16: return 2e-2;  // 8 significant bits; partial sums are rounded to bf16

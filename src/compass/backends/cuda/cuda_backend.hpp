@@ -25,8 +25,27 @@ std::string_view to_string(LaunchMode m);
 /// Parses the names above; the error names the bad text.
 Result<LaunchMode> parse_launch_mode(std::string_view s);
 
+/// How a task waits for a producer on another stream.
+///  - events: cudaEventRecord after the producer, cudaStreamWaitEvent before the consumer.
+///  - flags: stream memory operations on device flags: the producer's stream writes the
+///    iteration number into a 32-bit flag in device memory (cuStreamWriteValue32) and the
+///    consumer's stream waits until the flag reaches it (cuStreamWaitValue32, >=). Flags are
+///    never reset: each timed iteration writes a larger number. This is the mechanism a fused
+///    kernel uses to signal a remote rank, here driven from the host for the same schedule.
+enum class SyncMode { events, flags };
+
+/// "events" / "flags".
+std::string_view to_string(SyncMode m);
+/// Parses the names above; the error names the bad text.
+Result<SyncMode> parse_sync_mode(std::string_view s);
+
 struct RunOptions {
   LaunchMode mode = LaunchMode::virtual_ranks;
+  /// Debugging aid: wait for every task to finish before issuing the next (no overlap, so a
+  /// --check that passes only with it points at a missing dependency). Also set by the
+  /// environment variable COMPASS_CUDA_SERIALIZE=1.
+  bool serialize = false;
+  SyncMode sync = SyncMode::events;
   int repeat = 5;
   int warmup = 1;
   bool check = false;
@@ -44,7 +63,12 @@ struct RunReport {
   double tolerance = 0;          ///< the max_rel_error --check accepts for the dtype
   bool check_passed = true;      ///< false when checked and max_rel_error > tolerance
   int streams = 0;               ///< CUDA streams the schedule was mapped onto
-  int events = 0;                ///< cross-stream dependency events
+  int events = 0;                ///< cross-stream dependencies (events or flags)
+  std::string sync;              ///< "events" or "flags"
+  double max_ref_abs = 0;        ///< max |ref| over the compared outputs
+  /// With --check: where the largest error is ("rank 3 y[17, 250]: got 0.0, want 12.5") and
+  /// how many elements of each rank exceed the tolerance, for diagnosing a failed check.
+  std::string worst;
 };
 
 /// Runs a schedule on the GPU(s); errors name the failing task or CUDA call. A failed --check

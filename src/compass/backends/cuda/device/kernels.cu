@@ -67,6 +67,17 @@ __global__ void to_float_2d_kernel(const void* src, std::int64_t ld_src, std::in
   }
 }
 
+__global__ void count_differences_kernel(const unsigned int* a, const unsigned int* b,
+                                         std::int64_t n, unsigned long long* count) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  unsigned long long local = 0;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    local += a[i] != b[i] ? 1 : 0;
+  }
+  if (local != 0) atomicAdd(count, local);
+}
+
 __global__ void empty_kernel() {}
 
 __global__ void sm_copy_kernel(int4* dst, const int4* src, std::int64_t n, int passes) {
@@ -107,6 +118,15 @@ cudaError_t launch_to_float_2d(const void* src, std::int64_t ld_src, std::int64_
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   to_float_2d_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(src, ld_src, rows, cols, t,
                                                                       out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_count_differences(const void* a, const void* b, std::int64_t bytes,
+                                     unsigned long long* count, cudaStream_t stream) {
+  const std::int64_t words = bytes / 4;  // buffers are whole 32-bit words (2-byte dtypes: even)
+  if (words <= 0) return cudaSuccess;
+  count_differences_kernel<<<grid_for(words), kThreads, 0, stream>>>(
+      static_cast<const unsigned int*>(a), static_cast<const unsigned int*>(b), words, count);
   return cudaGetLastError();
 }
 

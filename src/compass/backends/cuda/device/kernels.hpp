@@ -33,4 +33,9 @@ cudaError_t launch_empty(cudaStream_t stream);
 cudaError_t launch_sm_copy(void* dst, const void* src, std::int64_t bytes, int blocks, int passes,
                            cudaStream_t stream);
 
+/// Adds to *count (device memory) the number of 32-bit words in which a and b differ
+/// (bytes / 4 words compared; a trailing partial word is ignored).
+cudaError_t launch_count_differences(const void* a, const void* b, std::int64_t bytes,
+                                     unsigned long long* count, cudaStream_t stream);
+
 }  // namespace compass::backends::cuda::device
