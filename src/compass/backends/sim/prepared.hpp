@@ -15,6 +15,10 @@ struct TaskCost {
   double gemm_s = 0;            ///< GEMM model time (slowed while a copy engine of the rank runs)
   std::int64_t net_bytes = 0;   ///< bytes sent over the network (transfers between GPUs)
   int route = -1;               ///< index into Prepared::routes, -1 when nothing crosses links
+  int rank = 0;                 ///< rank whose resource runs the task
+  int src_rank = 0;             ///< transfers: sending rank (owner of src)
+  int dst_rank = 0;             ///< transfers: receiving rank (owner of dst)
+  bool gemm = false;            ///< a GEMM (runs as an Exec on the rank's GPU host)
   bool on_copy_engine = false;  ///< occupies a copy engine (counts as interference for GEMMs)
 };
 
@@ -30,6 +34,7 @@ struct UsedRoute {
 struct TrackedLink {
   int link = 0;
   bool forward = true;
+  double bytes = 0;  ///< bytes the schedule's transfers carry over it
 };
 
 struct Prepared {

@@ -12,8 +12,9 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <map>
+#include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "compass/backends/sim/prepared.hpp"
 #include "compass/model/gemm_model.hpp"
@@ -92,9 +93,11 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
   if (o.interference && s.ranks() > 1)
     out.comm_slowdown = std::max(1.0, p.interference.comm_slowdown_beside_gemm);
   std::unordered_map<std::int64_t, const hardware::Route*> route_index;
-  std::map<std::pair<int, int>, int> route_slot;
-  std::map<std::pair<int, bool>, double> link_bytes;
-  std::map<std::tuple<int, int, int>, int> resource_slot;
+  // Flat lookups: a schedule of 10^6 tasks spent over a second here with ordered maps.
+  std::unordered_map<std::int64_t, int> route_slot;  // (src GPU, dst GPU) -> index into out.routes
+  std::vector<std::int64_t> route_bytes;             // per used route: bytes of its transfers
+  const int slots_per_rank = 1 + s.copy_engines;     // compute stream, then each copy engine
+  std::vector<int> resource_slot(static_cast<std::size_t>(s.ranks()) * slots_per_rank, -1);
 
   // Fused strategies run each rank's GEMM chunks inside one kernel that waits on arrival
   // flags, with copy engines moving data; sequential/decompose run one GEMM kernel per part and
@@ -111,15 +114,18 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
     TaskCost& c = out.costs[t.id];
     const int gpu = s.gpus[t.resource.rank];
     c.on_copy_engine = t.resource.kind == ResourceKind::copy_engine;
-    const auto key = std::make_tuple(t.resource.rank, static_cast<int>(t.resource.kind),
-                                     t.resource.kind == ResourceKind::compute ? 0 : t.resource.index);
-    auto [it, fresh] = resource_slot.emplace(key, static_cast<int>(out.resources.size()));
-    if (fresh) {
+    c.gemm = t.kind == TaskKind::gemm;
+    c.rank = t.resource.rank;
+    // schedule::validate guarantees 0 <= index < copy_engines for copy engines.
+    int& slot = resource_slot[static_cast<std::size_t>(t.resource.rank) * slots_per_rank +
+                              (c.on_copy_engine ? 1 + t.resource.index : 0)];
+    if (slot < 0) {
+      slot = static_cast<int>(out.resources.size());
       out.resources.push_back(t.resource);
       if (t.resource.kind == ResourceKind::compute) out.resources.back().index = 0;
       out.resource_tasks.emplace_back();
     }
-    out.resource_tasks[it->second].push_back(t.id);
+    out.resource_tasks[slot].push_back(t.id);
 
     if (t.kind == TaskKind::gemm) {
       c.gemm_s = model::gemm_compute_s(p, t.dst.rows, t.dst.cols, t.src.cols, s.op.dtype, gpu);
@@ -131,11 +137,14 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
       continue;
     }
     const std::int64_t bytes = schedule::task_bytes(s, t);
-    const int src_gpu = s.gpus[s.owner(t.src)];
-    const int dst_gpu = s.gpus[s.owner(t.dst)];
+    c.src_rank = s.owner(t.src);
+    c.dst_rank = s.owner(t.dst);
+    const int src_gpu = s.gpus[c.src_rank];
+    const int dst_gpu = s.gpus[c.dst_rank];
     if (t.kind == TaskKind::transfer && src_gpu != dst_gpu) {
-      auto [rit, rfresh] = route_slot.emplace(std::make_pair(src_gpu, dst_gpu),
-                                              static_cast<int>(out.routes.size()));
+      auto [rit, rfresh] = route_slot.try_emplace(
+          static_cast<std::int64_t>(src_gpu) << 32 | static_cast<std::uint32_t>(dst_gpu),
+          static_cast<int>(out.routes.size()));
       if (rfresh) {
         const hardware::Route* r = find_route(p, src_gpu, dst_gpu, route_index);
         if (r == nullptr)
@@ -155,6 +164,7 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
         if (r->hops.empty())
           return make_error("route {}->{} of profile '{}' has no hops", src_gpu, dst_gpu, p.name);
         out.routes.push_back(UsedRoute{src_gpu, dst_gpu, r, bottleneck});
+        route_bytes.push_back(0);
       }
       c.route = rit->second;
       c.net_bytes = bytes;
@@ -162,8 +172,7 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
       // first step) and runs its later steps inside the same kernel.
       c.fixed_s = fused ? p.overheads.copy_launch_s
                         : (t.step <= 0 ? p.overheads.collective_launch_s : 0.0);
-      for (const hardware::Hop& h : out.routes[c.route].route->hops)
-        link_bytes[{h.link, h.forward}] += static_cast<double>(bytes);
+      route_bytes[c.route] += bytes;
       continue;
     }
     COMPASS_ASSIGN(const double mem_s, local_memory_s(p, gpu, t, bytes));
@@ -174,13 +183,26 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
     c.fixed_s = overhead + mem_s;
   }
 
-  std::vector<std::pair<double, std::pair<int, bool>>> by_bytes;
-  for (const auto& [dir, b] : link_bytes) by_bytes.push_back({b, dir});
+  // Bytes per link direction (index 2 * link + forward): whole numbers below 2^53, so the sums
+  // are exact in any order.
+  std::vector<double> link_bytes(2 * p.links.size(), 0.0);
+  std::vector<char> link_used(2 * p.links.size(), 0);
+  for (std::size_t r = 0; r < out.routes.size(); ++r)
+    for (const hardware::Hop& h : out.routes[r].route->hops) {
+      const std::size_t dir = 2 * static_cast<std::size_t>(h.link) + (h.forward ? 1 : 0);
+      link_bytes[dir] += static_cast<double>(route_bytes[r]);
+      link_used[dir] = 1;
+    }
+  // Busiest first; equal byte counts keep (link, reverse before forward) order.
+  std::vector<std::size_t> by_bytes;
+  for (std::size_t dir = 0; dir < link_bytes.size(); ++dir)
+    if (link_used[dir]) by_bytes.push_back(dir);
   std::stable_sort(by_bytes.begin(), by_bytes.end(),
-                   [](const auto& x, const auto& y) { return x.first > y.first; });
+                   [&](std::size_t x, std::size_t y) { return link_bytes[x] > link_bytes[y]; });
   const std::size_t keep = std::min(by_bytes.size(), static_cast<std::size_t>(std::max(0, o.busiest_links)));
   for (std::size_t i = 0; i < keep; ++i)
-    out.tracked.push_back(TrackedLink{by_bytes[i].second.first, by_bytes[i].second.second});
+    out.tracked.push_back(TrackedLink{static_cast<int>(by_bytes[i] / 2), by_bytes[i] % 2 == 1,
+                                      link_bytes[by_bytes[i]]});
   return out;
 }
 
@@ -278,12 +300,7 @@ SimResult finish(const hardware::Profile& p, const schedule::Schedule& s, const 
     u.forward = tl.forward;
     u.name = p.hop_name(hardware::Hop{tl.link, tl.forward});
     u.bandwidth_bytes_per_s = p.hop_bandwidth(hardware::Hop{tl.link, tl.forward});
-    for (const schedule::Task& t : s.tasks) {
-      const TaskCost& c = prep.costs[t.id];
-      if (c.route < 0) continue;
-      for (const hardware::Hop& h : prep.routes[c.route].route->hops)
-        if (h.link == tl.link && h.forward == tl.forward) u.bytes += static_cast<double>(c.net_bytes);
-    }
+    u.bytes = tl.bytes;
     u.samples = i < raw.samples.size() ? std::move(raw.samples[i]) : std::vector<LinkSample>{};
     for (std::size_t k = 0; k < u.samples.size(); ++k) {
       const double end = k + 1 < u.samples.size() ? u.samples[k + 1].t_s : out.total_s;
