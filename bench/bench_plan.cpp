@@ -1,24 +1,41 @@
 // Planner speed: the whole paper grid (288 configurations, every strategy, ODP and choice) and
 // one operator's estimates. Issue 4 asks for the grid well under 100 ms.
+//
+// The model keeps process-wide caches (ring-step patterns, and every run of released flows by
+// its exact inputs), so planning the same thing again in one process is mostly cache hits.
+// BM_SweepPaperGrid and BM_ChooseOneOperator empty them before every iteration (a first
+// plan, as one `compass sweep` or `compass op` does); BM_SweepPaperGridWarm keeps them (the
+// same grid planned again).
 
 #include <benchmark/benchmark.h>
 
 #include "compass/hardware/presets.hpp"
+#include "compass/model/comm_model.hpp"
 #include "compass/model/selector.hpp"
 #include "compass/plan/sweep.hpp"
 
 namespace {
 
-void BM_SweepPaperGrid(benchmark::State& state) {
+void sweep_paper_grid(benchmark::State& state, bool cold) {
   const compass::hardware::Profile p = *compass::hardware::make_preset("a6000x8");
   const auto grid = compass::workload::paper_grid();
   for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      compass::model::clear_comm_caches();
+      state.ResumeTiming();
+    }
     auto r = compass::plan::run_sweep(p, grid);
     benchmark::DoNotOptimize(r);
   }
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(grid.size()));
 }
+
+void BM_SweepPaperGrid(benchmark::State& state) { sweep_paper_grid(state, true); }
 BENCHMARK(BM_SweepPaperGrid)->Unit(benchmark::kMillisecond);
+
+void BM_SweepPaperGridWarm(benchmark::State& state) { sweep_paper_grid(state, false); }
+BENCHMARK(BM_SweepPaperGridWarm)->Unit(benchmark::kMillisecond);
 
 void BM_ChooseOneOperator(benchmark::State& state) {
   const compass::hardware::Profile p = *compass::hardware::make_preset("a6000x8");
@@ -31,6 +48,9 @@ void BM_ChooseOneOperator(benchmark::State& state) {
   op.k = 5120;
   op.tp = 8;
   for (auto _ : state) {
+    state.PauseTiming();
+    compass::model::clear_comm_caches();
+    state.ResumeTiming();
     auto c = compass::model::choose_strategy(p, op, plan);
     benchmark::DoNotOptimize(c);
   }

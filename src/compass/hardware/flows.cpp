@@ -8,7 +8,9 @@
 #include "compass/hardware/flows.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace compass::hardware {
@@ -41,56 +43,206 @@ std::vector<int> route_dirs(const Profile& p, int src, int dst) {
   return dirs;
 }
 
-std::vector<double> maxmin(const std::vector<double>& cap, const std::vector<FlowPath>& flows) {
-  const std::size_t nf = flows.size();
+void maxmin_of(const std::vector<double>& cap, const FlatPaths& paths, const std::vector<int>& ids,
+               std::vector<double>& rate, MaxminWorkspace& ws) {
+  if (ids.size() == 1) {
+    // One flow crossing distinct directions: every share is max(0, cap) / 1, so its rate is the
+    // smallest of them, which is what progressive filling gives.
+    const int f = ids.front();
+    const int* b = paths.dirs.data() + paths.offset[f];
+    const int* e = paths.dirs.data() + paths.offset[f + 1];
+    bool distinct = true;
+    for (const int* i = b; i != e && distinct; ++i) distinct = std::find(i + 1, e, *i) == e;
+    if (distinct) {
+      double r = 0;
+      for (const int* i = b; i != e; ++i) {
+        const double share = std::max(0.0, cap[*i]);
+        r = i == b ? share : std::min(r, share);
+      }
+      rate[f] = r;
+      return;
+    }
+  }
   const std::size_t nd = cap.size();
-  std::vector<double> rate(nf, 0.0);
-  std::vector<char> frozen(nf, 1);
-  // The users of every direction in one flat array (CSR): the planner calls this in its inner
-  // loop, and one small vector per direction made allocation the dominant cost.
-  std::vector<int> start(nd + 1, 0);
-  for (std::size_t f = 0; f < nf; ++f) {
-    if (!flows[f].active || flows[f].dirs.empty()) continue;
-    frozen[f] = 0;
-    for (int d : flows[f].dirs) ++start[static_cast<std::size_t>(d) + 1];
+  if (ws.count.size() < nd) {
+    ws.count.resize(nd, 0);
+    ws.remaining.resize(nd);
+    ws.share.resize(nd);
   }
-  std::vector<int> count(nd, 0);
-  for (std::size_t d = 0; d < nd; ++d) {
-    count[d] = start[d + 1];
-    start[d + 1] += start[d];
+  // The directions in use (`live`, in order of first use) with their unfrozen users counted,
+  // and the unfrozen flows in ascending order (the order a scan over all flows freezes them).
+  ws.live.clear();
+  ws.unfrozen.clear();
+  for (int f : ids) {
+    rate[f] = 0;
+    const int b = paths.offset[f], e = paths.offset[f + 1];
+    if (b == e) continue;
+    ws.unfrozen.push_back(f);
+    for (int i = b; i < e; ++i)
+      if (ws.count[paths.dirs[i]]++ == 0) ws.live.push_back(paths.dirs[i]);
   }
-  std::vector<int> users(static_cast<std::size_t>(start[nd]));
-  {
-    std::vector<int> fill(start.begin(), start.end() - 1);
-    for (std::size_t f = 0; f < nf; ++f)
-      if (!frozen[f])
-        for (int d : flows[f].dirs) users[static_cast<std::size_t>(fill[d]++)] = static_cast<int>(f);
+  const auto share_of = [&](int d) { return std::max(0.0, ws.remaining[d]) / ws.count[d]; };
+  for (int d : ws.live) {
+    ws.remaining[d] = cap[d];
+    ws.share[d] = share_of(d);
   }
-  std::vector<double> remaining = cap;
-  while (true) {
+  while (!ws.unfrozen.empty()) {
+    // The smallest fair share, lowest direction id on ties (shares are never NaN, so this is
+    // the pick of an ascending scan with a strict '<'); directions without unfrozen users drop
+    // out of `live` (they are never picked again).
     int best = -1;
     double best_share = 0;
-    for (std::size_t d = 0; d < nd; ++d) {
-      if (count[d] == 0) continue;
-      double share = std::max(0.0, remaining[d]) / count[d];
-      if (best < 0 || share < best_share) {
-        best = static_cast<int>(d);
+    std::size_t keep = 0;
+    for (std::size_t i = 0; i < ws.live.size(); ++i) {
+      const int d = ws.live[i];
+      if (ws.count[d] == 0) continue;
+      ws.live[keep++] = d;
+      const double share = ws.share[d];
+      if (best < 0 || share < best_share || (share == best_share && d < best)) {
+        best = d;
         best_share = share;
       }
     }
-    if (best < 0) break;
-    for (int u = start[best]; u < start[best + 1]; ++u) {
-      const int f = users[static_cast<std::size_t>(u)];
-      if (frozen[f]) continue;
-      frozen[f] = 1;
+    ws.live.resize(keep);
+    // Freeze every unfrozen flow crossing `best` at its share, in ascending flow order.
+    keep = 0;
+    for (std::size_t u = 0; u < ws.unfrozen.size(); ++u) {
+      const int f = ws.unfrozen[u];
+      const int* b = paths.dirs.data() + paths.offset[f];
+      const int* e = paths.dirs.data() + paths.offset[f + 1];
+      if (std::find(b, e, best) == e) {
+        ws.unfrozen[keep++] = f;
+        continue;
+      }
       rate[f] = best_share;
-      for (int d : flows[f].dirs) {
-        remaining[d] -= best_share;
-        --count[d];
+      // A direction's share is re-computed at its every change, so the last one holds; one
+      // left without unfrozen users is never read again.
+      for (const int* d = b; d != e; ++d) {
+        ws.remaining[*d] -= best_share;
+        if (--ws.count[*d] > 0) ws.share[*d] = share_of(*d);
       }
     }
-    remaining[best] = 0;
+    ws.unfrozen.resize(keep);
+    ws.remaining[best] = 0;
   }
+  // Every user was frozen, so `count` is all zero again for the next call.
+}
+
+void IncrementalMaxmin::reset(const std::vector<double>& cap, const FlatPaths& paths) {
+  cap_ = &cap;
+  paths_ = &paths;
+  const std::size_t nf = paths.offset.size() - 1;
+  active_.clear();
+  seeds_.clear();
+  dirty_dirs_.clear();
+  rate_.assign(nf, 0.0);
+  is_active_.assign(nf, 0);
+  seen_flow_.assign(nf, 0);
+  seen_dir_.assign(cap.size(), 0);
+  if (users_.size() < cap.size()) users_.resize(cap.size());
+  for (std::vector<int>& u : users_) u.clear();
+  // Remembered rates hold for these capacities only (bit for bit); bounded.
+  const bool same_cap =
+      memo_cap_.size() == cap.size() &&
+      std::equal(cap.begin(), cap.end(), memo_cap_.begin(), [](double a, double b) {
+        return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+      });
+  if (!same_cap || memo_.size() > 4096) {
+    memo_.clear();
+    memo_cap_ = cap;
+  }
+}
+
+std::size_t IncrementalMaxmin::KeyHash::operator()(const std::vector<int>& key) const {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (int w : key) h = (h ^ static_cast<std::uint32_t>(w)) * 0x100000001b3ULL;
+  return static_cast<std::size_t>(h ^ (h >> 29));
+}
+
+void IncrementalMaxmin::add(int f) {
+  active_.insert(std::lower_bound(active_.begin(), active_.end(), f), f);
+  is_active_[f] = 1;
+  for (int i = paths_->offset[f]; i < paths_->offset[f + 1]; ++i)
+    users_[paths_->dirs[i]].push_back(f);
+  seeds_.push_back(f);
+}
+
+void IncrementalMaxmin::remove(int f) {
+  active_.erase(std::lower_bound(active_.begin(), active_.end(), f));
+  is_active_[f] = 0;
+  for (int i = paths_->offset[f]; i < paths_->offset[f + 1]; ++i) {
+    std::vector<int>& u = users_[paths_->dirs[i]];
+    u.erase(std::find(u.begin(), u.end(), f));
+    // The flows it shared this direction with must be re-shared.
+    dirty_dirs_.push_back(paths_->dirs[i]);
+  }
+}
+
+const std::vector<double>& IncrementalMaxmin::rates() {
+  const FlatPaths& paths = *paths_;
+  for (int d : dirty_dirs_)
+    for (int g : users_[d]) seeds_.push_back(g);
+  // The component of every seed (flows joined by shared directions), found by a walk over the
+  // directions' users, then re-shared on its own; components without a seed keep their rates.
+  for (int s : seeds_) {
+    if (!is_active_[s] || seen_flow_[s]) continue;
+    component_.assign(1, s);
+    seen_flow_[s] = 1;
+    for (std::size_t k = 0; k < component_.size(); ++k) {
+      const int f = component_[k];
+      for (int i = paths.offset[f]; i < paths.offset[f + 1]; ++i) {
+        const int d = paths.dirs[i];
+        if (seen_dir_[d]) continue;
+        seen_dir_[d] = 1;
+        seen_dirs_.push_back(d);
+        for (int g : users_[d])
+          if (!seen_flow_[g]) {
+            seen_flow_[g] = 1;
+            component_.push_back(g);
+          }
+      }
+    }
+    std::sort(component_.begin(), component_.end());
+    seen_all_.insert(seen_all_.end(), component_.begin(), component_.end());
+    if (component_.size() == 1) {  // maxmin_of's own shortcut is cheaper than the memo
+      maxmin_of(*cap_, paths, component_, rate_, ws_);
+      continue;
+    }
+    memo_key_.clear();
+    for (int f : component_) {
+      memo_key_.push_back(paths.offset[f + 1] - paths.offset[f]);
+      memo_key_.insert(memo_key_.end(), paths.dirs.begin() + paths.offset[f],
+                       paths.dirs.begin() + paths.offset[f + 1]);
+    }
+    if (auto it = memo_.find(memo_key_); it != memo_.end()) {
+      for (std::size_t j = 0; j < component_.size(); ++j) rate_[component_[j]] = it->second[j];
+      continue;
+    }
+    maxmin_of(*cap_, paths, component_, rate_, ws_);
+    std::vector<double>& remembered = memo_[memo_key_];
+    for (int f : component_) remembered.push_back(rate_[f]);
+  }
+  for (int f : seen_all_) seen_flow_[f] = 0;
+  for (int d : seen_dirs_) seen_dir_[d] = 0;
+  seen_all_.clear();
+  seen_dirs_.clear();
+  seeds_.clear();
+  dirty_dirs_.clear();
+  return rate_;
+}
+
+std::vector<double> maxmin(const std::vector<double>& cap, const std::vector<FlowPath>& flows) {
+  const std::size_t nf = flows.size();
+  FlatPaths paths;
+  std::vector<int> ids;
+  for (std::size_t f = 0; f < nf; ++f) {
+    paths.dirs.insert(paths.dirs.end(), flows[f].dirs.begin(), flows[f].dirs.end());
+    paths.offset.push_back(static_cast<int>(paths.dirs.size()));
+    if (flows[f].active) ids.push_back(static_cast<int>(f));
+  }
+  std::vector<double> rate(nf, 0.0);
+  thread_local MaxminWorkspace ws;
+  maxmin_of(cap, paths, ids, rate, ws);
   return rate;
 }
 

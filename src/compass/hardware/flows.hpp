@@ -4,6 +4,7 @@
 // its route; rates follow progressive filling; when a flow ends the rest are re-shared.
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "compass/hardware/profile.hpp"
@@ -64,6 +65,68 @@ std::vector<double> dir_capacities(const Profile& p);
 std::vector<int> route_dirs(const Profile& p, int src, int dst);
 /// Max-min rates of the active flows (inactive or hop-less flows get 0).
 std::vector<double> maxmin(const std::vector<double>& cap, const std::vector<FlowPath>& flows);
+
+/// Flow paths in one flat array: flow f crosses dirs[offset[f]] .. dirs[offset[f + 1] - 1].
+struct FlatPaths {
+  std::vector<int> offset{0};
+  std::vector<int> dirs;
+};
+
+/// Buffers of maxmin_of, kept between calls so that an event loop does not allocate.
+/// `count` must be all zero between calls (maxmin_of leaves it so).
+struct MaxminWorkspace {
+  std::vector<int> count, live, unfrozen;
+  std::vector<double> remaining, share;
+};
+
+/// Max-min rates of the flows `ids` (ascending indices into `paths`), written to rate[f] for
+/// every f in ids (hop-less ones get 0); other entries of `rate` are left alone. Bit-identical
+/// to progressive filling over every flow and every direction with exactly these flows active
+/// (the same operations in the same order); its cost grows with the flows in `ids` and the
+/// directions they cross, not with all flows or all directions. maxmin() is built on it.
+void maxmin_of(const std::vector<double>& cap, const FlatPaths& paths, const std::vector<int>& ids,
+               std::vector<double>& rate, MaxminWorkspace& ws);
+
+/// Max-min rates of a changing set of active flows for an event loop. Flows joined by shared
+/// directions form components, and progressive filling in one component never reads another,
+/// so rates() re-computes only the components that gained a flow or lost one since the last
+/// call and keeps the other rates: bit-identical to maxmin() over the active flows. A
+/// component's rates depend only on the capacities and its flows' direction lists in flow
+/// order, so they are also remembered by those lists (kept across resets while the
+/// capacities are the same): ring schedules repeat the same few components step after step.
+class IncrementalMaxmin {
+ public:
+  /// No flow active; `cap` and `paths` (flows 0 .. paths.offset.size() - 2) must outlive the
+  /// use until the next reset. Keeps its buffers, so a loop of runs does not allocate.
+  void reset(const std::vector<double>& cap, const FlatPaths& paths);
+  /// Makes flow f active (it must not be).
+  void add(int f);
+  /// Makes flow f inactive (it must be active).
+  void remove(int f);
+  /// The active flows, ascending.
+  const std::vector<int>& active() const { return active_; }
+  /// rates()[f] for every active f (other entries are stale).
+  const std::vector<double>& rates();
+
+ private:
+  const std::vector<double>* cap_ = nullptr;
+  const FlatPaths* paths_ = nullptr;
+  std::vector<int> active_;
+  std::vector<double> rate_;
+  std::vector<std::vector<int>> users_;  // active flows crossing each direction
+  std::vector<int> seeds_, dirty_dirs_;  // what changed since the last rates()
+  std::vector<int> component_, seen_all_, seen_dirs_;
+  std::vector<char> is_active_, seen_flow_, seen_dir_;
+  MaxminWorkspace ws_;
+  // Component rates by direction lists ([count, dirs...] per flow) under memo_cap_.
+  struct KeyHash {
+    std::size_t operator()(const std::vector<int>& key) const;
+  };
+  std::vector<double> memo_cap_;
+  std::unordered_map<std::vector<int>, std::vector<double>, KeyHash> memo_;
+  std::vector<int> memo_key_;
+};
+
 /// Finish time of every flow run to completion (event-driven max-min); inactive flows finish
 /// at 0, hop-less active ones at their latency, flows stuck on zero capacity at infinity.
 std::vector<double> simulate(const std::vector<double>& cap, std::vector<FlowPath> flows,

@@ -1,9 +1,13 @@
 #include "compass/model/comm_model.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 
 namespace compass::model {
 
@@ -54,6 +58,26 @@ struct ScaledStep {
   std::string bottleneck;
 };
 
+struct ScaledRun {
+  std::vector<double> per_byte_s, latency_s;
+};
+
+// A memo key's first word is the hash of the rest (computed once, see run_released_flows).
+struct KeyHash {
+  std::size_t operator()(const std::vector<std::uint64_t>& key) const {
+    return static_cast<std::size_t>(key.front());
+  }
+};
+
+// The process-wide caches of this file (clear_comm_caches empties them).
+std::mutex step_mu;
+std::map<std::vector<double>, ScaledStep> step_cache;  // cached_ring_step_time
+std::mutex pattern_mu;
+std::map<std::vector<double>, ScaledRun> pattern_cache;  // cached_released_flows
+std::mutex run_mu;  // run_released_flows: the memo and the words it holds
+std::unordered_map<std::vector<std::uint64_t>, std::vector<double>, KeyHash> run_memo;
+std::size_t run_memo_words = 0;
+
 // Appends what decides a flow's rate and latency: its hops with bandwidths and latencies.
 void append_key(const hardware::Profile& p, int src, int dst, std::vector<double>* key) {
   key->push_back(-1.0 - src);
@@ -81,18 +105,18 @@ std::vector<double> cached_released_flows(const hardware::Profile& p,
     key.push_back(f.after);
     key.push_back(f.bytes / scale);
   }
-  struct Scaled {
-    std::vector<double> per_byte_s, latency_s;
+  std::vector<double> out(flows.size());
+  const auto scale_up = [&](const ScaledRun& sc) {
+    for (std::size_t i = 0; i < flows.size(); ++i)
+      out[i] = sc.per_byte_s[i] * scale + sc.latency_s[i];
+    return out;
   };
-  static std::mutex mu;
-  static std::map<std::vector<double>, Scaled> cache;
-  Scaled sc;
   {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) sc = it->second;
+    std::lock_guard<std::mutex> lock(pattern_mu);
+    if (auto it = pattern_cache.find(key); it != pattern_cache.end()) return scale_up(it->second);
   }
-  if (sc.per_byte_s.empty()) {
+  ScaledRun sc;
+  {
     constexpr double kRef = 1e6;
     std::vector<TimedFlow> ref = flows;
     for (TimedFlow& f : ref) f.bytes = f.bytes / scale * kRef;
@@ -106,14 +130,11 @@ std::vector<double> cached_released_flows(const hardware::Profile& p,
       sc.latency_s.push_back(lat);
       sc.per_byte_s.push_back((fin[i] - lat) / kRef);
     }
-    std::lock_guard<std::mutex> lock(mu);
-    if (cache.size() > 4096) cache.clear();
-    cache.emplace(key, sc);
+    std::lock_guard<std::mutex> lock(pattern_mu);
+    if (pattern_cache.size() > 4096) pattern_cache.clear();
+    pattern_cache.emplace(key, sc);
   }
-  std::vector<double> out(flows.size());
-  for (std::size_t i = 0; i < flows.size(); ++i)
-    out[i] = sc.per_byte_s[i] * scale + sc.latency_s[i];
-  return out;
+  return scale_up(sc);
 }
 
 StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int>& ring_gpus,
@@ -130,15 +151,18 @@ StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int
   std::vector<double> key;
   key.reserve(flows.size() * 16);
   for (const hardware::Flow& f : flows) append_key(p, f.src, f.dst, &key);
-  static std::mutex mu;
-  static std::map<std::vector<double>, ScaledStep> cache;
+  const auto step_of = [&](const ScaledStep& scaled) {
+    for (std::size_t i = 0; i < scaled.per_byte_s.size(); ++i)
+      st.time_s = std::max(st.time_s, scaled.per_byte_s[i] * bytes_each + scaled.latency_s[i]);
+    st.bottleneck = scaled.bottleneck;
+    return st;
+  };
+  {
+    std::lock_guard<std::mutex> lock(step_mu);
+    if (auto it = step_cache.find(key); it != step_cache.end()) return step_of(it->second);
+  }
   ScaledStep scaled;
   {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) scaled = it->second;
-  }
-  if (scaled.per_byte_s.empty()) {
     constexpr double kRef = 1e6;
     for (hardware::Flow& f : flows) f.bytes = kRef;
     const hardware::FlowOutcome out = hardware::run_flows(p, flows);
@@ -148,87 +172,204 @@ StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int
       scaled.per_byte_s.push_back((out.finish_s[i] - lat) / kRef);
     }
     if (!out.loads.empty()) scaled.bottleneck = out.loads.front().name;
-    std::lock_guard<std::mutex> lock(mu);
-    if (cache.size() > 4096) cache.clear();  // bounded: patterns are few in practice
-    cache.emplace(key, scaled);
+    std::lock_guard<std::mutex> lock(step_mu);
+    if (step_cache.size() > 4096) step_cache.clear();  // bounded: patterns are few in practice
+    step_cache.emplace(key, scaled);
   }
-  for (std::size_t i = 0; i < scaled.per_byte_s.size(); ++i)
-    st.time_s = std::max(st.time_s, scaled.per_byte_s[i] * bytes_each + scaled.latency_s[i]);
-  st.bottleneck = scaled.bottleneck;
-  return st;
+  return step_of(scaled);
 }
 
-std::vector<double> run_released_flows(const hardware::Profile& p,
-                                       const std::vector<TimedFlow>& flows) {
+namespace {
+
+// Buffers of run_released_flows, kept per thread so the planner's event loops do not allocate.
+struct ReleasedWorkspace {
+  hardware::detail::FlatPaths paths;
+  hardware::detail::IncrementalMaxmin sharing;  // its active(): released, not finished
+  std::vector<double> remaining, latency;
+  std::vector<int> ended;                    // flows finishing at this event
+  std::vector<int> next_of, first_next;      // flows waiting for flow i: linked list
+  std::vector<std::pair<double, int>> heap;  // (release, index) of known, not yet released flows
+  std::vector<std::uint64_t> key;
+};
+
+std::uint64_t bits(double x) { return std::bit_cast<std::uint64_t>(x); }
+
+// The event loop of the straightforward version (each event: scan every flow for releases,
+// max-min over all flows, scan every flow for dt and progress) with the same arithmetic in the
+// same order, but bookkeeping that touches only what changes: a heap of known release times,
+// the ascending list of active flows, and max-min re-computed only where flows came or went
+// (hardware::detail::IncrementalMaxmin, bit-identical to maxmin over all flows with these
+// active). Reads ws.paths and ws.latency.
+std::vector<double> released_events(const std::vector<double>& cap,
+                                    const std::vector<TimedFlow>& flows, ReleasedWorkspace& ws) {
   const std::size_t n = flows.size();
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  std::vector<double> finish(n, kInf), remaining(n, 0), latency(n, 0);
-  std::vector<bool> done(n, false);
-  // Capacities and paths once; each event only flips which flows are active.
-  const std::vector<double> cap = hardware::detail::dir_capacities(p);
-  std::vector<hardware::detail::FlowPath> paths(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    remaining[i] = flows[i].bytes;
-    if (flows[i].src != flows[i].dst) {
-      paths[i].dirs = hardware::detail::route_dirs(p, flows[i].src, flows[i].dst);
-      latency[i] = p.route_latency_s(flows[i].src, flows[i].dst);
-    }
+  std::vector<double> finish(n, kInf);
+  ws.remaining.resize(n);
+  ws.sharing.reset(cap, ws.paths);
+  const std::vector<int>& active = ws.sharing.active();
+  ws.heap.clear();
+  ws.first_next.assign(n, -1);
+  ws.next_of.assign(n, -1);
+  for (std::size_t i = 0; i < n; ++i) ws.remaining[i] = flows[i].bytes;
+  // Waiting lists, each in ascending index order (pushed from the back).
+  for (std::size_t i = n; i-- > 0;) {
+    const int a = flows[i].after;
+    if (a < 0) continue;
+    ws.next_of[i] = ws.first_next[a];
+    ws.first_next[a] = static_cast<int>(i);
   }
-  auto release_of = [&](std::size_t i) {  // kInf until its predecessor has finished
-    const TimedFlow& f = flows[i];
-    if (f.after < 0) return f.release_s;
-    COMPASS_CHECK(static_cast<std::size_t>(f.after) < i, "flow {} waits for a later flow", i);
-    return done[f.after] ? std::max(f.release_s, finish[f.after] + f.gap_s) : kInf;
+  const auto later = [](const std::pair<double, int>& x, const std::pair<double, int>& y) {
+    return x > y;  // min-heap on (release, index)
   };
+  // A flow's release becomes known when it has no predecessor, or when its predecessor ends; a
+  // release that can never come (NaN) is never known, as the scan-all version never releases it.
+  const auto known = [&](int i, double rel) {
+    if (std::isnan(rel)) return;
+    ws.heap.emplace_back(rel, i);
+    std::push_heap(ws.heap.begin(), ws.heap.end(), later);
+  };
+  const auto finished = [&](int i, double at_s) {
+    finish[i] = at_s;
+    for (int j = ws.first_next[i]; j >= 0; j = ws.next_of[j])
+      known(j, std::max(flows[j].release_s, finish[i] + flows[j].gap_s));
+  };
+  for (std::size_t i = 0; i < n; ++i)
+    if (flows[i].after < 0) known(static_cast<int>(i), flows[i].release_s);
   double now = 0;
   std::size_t left = n;
   for (std::size_t guard = 0; left > 0 && guard < 8 * n + 8; ++guard) {
-    double next_release = kInf;
-    bool any_active = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      paths[i].active = false;
-      if (done[i]) continue;
-      const double rel = release_of(i);
-      if (rel <= now + 1e-15) {
-        if (flows[i].src == flows[i].dst || flows[i].bytes <= 0) {
-          // Moves nothing: finishes the moment it is released (may release a successor).
-          done[i] = true;
-          finish[i] = std::max(now, rel);
-          --left;
-          next_release = now;
-          continue;
-        }
-        paths[i].active = true;
-        any_active = true;
-      } else {
-        next_release = std::min(next_release, rel);
+    // Releases up to now (and what a flow that moves nothing releases at once).
+    bool nothing_moved = false;
+    while (!ws.heap.empty() && ws.heap.front().first <= now + 1e-15) {
+      std::pop_heap(ws.heap.begin(), ws.heap.end(), later);
+      const auto [rel, i] = ws.heap.back();
+      ws.heap.pop_back();
+      if (flows[i].src == flows[i].dst || flows[i].bytes <= 0) {
+        // Moves nothing: finishes the moment it is released (may release a successor).
+        finished(i, std::max(now, rel));
+        --left;
+        nothing_moved = true;
+        continue;
       }
+      ws.sharing.add(i);
     }
-    if (!any_active) {
+    const double next_release = nothing_moved     ? now
+                                : ws.heap.empty() ? kInf
+                                                  : ws.heap.front().first;
+    if (active.empty()) {
       if (next_release == kInf) break;
       now = std::max(now, next_release);
       continue;
     }
-    const std::vector<double> rates = hardware::detail::maxmin(cap, paths);
+    const std::vector<double>& rate = ws.sharing.rates();
     double dt = next_release - now;
-    for (std::size_t i = 0; i < n; ++i)
-      if (paths[i].active && rates[i] > 0) dt = std::min(dt, remaining[i] / rates[i]);
+    for (int i : active) {
+      if (!(rate[i] > 0)) continue;
+      const double t = ws.remaining[i] / rate[i];
+      if (t < dt) dt = t;  // std::min(dt, t)
+    }
     COMPASS_CHECK(dt < kInf, "flows with no bandwidth");
     dt = std::max(dt, 0.0);
     now += dt;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!paths[i].active) continue;
-      remaining[i] -= rates[i] * dt;
+    ws.ended.clear();
+    for (int i : active) {
+      ws.remaining[i] -= rate[i] * dt;
       // Relative tolerance: the finishing flow's own remainder is rounding noise.
-      if (remaining[i] <= 1e-9 * flows[i].bytes) {
-        done[i] = true;
-        finish[i] = now + latency[i];
-        --left;
-      }
+      if (ws.remaining[i] <= 1e-9 * flows[i].bytes) ws.ended.push_back(i);
+    }
+    for (int i : ws.ended) {
+      ws.sharing.remove(i);
+      finished(i, now + ws.latency[i]);
+      --left;
     }
   }
   COMPASS_CHECK(left == 0, "{} flows never finished", left);
   return finish;
+}
+
+}  // namespace
+
+std::vector<double> run_released_flows(const hardware::Profile& p,
+                                       const std::vector<TimedFlow>& flows) {
+  const std::size_t n = flows.size();
+  for (std::size_t i = 0; i < n; ++i)
+    COMPASS_CHECK(flows[i].after < 0 || static_cast<std::size_t>(flows[i].after) < i,
+                  "flow {} waits for a later flow", i);
+  thread_local ReleasedWorkspace ws;
+  const std::vector<double> cap = hardware::detail::dir_capacities(p);
+  // Paths and latencies, and the memo key: every input the event loop reads, bit for bit (the
+  // flows with their paths and latencies, and the capacity of every direction).
+  ws.paths.offset.assign(1, 0);
+  ws.paths.dirs.clear();
+  ws.latency.assign(n, 0.0);
+  ws.key.assign({0, n});  // key[0]: the hash, filled in below
+  for (double c : cap) ws.key.push_back(bits(c));
+  for (std::size_t i = 0; i < n; ++i) {
+    const TimedFlow& f = flows[i];
+    const std::size_t b = ws.paths.dirs.size();
+    if (f.after >= 0 && flows[f.after].src == f.src && flows[f.after].dst == f.dst) {
+      // Same route as the flow it waits for (the common case: one engine, one edge).
+      const int a = f.after;
+      ws.paths.dirs.insert(ws.paths.dirs.end(), ws.paths.dirs.begin() + ws.paths.offset[a],
+                           ws.paths.dirs.begin() + ws.paths.offset[a + 1]);
+      ws.latency[i] = ws.latency[a];
+    } else if (f.src != f.dst) {
+      // The route's distinct directions, sorted (as hardware::detail::route_dirs).
+      for (const hardware::Hop& h : p.route(f.src, f.dst).hops)
+        ws.paths.dirs.push_back(hardware::detail::dir_id(h));
+      std::sort(ws.paths.dirs.begin() + static_cast<std::ptrdiff_t>(b), ws.paths.dirs.end());
+      ws.paths.dirs.erase(
+          std::unique(ws.paths.dirs.begin() + static_cast<std::ptrdiff_t>(b), ws.paths.dirs.end()),
+          ws.paths.dirs.end());
+      ws.latency[i] = p.route_latency_s(f.src, f.dst);
+    }
+    ws.paths.offset.push_back(static_cast<int>(ws.paths.dirs.size()));
+    ws.key.insert(
+        ws.key.end(),
+        {(static_cast<std::uint64_t>(static_cast<std::uint32_t>(f.src)) << 32) |
+             static_cast<std::uint32_t>(f.dst),
+         static_cast<std::uint64_t>(static_cast<std::int64_t>(f.after)), bits(f.bytes),
+         bits(f.release_s), bits(f.gap_s), bits(ws.latency[i]), ws.paths.dirs.size() - b});
+    for (std::size_t d = b; d < ws.paths.dirs.size(); ++d) ws.key.push_back(ws.paths.dirs[d]);
+  }
+  // FNV-style over four interleaved lanes (independent multiply chains run in parallel).
+  std::uint64_t h[4] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL, 0x9e3779b97f4a7c15ULL,
+                        0xc2b2ae3d27d4eb4fULL};
+  for (std::size_t w = 1; w < ws.key.size(); ++w)
+    h[w % 4] = (h[w % 4] ^ ws.key[w]) * 0x100000001b3ULL;
+  const std::uint64_t all = h[0] ^ (h[1] << 17 | h[1] >> 47) ^ (h[2] << 31 | h[2] >> 33) ^
+                            (h[3] << 47 | h[3] >> 17);
+  ws.key[0] = all ^ (all >> 29);
+  // Process-wide memo: the planner asks for the same runs again (the breakdown of a chosen
+  // strategy repeats its estimate; grids repeat shapes). Bounded by the words it holds.
+  {
+    std::lock_guard<std::mutex> lock(run_mu);
+    if (auto it = run_memo.find(ws.key); it != run_memo.end()) return it->second;
+  }
+  std::vector<double> finish = released_events(cap, flows, ws);
+  std::lock_guard<std::mutex> lock(run_mu);
+  constexpr std::size_t kMaxMemoWords = std::size_t{1} << 21;  // 16 MiB
+  if (run_memo_words + ws.key.size() + n > kMaxMemoWords) {
+    run_memo.clear();
+    run_memo_words = 0;
+  }
+  if (run_memo.emplace(ws.key, finish).second) run_memo_words += ws.key.size() + n;
+  return finish;
+}
+
+void clear_comm_caches() {
+  {
+    std::lock_guard<std::mutex> lock(step_mu);
+    step_cache.clear();
+  }
+  {
+    std::lock_guard<std::mutex> lock(pattern_mu);
+    pattern_cache.clear();
+  }
+  std::lock_guard<std::mutex> lock(run_mu);
+  run_memo.clear();
+  run_memo_words = 0;
 }
 
 int collective_steps(Collective kind, int p) {

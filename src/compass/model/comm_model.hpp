@@ -51,7 +51,9 @@ struct TimedFlow {
 
 /// Finish time (route latency included) of each flow when flows join the max-min sharing at
 /// their release times; rates are re-shared at every release and every finish. `after` must
-/// point to an earlier index.
+/// point to an earlier index. Results are memoised process-wide by their exact inputs (the
+/// flows bit for bit, their routes, latencies and link capacities); a hit returns the same bits
+/// a run would. Thread-safe.
 std::vector<double> run_released_flows(const hardware::Profile& p,
                                        const std::vector<TimedFlow>& flows);
 
@@ -60,6 +62,11 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
 /// src, dst, `after` and byte ratios) serves every size. Thread-safe.
 std::vector<double> cached_released_flows(const hardware::Profile& p,
                                           const std::vector<TimedFlow>& flows);
+
+/// Empties the process-wide caches above (cached_ring_step_time, cached_released_flows and the
+/// memo of run_released_flows), so that a benchmark can time planning from a cold start; results
+/// do not change. Thread-safe.
+void clear_comm_caches();
 
 enum class Collective { all_gather, reduce_scatter, all_reduce };
 

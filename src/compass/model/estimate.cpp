@@ -1,7 +1,9 @@
 #include "compass/model/estimate.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -174,11 +176,12 @@ Outcome decompose(const Ctx& c, int d) {
     const double block = static_cast<double>(part_rows) / p * c.op.n * c.e;
     const std::vector<double> edge = p > 1 ? c.ring_edges(block, false) : std::vector<double>{};
     std::vector<double> cs(p, 0), ce(p, 0);
-    std::vector<std::vector<double>> gemm_end(d, std::vector<double>(p, 0));
+    std::vector<double> gemm_end(static_cast<std::size_t>(d) * p, 0);  // [part * p + rank]
+    std::vector<double> send(p), engine_free(p), next(p);
     auto run_gemm = [&](int i, bool beside_comm) {
       for (int q = 0; q < p; ++q) {
         cs[q] += in_copy + c.launch + g * (beside_comm ? c.fg : 1.0);
-        gemm_end[i][q] = cs[q];
+        gemm_end[static_cast<std::size_t>(i) * p + q] = cs[q];
       }
       o.compute_s += g + in_copy;
     };
@@ -191,13 +194,11 @@ Outcome decompose(const Ctx& c, int d) {
       o.compute_s += own_copy;
       const bool beside_gemm = i + 1 < d;
       const double f = beside_gemm ? c.fc : 1.0;
-      std::vector<double> send(p), engine_free(p);
       for (int q = 0; q < p; ++q) {
-        send[q] = std::max(ce[q], gemm_end[i][q]) + c.coll_launch;
+        send[q] = std::max(ce[q], gemm_end[static_cast<std::size_t>(i) * p + q]) + c.coll_launch;
         engine_free[q] = send[q];
       }
       for (int st = 0; st < p - 1; ++st) {
-        std::vector<double> next(p);
         for (int q = 0; q < p; ++q) {
           const int from = (q + p - 1) % p;
           const double start = std::max(send[from], engine_free[from]);
@@ -206,7 +207,7 @@ Outcome decompose(const Ctx& c, int d) {
           cs[q] = std::max(cs[q], arrive) + cc.add_s;
           next[q] = cs[q];  // the next step forwards the sum
         }
-        send = next;
+        std::swap(send, next);
         o.compute_s += cc.add_s;
       }
       for (int q = 0; q < p; ++q) {
@@ -380,6 +381,19 @@ Outcome fused_ag_all2all(const Ctx& c) {
 
 // ---- IntraFusion, GEMM-RS (and the reduce-scatter half of GEMM-AR) ---------------------------
 
+// Bit for bit equal (0.0 and -0.0 differ, a NaN equals itself): equal inputs of
+// run_released_flows give equal outputs.
+bool same_flows(const std::vector<TimedFlow>& a, const std::vector<TimedFlow>& b) {
+  const auto bits = [](double x) { return std::bit_cast<std::uint64_t>(x); };
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].src != b[i].src || a[i].dst != b[i].dst || a[i].after != b[i].after ||
+        bits(a[i].bytes) != bits(b[i].bytes) || bits(a[i].release_s) != bits(b[i].release_s) ||
+        bits(a[i].gap_s) != bits(b[i].gap_s))
+      return false;
+  return true;
+}
+
 // Ring reduce-scatter fused with the GEMM (one ring, or a double ring with half of every chunk
 // on each ring): at step s the rank at ring position P computes the partial of the chunk owned
 // by ring[P - s - 1], adds the running sum that arrived, and forwards it; at the last step the
@@ -427,6 +441,13 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
   std::vector<double> finish(static_cast<std::size_t>(std::max(0, steps * lanes * p)), 0);
   std::vector<double> release(finish.size(), 0);
   std::vector<double> t(p, c.launch);
+  // The same for every rank and step: computed once (gemm_compute_s is the costly part).
+  const double chunk_gemm = c.gemm(chunk_rows, s.n, s.k);
+  double lane_gemm[2] = {0, 0}, lane_add[2] = {0, 0};
+  for (int h = 0; h < lanes; ++h) {
+    lane_gemm[h] = c.gemm(lane_rows[h], s.n, s.k);
+    lane_add[h] = c.add(static_cast<double>(lane_rows[h]) * c.op.n * c.e);
+  }
   auto recurrence = [&](bool first_guess) {
     std::vector<std::vector<double>> free_at(2, std::vector<double>(p, 0));
     std::fill(t.begin(), t.end(), c.launch);
@@ -439,15 +460,14 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
           if (q == 0) o.compute_s += w;
           tq += w * (1.0 + c.reorder) * (beside_comm ? c.fg : 1.0);
         };
-        if (last) work(c.gemm(chunk_rows, s.n, s.k), k >= 1);
+        if (last) work(chunk_gemm, k >= 1);
         for (int h = 0; h < lanes; ++h) {
-          const double lane_bytes = static_cast<double>(lane_rows[h]) * c.op.n * c.e;
-          if (!last) work(c.gemm(lane_rows[h], s.n, s.k), k >= 1);
+          if (!last) work(lane_gemm[h], k >= 1);
           if (k >= 1) {
             const int from = rank_at[h][(pos[h][q] + p - 1) % p];
             tq = std::max(tq, finish[fid(k - 1, h, from)]) + c.flag_wait;
-            if (q == 0) o.compute_s += c.add(lane_bytes);
-            tq += c.add(lane_bytes);
+            if (q == 0) o.compute_s += lane_add[h];
+            tq += lane_add[h];
           }
           if (!last) {
             release[fid(k, h, q)] = tq;
@@ -462,8 +482,9 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
     }
   };
   recurrence(true);
+  std::vector<TimedFlow> flows, previous;
   for (int iter = 0; iter < 3 && steps > 0; ++iter) {
-    std::vector<TimedFlow> flows(finish.size());
+    flows.assign(finish.size(), TimedFlow{});
     for (int k = 0; k < steps; ++k)
       for (int h = 0; h < lanes; ++h)
         for (int q = 0; q < p; ++q) {
@@ -476,8 +497,12 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
           f.after = k > 0 ? fid(k - 1, h, q) : -1;
           f.gap_s = c.copy_issue;
         }
+    // Converged: the same flows give the same finishes, and the recurrence then gives the same
+    // releases, so every later round would repeat this one bit for bit.
+    if (iter > 0 && same_flows(flows, previous)) break;
     finish = run_released_flows(c.prof, flows);
     recurrence(false);
+    std::swap(flows, previous);
   }
   o.total_s = *std::max_element(t.begin(), t.end());
   o.comm_s = (p - 1) * st.time_s;
