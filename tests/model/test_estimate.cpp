@@ -65,6 +65,27 @@ TEST(Estimate, FusedRingHidesCommUnderGemm) {
   EXPECT_NEAR(ring.exposed_comm_s, 0.0, 1e-12);
 }
 
+TEST(Estimate, FusedGemmIsSlowedOnlyWhileCommunicationRuns) {
+  // tp 2: one transfer of 9.6 us beside a long first chunk (1 SM). With a copy-engine slowdown
+  // of 2, only the chunk's work during those 9.6 us runs at half speed (as the simulator does).
+  hardware::Profile p = uniform_switch(2, 100e9, 1e-6, /*sms=*/1);
+  p.interference.gemm_slowdown_copy_engine = 2.0;
+  p.interference.comm_slowdown_beside_gemm = 1.0;
+  const auto op = op_of(OpKind::ag_gemm, 1024, 512, 448, 2);
+  const schedule::CommPlan plan = schedule::default_comm_plan(2);
+  const Estimate ring = *estimate(p, op, Strategy{StrategyKind::fuse_ring, 0}, plan);
+  const double w = gemm_compute_s(p, 512, 256, 448, DType::bf16) * (1 + kFusedTileReorderOverhead);
+  const double comm_end = 2e-6 + 512.0 * 448 * 2 / 100e9 + 3e-6;  // latency + bytes/bw + issue
+  const double launch = 5e-6, flag = 1e-6;
+  ASSERT_GT(launch + 2.0 * w, comm_end);  // the copy ends inside the first chunk
+  const double first = comm_end + (w - (comm_end - launch) / 2.0) + flag;
+  const double expect = first + w + flag;
+  EXPECT_NEAR(ring.total_s, expect, 1e-12);
+  // The whole-chunk rule would have charged the first chunk twice its work.
+  EXPECT_LT(ring.total_s, launch + 2.0 * w + flag + w + flag - 1e-9);
+  EXPECT_GT(ring.interference_s, 0.0);
+}
+
 TEST(Estimate, BreakdownSumsOnPreset) {
   const hardware::Profile p = *hardware::make_preset("a6000x8");
   const schedule::CommPlan plan = *schedule::comm_plan_for(p, {0, 1, 2, 3, 4, 5, 6, 7});

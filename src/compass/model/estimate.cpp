@@ -240,7 +240,16 @@ double fused_compute(const Ctx& c, const std::vector<double>& arrivals,
     const double start = std::max(t, arrivals[i]);
     const double work = c.gemm(rows[i], s.n, s.k);
     *compute_acc += work;
-    t = start + work * (1.0 + c.reorder) * (start < comm_end ? c.fg : 1.0) + c.flag_wait;
+    // Copy engines slow the GEMM only while they move data (until comm_end): the part of the
+    // chunk's work done before then runs at 1/fg, the rest at full speed.
+    const double w = work * (1.0 + c.reorder);
+    double end = start + w;
+    if (start < comm_end && c.fg != 1.0) {
+      const double slowed = w * c.fg;
+      end = start + slowed <= comm_end ? start + slowed
+                                       : comm_end + (w - (comm_end - start) / c.fg);
+    }
+    t = end + c.flag_wait;
   }
   return t;
 }
