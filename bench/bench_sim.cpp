@@ -50,54 +50,18 @@ void BM_Operator8Gpu(benchmark::State& state) {
 }
 BENCHMARK(BM_Operator8Gpu)->DenseRange(0, 4)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// A ring all-gather of 1 MiB shards over `range(0)` GPUs of 8-GPU NVSwitch nodes, one NIC each.
-schedule::Schedule ring_allgather(int p, std::int64_t shard_rows, std::int64_t cols) {
-  schedule::Schedule s;
-  s.op = workload::OperatorSpec{workload::OpKind::ag_gemm, shard_rows * p, cols, cols, p,
-                                DType::bf16, ""};
-  s.strategy = schedule::Strategy{schedule::StrategyKind::fuse_ring, 0};
-  s.copy_engines = 1;
-  for (int r = 0; r < p; ++r) s.gpus.push_back(r);
-  for (int r = 0; r < p; ++r) {
-    s.buffers.push_back(schedule::Buffer{"x", r, shard_rows, cols, schedule::BufferRole::input});
-    s.buffers.push_back(schedule::Buffer{"xg", r, shard_rows * p, cols, schedule::BufferRole::scratch});
-  }
-  s.tasks.reserve(static_cast<std::size_t>(p) * (p - 1));
-  std::vector<int> prev(p, -1), cur(p);
-  for (int step = 0; step + 1 < p; ++step) {
-    for (int r = 0; r < p; ++r) {
-      const int to = (r + 1) % p;
-      const int chunk = ((r - step) % p + p) % p;
-      schedule::Task t;
-      t.id = static_cast<int>(s.tasks.size());
-      t.kind = schedule::TaskKind::transfer;
-      t.resource = schedule::Resource{r, schedule::ResourceKind::copy_engine, 0};
-      const int left = prev[(r - 1 + p) % p];
-      if (left >= 0) t.deps.push_back(left);
-      t.src = step == 0 ? schedule::Region{2 * r, 0, shard_rows, 0, cols}
-                        : schedule::Region{2 * r + 1, chunk * shard_rows, shard_rows, 0, cols};
-      t.dst = schedule::Region{2 * to + 1, chunk * shard_rows, shard_rows, 0, cols};
-      t.step = step;
-      t.chunk = chunk;
-      cur[r] = t.id;
-      s.tasks.push_back(std::move(t));
-    }
-    prev = cur;
-  }
-  return s;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// A ring all-gather of 1 MiB shards over `range(0)` GPUs of 8-GPU NVSwitch nodes, one NIC each.
 void BM_RingAllGatherMultinode(benchmark::State& state) {
   const int p = static_cast<int>(state.range(0));
   auto t0 = std::chrono::steady_clock::now();
   const hardware::Profile prof = hardware::make_multinode_nvswitch(p / 8, 8);
   const double profile_s = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  const schedule::Schedule s = ring_allgather(p, 256, 2048);  // 1 MiB shards
+  const schedule::Schedule s = schedule::ring_allgather(p, 256, 2048);  // 1 MiB shards
   const double schedule_s = seconds_since(t0);
   std::int64_t transfers = 0;
   double simulated = 0;

@@ -30,6 +30,24 @@ TEST(Schedule, DefaultPlanIsRankOrderAndReverse) {
   EXPECT_EQ(plan.ring2, (std::vector<int>{3, 2, 1, 0}));
 }
 
+TEST(Schedule, BareRingAllGatherIsValidAndMovesEveryShardToEveryRank) {
+  const int p = 6;
+  const Schedule s = ring_allgather(p, 4, 8);
+  ASSERT_TRUE(validate(s).ok()) << validate(s).error().message;
+  ASSERT_EQ(s.tasks.size(), static_cast<std::size_t>(p * (p - 1)));
+  // Every rank's gathered buffer receives each other rank's chunk exactly once.
+  std::vector<std::vector<int>> got(p, std::vector<int>(p, 0));
+  for (const Task& t : s.tasks) {
+    EXPECT_EQ(t.kind, TaskKind::transfer);
+    const int dst_rank = s.buffers[t.dst.buffer].rank;
+    EXPECT_EQ(dst_rank, (t.resource.rank + 1) % p);
+    ++got[dst_rank][t.dst.row / 4];
+  }
+  for (int r = 0; r < p; ++r) {
+    for (int c = 0; c < p; ++c) EXPECT_EQ(got[r][c], c == r ? 0 : 1) << "rank " << r << " chunk " << c;
+  }
+}
+
 TEST(Schedule, RingAgGemmHasOneTransferPerStepAndOneGemmPerChunk) {
   const Schedule s = ring_ag(4);
   int transfers = 0, gemms = 0;

@@ -531,4 +531,42 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
   return s;
 }
 
+Schedule ring_allgather(int p, std::int64_t shard_rows, std::int64_t cols) {
+  COMPASS_CHECK(p >= 2 && shard_rows >= 1 && cols >= 1,
+                "ring_allgather: p {} shard_rows {} cols {}", p, shard_rows, cols);
+  Schedule s;
+  s.op = workload::OperatorSpec{workload::OpKind::ag_gemm, shard_rows * p, cols, cols, p,
+                                DType::bf16, ""};
+  s.strategy = Strategy{StrategyKind::fuse_ring, 0};
+  s.copy_engines = 1;
+  for (int r = 0; r < p; ++r) s.gpus.push_back(r);
+  for (int r = 0; r < p; ++r) {
+    s.buffers.push_back(Buffer{"x", r, shard_rows, cols, BufferRole::input});
+    s.buffers.push_back(Buffer{"xg", r, shard_rows * p, cols, BufferRole::scratch});
+  }
+  s.tasks.reserve(static_cast<std::size_t>(p) * (p - 1));
+  std::vector<int> prev(p, -1), cur(p);
+  for (int step = 0; step + 1 < p; ++step) {
+    for (int r = 0; r < p; ++r) {
+      const int to = (r + 1) % p;
+      const int chunk = ((r - step) % p + p) % p;
+      Task t;
+      t.id = static_cast<int>(s.tasks.size());
+      t.kind = TaskKind::transfer;
+      t.resource = Resource{r, ResourceKind::copy_engine, 0};
+      const int left = prev[(r - 1 + p) % p];
+      if (left >= 0) t.deps.push_back(left);
+      t.src = step == 0 ? Region{2 * r, 0, shard_rows, 0, cols}
+                        : Region{2 * r + 1, chunk * shard_rows, shard_rows, 0, cols};
+      t.dst = Region{2 * to + 1, chunk * shard_rows, shard_rows, 0, cols};
+      t.step = step;
+      t.chunk = chunk;
+      cur[r] = t.id;
+      s.tasks.push_back(std::move(t));
+    }
+    prev = cur;
+  }
+  return s;
+}
+
 }  // namespace compass::schedule

@@ -27,4 +27,11 @@ Result<CommPlan> comm_plan_for(const hardware::Profile& profile, const std::vect
 Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& strategy,
                           const CommPlan& plan);
 
+/// A bare ring all-gather (no GEMM) of `shard_rows` x `cols` BF16 shards over ranks 0..p-1 on
+/// GPUs 0..p-1, one copy engine per rank: rank r forwards chunk (r - step) mod p to r + 1 at
+/// each of the p - 1 steps, after its left neighbour's previous transfer. The transfer pattern
+/// of the sequential baseline's collective at any scale (simulator tests and benchmarks).
+/// Requires p >= 2, shard_rows >= 1, cols >= 1.
+Schedule ring_allgather(int p, std::int64_t shard_rows, std::int64_t cols);
+
 }  // namespace compass::schedule

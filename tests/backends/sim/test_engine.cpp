@@ -30,44 +30,6 @@ struct Case {
   schedule::Schedule schedule;
 };
 
-// A ring all-gather of `shard_rows` x `cols` shards over GPUs 0..p-1, one copy engine per rank
-// (the shape bench_sim simulates at 1024 GPUs).
-schedule::Schedule ring_allgather(int p, std::int64_t shard_rows, std::int64_t cols) {
-  schedule::Schedule s;
-  s.op = workload::OperatorSpec{
-      workload::OpKind::ag_gemm, shard_rows * p, cols, cols, p, DType::bf16, ""};
-  s.strategy = schedule::Strategy{schedule::StrategyKind::fuse_ring, 0};
-  s.copy_engines = 1;
-  for (int r = 0; r < p; ++r) {
-    s.gpus.push_back(r);
-    s.buffers.push_back(schedule::Buffer{"x", r, shard_rows, cols, schedule::BufferRole::input});
-    s.buffers.push_back(
-        schedule::Buffer{"xg", r, shard_rows * p, cols, schedule::BufferRole::scratch});
-  }
-  std::vector<int> prev(p, -1);
-  for (int step = 0; step + 1 < p; ++step) {
-    std::vector<int> cur(p);
-    for (int r = 0; r < p; ++r) {
-      const int to = (r + 1) % p;
-      const int chunk = ((r - step) % p + p) % p;
-      schedule::Task t;
-      t.id = static_cast<int>(s.tasks.size());
-      t.kind = schedule::TaskKind::transfer;
-      t.resource = schedule::Resource{r, schedule::ResourceKind::copy_engine, 0};
-      if (prev[(r - 1 + p) % p] >= 0) t.deps.push_back(prev[(r - 1 + p) % p]);
-      t.src = step == 0 ? schedule::Region{2 * r, 0, shard_rows, 0, cols}
-                        : schedule::Region{2 * r + 1, chunk * shard_rows, shard_rows, 0, cols};
-      t.dst = schedule::Region{2 * to + 1, chunk * shard_rows, shard_rows, 0, cols};
-      t.step = step;
-      t.chunk = chunk;
-      cur[r] = t.id;
-      s.tasks.push_back(std::move(t));
-    }
-    prev = cur;
-  }
-  return s;
-}
-
 // Every strategy of three operator kinds at TP 2, 4, 8 on a6000x8 (GEMMs beside copies, so both
 // interference rules act), every strategy of an all-gather GEMM over two 8-GPU NVSwitch nodes,
 // and ring all-gathers over 2 and 8 such nodes.
@@ -97,8 +59,8 @@ const std::vector<Case>& cases() {
          {workload::OpKind::ag_gemm, workload::OpKind::gemm_rs, workload::OpKind::gemm_ar})
       for (int tp : {2, 4, 8}) add_all_strategies(a6000, kind, tp);
     add_all_strategies(two_nodes, workload::OpKind::ag_gemm, 16);
-    out.push_back(Case{"ring all-gather 16 GPUs", &two_nodes, ring_allgather(16, 256, 2048)});
-    out.push_back(Case{"ring all-gather 64 GPUs", &eight_nodes, ring_allgather(64, 256, 2048)});
+    out.push_back(Case{"ring all-gather 16 GPUs", &two_nodes, schedule::ring_allgather(16, 256, 2048)});
+    out.push_back(Case{"ring all-gather 64 GPUs", &eight_nodes, schedule::ring_allgather(64, 256, 2048)});
     return out;
   }();
   return all;
