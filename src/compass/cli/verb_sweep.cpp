@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -125,6 +127,18 @@ SimSummary summarise_sim(const std::vector<SimRow>& rows) {
   return s;
 }
 
+// A table of speedup distributions under a header line (`title`, rows, min, median, mean, max).
+void print_distributions(
+    const char* title,
+    std::initializer_list<std::pair<const char*, const plan::Distribution*>> lines) {
+  fmt::print("{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", title, "rows", "min", "median", "mean",
+             "max");
+  for (const auto& [what, d] : lines) {
+    fmt::print("{:<44} {:>5} {:>6.3f}x {:>6.3f}x {:>6.3f}x {:>6.3f}x\n", what, d->count, d->min,
+               d->median, d->mean, d->max);
+  }
+}
+
 std::string row_label(const plan::SweepResult& r, std::size_t i) {
   const plan::SweepRow& row = r.rows[i];
   return fmt::format("{} {} {} tp{} M={}", row.entry.model, row.entry.layer,
@@ -201,18 +215,13 @@ void print_sim_summary(const plan::SweepResult& r, const std::vector<SimRow>& ro
   fmt::print("regret (sim time lost following the model): mean {:.2f}%, worst {:.2f}% ({})\n",
              100 * s.mean_regret, 100 * s.worst_regret.ape,
              rows.empty() ? "-" : row_label(r, s.worst_regret.row));
-  fmt::print("{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", "simulated speedup", "rows", "min",
-             "median", "mean", "max");
-  auto line = [](const char* what, const plan::Distribution& d) {
-    fmt::print("{:<44} {:>5} {:>6.3f}x {:>6.3f}x {:>6.3f}x {:>6.3f}x\n", what, d.count, d.min,
-               d.median, d.mean, d.max);
-  };
-  line("fuse:double-ring over fuse:all2all", s.dring_over_a2a);
-  line("fuse:ring over fuse:all2all", s.ring_over_a2a);
-  line("fuse:double-ring over fuse:ring", s.dring_over_ring);
-  line("decompose:d* over decompose:4", s.dstar_over_d4);
-  line("choice over sequential", s.choice_over_seq);
-  line("simulated best over sequential", s.simbest_over_seq);
+  print_distributions("simulated speedup",
+                      {{"fuse:double-ring over fuse:all2all", &s.dring_over_a2a},
+                       {"fuse:ring over fuse:all2all", &s.ring_over_a2a},
+                       {"fuse:double-ring over fuse:ring", &s.dring_over_ring},
+                       {"decompose:d* over decompose:4", &s.dstar_over_d4},
+                       {"choice over sequential", &s.choice_over_seq},
+                       {"simulated best over sequential", &s.simbest_over_seq}});
   fmt::print("simulated fuse:all2all slower than sequential in {} of {} rows\n",
              s.a2a_slower_than_seq, rows.size());
 }
@@ -294,16 +303,11 @@ void print_summary(const plan::SweepResult& r) {
   fmt::print("wins     ");
   for (const auto& [name, n] : s.wins) fmt::print(" {} {}", name, n);
   fmt::print("\n");
-  fmt::print("{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", "speedup", "rows", "min", "median", "mean",
-             "max");
-  auto line = [](const char* what, const plan::Distribution& d) {
-    fmt::print("{:<44} {:>5} {:>6.3f}x {:>6.3f}x {:>6.3f}x {:>6.3f}x\n", what, d.count, d.min,
-               d.median, d.mean, d.max);
-  };
-  line("fuse:double-ring over fuse:all2all", s.double_ring_over_all2all);
-  line("decompose:d* over decompose:4", s.dstar_over_d4);
-  line("decompose:d* over the worst d", s.dstar_over_worst_d);
-  line("choice over sequential", s.choice_over_sequential);
+  print_distributions("speedup",
+                      {{"fuse:double-ring over fuse:all2all", &s.double_ring_over_all2all},
+                       {"decompose:d* over decompose:4", &s.dstar_over_d4},
+                       {"decompose:d* over the worst d", &s.dstar_over_worst_d},
+                       {"choice over sequential", &s.choice_over_sequential}});
   fmt::print("fuse:all2all slower than sequential in {} of {} rows\n",
              s.all2all_slower_than_sequential, r.rows.size());
   fmt::print("ODP closed form d* equals the exact argmin in {} of {} rows; gap mean {:.2f}%, "

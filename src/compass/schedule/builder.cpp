@@ -91,56 +91,47 @@ int Builder::emit(Task t) {
   return s_.tasks.back().id;
 }
 
-int Builder::transfer(Region src, Region dst, int engine, int channel, int step, int chunk,
-                      std::string name) {
+namespace {
+
+// The fields every task kind sets; the factories below add what is particular to their kind.
+Task make_task(TaskKind kind, Resource resource, Region src, Region dst, int step, int chunk,
+               std::string name) {
   Task t;
-  t.kind = TaskKind::transfer;
-  t.resource = Resource{s_.buffers.at(static_cast<std::size_t>(src.buffer)).rank,
-                        ResourceKind::copy_engine, engine};
+  t.kind = kind;
+  t.resource = resource;
   t.src = src;
   t.dst = dst;
-  t.channel = channel;
   t.step = step;
   t.chunk = chunk;
   t.name = std::move(name);
+  return t;
+}
+
+}  // namespace
+
+int Builder::transfer(Region src, Region dst, int engine, int channel, int step, int chunk,
+                      std::string name) {
+  const Resource engine_of_sender{s_.buffers.at(static_cast<std::size_t>(src.buffer)).rank,
+                                  ResourceKind::copy_engine, engine};
+  Task t = make_task(TaskKind::transfer, engine_of_sender, src, dst, step, chunk, std::move(name));
+  t.channel = channel;
   return emit(std::move(t));
 }
 
 int Builder::gemm(int rank, Region a, Region b, Region c, int step, int chunk, std::string name) {
-  Task t;
-  t.kind = TaskKind::gemm;
-  t.resource = Resource{rank, ResourceKind::compute, 0};
-  t.src = a;
+  Task t = make_task(TaskKind::gemm, Resource{rank, ResourceKind::compute, 0}, a, c, step, chunk,
+                     std::move(name));
   t.b = b;
-  t.dst = c;
-  t.step = step;
-  t.chunk = chunk;
-  t.name = std::move(name);
   return emit(std::move(t));
 }
 
 int Builder::add(int rank, Region src, Region dst, int step, int chunk, std::string name) {
-  Task t;
-  t.kind = TaskKind::add;
-  t.resource = Resource{rank, ResourceKind::compute, 0};
-  t.src = src;
-  t.dst = dst;
-  t.step = step;
-  t.chunk = chunk;
-  t.name = std::move(name);
-  return emit(std::move(t));
+  return emit(make_task(TaskKind::add, Resource{rank, ResourceKind::compute, 0}, src, dst, step,
+                        chunk, std::move(name)));
 }
 
 int Builder::copy(Resource res, Region src, Region dst, int step, int chunk, std::string name) {
-  Task t;
-  t.kind = TaskKind::copy;
-  t.resource = res;
-  t.src = src;
-  t.dst = dst;
-  t.step = step;
-  t.chunk = chunk;
-  t.name = std::move(name);
-  return emit(std::move(t));
+  return emit(make_task(TaskKind::copy, res, src, dst, step, chunk, std::move(name)));
 }
 
 Schedule Builder::finish() && {
