@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compass/cli/common.hpp"
+#include "compass/hardware/cut_bound.hpp"
 #include "compass/hardware/rings.hpp"
 
 namespace compass::cli {
@@ -37,7 +38,12 @@ struct TopoReport {
   Ring ring;
   DoubleRing double_ring;
   std::vector<PatternTime> patterns;  // ring, double-ring, all2all
+  hardware::CutBound bound;           // all-gather lower bound from cuts
 };
+
+std::string bound_ratio(double t_s, double bound_s) {
+  return bound_s > 0 ? fmt::format("{:.2f}", t_s / bound_s) : "-";
+}
 
 std::string ring_text(const Ring& r) {
   if (r.order.size() == 1) return fmt::format("{} (one GPU: nothing to exchange)", r.order[0]);
@@ -104,13 +110,23 @@ void print_human(const TopoReport& r, double size_bytes) {
       "\nall-gather of {} ({} per rank), max-min link sharing (speedup = ring time / time):\n",
       format_bytes(size_bytes), format_bytes(size_bytes / static_cast<double>(r.group.size())));
   const double ring_s = r.patterns.front().time_s;
-  fmt::print("  {:<12} {:>11} {:>8}  {}\n", "PATTERN", "TIME", "SPEEDUP", "BOTTLENECK (busy time)");
+  const hardware::CutBound& b = r.bound;
+  if (b.time_s > 0) {
+    std::string cut;
+    for (const std::string& h : b.cut_hops) cut += (cut.empty() ? "" : ", ") + h;
+    fmt::print("  lower bound (cuts, {}): {}: {} {} at most {} (min cut: {})\n",
+               b.exact ? "every subset" : "candidate subsets", format_seconds(b.time_s),
+               format_bytes(b.bytes), b.crossing, format_bandwidth(b.capacity_bytes_per_s), cut);
+  }
+  fmt::print("  {:<12} {:>11} {:>8} {:>6}  {}\n", "PATTERN", "TIME", "SPEEDUP", "/BOUND",
+             "BOTTLENECK (busy time)");
   for (const PatternTime& t : r.patterns) {
     std::string neck = t.bottleneck.empty() ? "-"
                                             : fmt::format("{} ({})", t.bottleneck,
                                                           format_seconds(busy_of(t, t.bottleneck)));
     std::string ratio = t.time_s > 0 ? fmt::format("{:.2f}x", ring_s / t.time_s) : "-";
-    fmt::print("  {:<12} {:>11} {:>8}  {}\n", t.pattern, format_seconds(t.time_s), ratio, neck);
+    fmt::print("  {:<12} {:>11} {:>8} {:>6}  {}\n", t.pattern, format_seconds(t.time_s), ratio,
+               bound_ratio(t.time_s, b.time_s), neck);
   }
 
   const PatternTime& a2a = r.patterns.back();
@@ -120,7 +136,7 @@ void print_human(const TopoReport& r, double size_bytes) {
     fmt::print("  {:<40} busy {}\n", name, format_seconds(busy_of(a2a, name)));
 }
 
-nlohmann::ordered_json pattern_json(const PatternTime& t) {
+nlohmann::ordered_json pattern_json(const PatternTime& t, double bound_s) {
   nlohmann::ordered_json loads = nlohmann::ordered_json::array();
   for (const hardware::HopLoad& l : t.loads)
     loads.push_back({{"name", l.name},
@@ -131,6 +147,8 @@ nlohmann::ordered_json pattern_json(const PatternTime& t) {
                      {"busy_s", l.busy_s}});
   return {{"pattern", t.pattern},
           {"time_s", t.time_s},
+          {"time_over_bound", bound_s > 0 ? nlohmann::ordered_json(t.time_s / bound_s)
+                                          : nlohmann::ordered_json(nullptr)},
           {"bottleneck", t.bottleneck},
           {"congested", t.congested},
           {"loads", loads}};
@@ -177,8 +195,15 @@ void print_json(const TopoReport& r, double size_bytes) {
   out["double_ring"] = {{"first", r.double_ring.first.order},
                         {"second", r.double_ring.second.order}};
   out["allgather_bytes"] = size_bytes;
+  out["bound"] = {{"time_s", r.bound.time_s},
+                  {"subset", r.bound.subset},
+                  {"crossing", r.bound.crossing},
+                  {"bytes", r.bound.bytes},
+                  {"capacity_bytes_per_s", r.bound.capacity_bytes_per_s},
+                  {"cut", r.bound.cut_hops},
+                  {"exact", r.bound.exact}};
   nlohmann::ordered_json patterns = nlohmann::ordered_json::array();
-  for (const PatternTime& t : r.patterns) patterns.push_back(pattern_json(t));
+  for (const PatternTime& t : r.patterns) patterns.push_back(pattern_json(t, r.bound.time_s));
   out["patterns"] = patterns;
   fmt::print("{}\n", out.dump(2));
 }
@@ -202,6 +227,7 @@ void run_topo(const TopoOptions& o) {
   r.patterns.push_back(
       hardware::allgather_time_double_ring(r.profile, r.double_ring, o.size_bytes));
   r.patterns.push_back(hardware::allgather_time_all2all(r.profile, r.group, o.size_bytes));
+  r.bound = unwrap(hardware::allgather_cut_bound(r.profile, r.group, o.size_bytes));
   if (o.json)
     print_json(r, o.size_bytes);
   else
