@@ -1,5 +1,5 @@
 // Planner speed: the whole paper grid (288 configurations, every strategy, ODP and choice) and
-// one operator's estimates. Issue 4 asks for the grid well under 100 ms.
+// one operator's estimates. The target is the grid well under 100 ms.
 //
 // The model keeps process-wide caches (ring-step patterns, and every run of released flows by
 // its exact inputs), so planning the same thing again in one process is mostly cache hits.

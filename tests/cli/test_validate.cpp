@@ -1,4 +1,4 @@
-// compass calibrate --backend cpu and compass validate end to end on a tiny grid (issue 7):
+// compass calibrate --backend cpu and compass validate end to end on a tiny grid:
 // structure and correctness of the results, never their timing.
 
 #include <gtest/gtest.h>

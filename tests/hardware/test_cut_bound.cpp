@@ -76,7 +76,7 @@ TEST(CutBound, MaxFlowThroughSwitchesAndForwardingGpus) {
 }
 
 TEST(CutBound, A6000x8PairUplinkBinds) {
-  // DESIGN-style arithmetic: S = 128 MiB per rank. Each NVLink pair must receive the six
+  // By hand: S = 128 MiB per rank. Each NVLink pair must receive the six
   // shards from outside it through its switch uplink: 6S / 26 GB/s = 30.97 ms, more than the
   // socket cut (4S / 20 GB/s = 26.84 ms) and the ring's 7S / 20 GB/s = 46.98 ms busy time.
   Profile p = make_preset("a6000x8").value();

@@ -119,7 +119,7 @@ TEST(Presets, A6000x8NvlinkPairsAndPcieLayout) {
 }
 
 TEST(Presets, A6000x8WorkedExampleLoads) {
-  // DESIGN.md section 2: the one-way ring 0->1->...->7->0 crosses the sockets once in each
+  // The worked example of docs/rings.md: the one-way ring 0->1->...->7->0 crosses the sockets once in each
   // direction; all-to-all sends 16 shards across each direction.
   const Profile p = preset("a6000x8");
   int ring_fwd = 0, ring_rev = 0, a2a_fwd = 0, a2a_rev = 0;

@@ -1,5 +1,5 @@
 // Ring search, double ring and all-gather pattern times: hand-computed small cases, the
-// DESIGN.md worked example on a hand-built hybrid machine, brute-force checks on random
+// The worked example of docs/rings.md on a hand-built hybrid machine, brute-force checks on random
 // seeded topologies, and the a6000x8 preset.
 
 #include <gtest/gtest.h>
@@ -67,7 +67,7 @@ Profile ring4(double bw, double latency_s) {
   return p;
 }
 
-// The DESIGN.md worked example: 8 GPUs, NVLink pairs (0,1)(2,3)(4,5)(6,7) at `nv`, GPUs 0-3
+// The worked example of docs/rings.md: 8 GPUs, NVLink pairs (0,1)(2,3)(4,5)(6,7) at `nv`, GPUs 0-3
 // on socket0 and 4-7 on socket1, each GPU on its own PCIe link of `pcie` per direction, the
 // sockets joined by a shared link of `xsock` per direction. No latency, so times are exact.
 Profile hybrid8(double nv, double pcie, double xsock) {

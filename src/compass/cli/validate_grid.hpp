@@ -1,5 +1,5 @@
 #pragma once
-// `compass validate` (issue 7): the validation grids (the paper grid scaled down to fit a
+// `compass validate`: the validation grids (the paper grid scaled down to fit a
 // small CPU) and the orchestration that runs every strategy for real through the CPU executor
 // with paced links and compares with the planner's predictions. Lives in the CLI layer because
 // it needs both the planner (model) and the CPU backend. docs/validation.md.

@@ -1,5 +1,5 @@
 // compass validate: runs a scaled-down grid for real on the CPU executor with emulated links
-// and compares every strategy's measured time with the planner's prediction (issue 7).
+// and compares every strategy's measured time with the planner's prediction.
 #include <fmt/format.h>
 #include <unistd.h>
 

@@ -15,23 +15,23 @@ namespace {
 
 // Sources quoted in Link::source and the notes.
 constexpr const char* kNvlinkBridge =
-    "NVLink bridge: 4 links x 14.0625 GB/s = 56.25 GB/s per direction (DESIGN.md s4); latency "
+    "NVLink bridge: 4 links x 14.0625 GB/s = 56.25 GB/s per direction (docs/presets.md); latency "
     "assumed 1.5 us";
 constexpr const char* kPcieP2p =
-    "PCIe 4.0 x16 GPU P2P measured 25-27 GB/s per direction (DESIGN.md s4), 26 used; latency "
+    "PCIe 4.0 x16 GPU P2P measured 25-27 GB/s per direction (docs/presets.md), 26 used; latency "
     "assumed 1 us";
 constexpr const char* kPcieUplink =
     "assumed: PCIe 4.0 x16 switch uplink, same effective 26 GB/s as a GPU x16 link; latency "
     "assumed 1 us";
 constexpr const char* kCrossSocket =
     "assumed: 20 GB/s per direction effective for GPU P2P across sockets (slower than "
-    "same-switch, DESIGN.md s4); latency assumed 1 us";
+    "same-switch, docs/presets.md); latency assumed 1 us";
 constexpr const char* kHostMemory =
     "assumed: 100 GB/s per direction for DMA into host DRAM (about half of 8-channel "
     "DDR4-3200); latency assumed 0.5 us";
 constexpr const char* kStaged =
     "PCIe 4.0 x16 through host memory (P2P off) measured 20-22 GB/s per direction "
-    "(DESIGN.md s4), 21 used; latency assumed 1 us";
+    "(docs/presets.md), 21 used; latency assumed 1 us";
 
 constexpr double kGB = 1e9;
 constexpr double kTFLOPS = 1e12;
@@ -155,10 +155,10 @@ Profile a6000(int gpus) {
   Profile& p = b.profile();
   p.calibration.gemm_efficiency = 123.0 / 154.8;
   p.calibration.source =
-      "gemm_efficiency: measured BF16 matmul about 123 TFLOP/s of 154.8 peak (DESIGN.md s4)";
+      "gemm_efficiency: measured BF16 matmul about 123 TFLOP/s of 154.8 peak (docs/presets.md)";
   p.notes = {
       "RTX A6000: 84 SMs, 154.8 TFLOP/s dense BF16/FP16, 38.7 FP32, 48 GB at 768 GB/s "
-      "(DESIGN.md s4); 2 copy engines (assumed)",
+      "(docs/presets.md); 2 copy engines (assumed)",
       "NVLink bridges pair GPUs (0,1)(2,3)(4,5)(6,7): 56.25 GB/s per direction",
       "assumed PCIe layout: two PCIe 4.0 switches per socket, one NVLink pair per switch, each "
       "GPU on its own x16 link (26 GB/s, measured P2P 25-27), switch uplinks x16 (26 GB/s, "
@@ -191,7 +191,7 @@ Profile rtx4090x8() {
       "(gpu -> switch -> root complex -> DRAM -> ... -> gpu)",
       "assumed PCIe layout as a6000x8: two PCIe 4.0 switches per socket, two GPUs per switch, "
       "GPUs 0-3 on socket 0, 4-7 on socket 1",
-      "PCIe links 21 GB/s per direction (staged copies measured 20-22, DESIGN.md s4); "
+      "PCIe links 21 GB/s per direction (staged copies measured 20-22, docs/presets.md); "
       "cross-socket 20 GB/s (assumed); host DRAM 100 GB/s (assumed)",
       "latencies assumed: PCIe hop 1 us, host memory 0.5 us",
   };
@@ -216,7 +216,7 @@ Profile a100x8() {
   return nvswitch_box(
       "a100x8", "DGX A100-like: 8x A100 SXM4 80GB on NVSwitch", a100_sxm_80gb(), 230 * kGB,
       "nominal 12 NVLink3 x 25 GB/s = 300 GB/s per direction; effective 230 GB/s = DGX A100 "
-      "all-reduce bus bandwidth (DESIGN.md s4), which equals the per-direction rate each GPU "
+      "all-reduce bus bandwidth (docs/presets.md), which equals the per-direction rate each GPU "
       "link sustains in a ring; latency assumed 0.75 us per hop",
       {"A100 SXM4 80GB: 108 SMs, 312 TFLOP/s dense BF16/FP16, 19.5 FP32, 2039 GB/s, 80 GB "
        "(NVIDIA A100 datasheet); 4 copy engines (assumed)",
@@ -230,11 +230,11 @@ Profile h100x8() {
   return nvswitch_box(
       "h100x8", "DGX H100-like: 8x H100 SXM5 80GB on NVSwitch", h100_sxm(), 370 * kGB,
       "nominal 18 NVLink4 x 25 GB/s = 450 GB/s per direction; effective 370 GB/s per direction "
-      "at application level (DESIGN.md s4); latency assumed 0.75 us per hop",
+      "at application level (docs/presets.md); latency assumed 0.75 us per hop",
       {"H100 SXM5 80GB: 132 SMs, 989.4 TFLOP/s dense BF16/FP16, 1978.9 FP8, 66.9 FP32, 3.35 "
        "TB/s, 80 GB (NVIDIA H100 datasheet); 4 copy engines (assumed)",
        "the NVSwitch chips are modelled as one non-blocking switch node",
-       "each GPU link 370 GB/s per direction effective (DESIGN.md s4; nominal 450)",
+       "each GPU link 370 GB/s per direction effective (docs/presets.md; nominal 450)",
        "latency assumed 0.75 us per hop (1.5 us GPU to GPU)"});
 }
 
@@ -246,7 +246,7 @@ Profile h200x1() {
   p.calibration.gemm_efficiency = 790.0 / 989.4;
   p.calibration.copy_bandwidth_bytes_per_s = 4.3e12;
   p.calibration.source =
-      "measured on the borrowed H200 (DESIGN.md s4): BF16 matmul about 790 TFLOP/s of 989.4 "
+      "measured on the borrowed H200 (docs/presets.md): BF16 matmul about 790 TFLOP/s of 989.4 "
       "peak, device copy about 4.3 TB/s";
   p.notes = {
       "H200 SXM: 132 SMs, 989.4 TFLOP/s dense BF16/FP16 (as H100), 1978.9 FP8, 66.9 FP32, "
@@ -338,7 +338,7 @@ Profile make_multinode_nvswitch(int nodes, int gpus_per_node) {
   for (int g = 0; g < n; ++g) {
     p.links.push_back(Link{fmt::format("nvl-gpu{}", g), LinkKind::nvswitch, g,
                            first_switch + g / gpus_per_node, 370 * kGB, 370 * kGB, 0.75e-6, false,
-                           "effective 370 GB/s per direction (DESIGN.md s4); latency assumed"});
+                           "effective 370 GB/s per direction (docs/presets.md); latency assumed"});
     p.links.push_back(Link{fmt::format("pcie-nic{}", g), LinkKind::pcie, g, first_nic + g, 55 * kGB,
                            55 * kGB, 1e-6, false,
                            "assumed: PCIe 5.0 x16 between GPU and NIC, 55 GB/s effective"});

@@ -16,7 +16,7 @@ inline constexpr std::int64_t kTileCols = 128;
 /// Per-tile prologue/epilogue cost, expressed as extra K elements of the main loop (assumed).
 inline constexpr std::int64_t kTileKOverhead = 64;
 /// Fraction of dense peak a large GEMM reaches when the Profile has no calibration:
-/// RTX A6000 measured ~123 of 154.8 TFLOP/s BF16 (DESIGN.md section 4).
+/// RTX A6000 measured ~123 of 154.8 TFLOP/s BF16 (docs/presets.md).
 inline constexpr double kDefaultGemmEfficiency = 123.0 / 154.8;
 
 /// Predicted time of one GEMM [m, k] x [k, n] on GPU `gpu` of the profile, launch included.

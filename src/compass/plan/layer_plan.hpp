@@ -25,7 +25,7 @@ inline constexpr double kAttentionBackwardRatio = 2.5;
 enum class Config { megatron, te_default, compass };
 std::string_view to_string(Config c);
 
-/// TransformerEngine userbuffers' static default for an operator role (DESIGN.md section 5):
+/// TransformerEngine userbuffers' static default for an operator role:
 /// ring exchange (fuse:ring on a rank-order ring) for qkv_fprop, fc1_fprop, proj_dgrad and
 /// fc2_dgrad; pipeline with 4 splits for proj_fprop and fc2_fprop (the largest degree <= 4 that
 /// divides the rows each rank owns); bulk (sequential) otherwise.

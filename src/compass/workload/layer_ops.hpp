@@ -36,7 +36,7 @@ struct GridEntry {
   OperatorSpec op;
 };
 
-/// The 288 configurations of DESIGN.md section 6, in a fixed order.
+/// The paper's 288 configurations (docs/workload.md), in a fixed order.
 std::vector<GridEntry> paper_grid();
 
 }  // namespace compass::workload

@@ -1,4 +1,4 @@
-// TP operators: validation and per-rank shapes (DESIGN.md section 1).
+// TP operators: validation and per-rank shapes (docs/workload.md).
 
 #include "compass/workload/operator.hpp"
 

@@ -17,7 +17,7 @@ enum class OpKind { ag_gemm, gemm_rs, gemm_ar };
 std::string_view to_string(OpKind k);
 std::optional<OpKind> parse_op_kind(std::string_view s);
 
-/// Global shapes: M tokens, K input features, N output features (DESIGN.md section 1).
+/// Global shapes: M tokens, K input features, N output features (docs/workload.md).
 struct OperatorSpec {
   OpKind kind = OpKind::ag_gemm;
   std::int64_t m = 0;

@@ -1,4 +1,4 @@
-// The paced link engine (issue 7): pacing math on a virtual clock (one transfer, fair sharing,
+// The paced link engine: pacing math on a virtual clock (one transfer, fair sharing,
 // full duplex, link scale), the real engine's copy and lower-bounded wait, and CPU calibration
 // output that loads back as a valid Profile. No assertion depends on how fast this machine is
 // beyond "a wait never ends early".

@@ -1,5 +1,5 @@
 #pragma once
-// CPU calibration (issue 7): measures this machine the way the CPU executor uses it: GEMM
+// CPU calibration: measures this machine the way the CPU executor uses it: GEMM
 // times through the executor's BLAS wrapper with as many GEMMs running at once as there are
 // ranks (they share the cores), memcpy bandwidth, and the executor's per-task overhead; then
 // writes them into a Profile's calibration so the planner predicts CPU runs.

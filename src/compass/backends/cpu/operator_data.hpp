@@ -1,7 +1,7 @@
 #pragma once
 // The numbers an operator runs on: global X [M,K] and W [K,N] in FP32 from a seeded,
 // platform-independent generator, the FP64 reference Y = X*W, and the error metric that
-// compares a rank's output with the slice of the reference it must equal (DESIGN section 1):
+// compares a rank's output with the slice of the reference it must equal (docs/workload.md):
 //   ag_gemm: y_r [M, N/p] = Y[:, cols r]     (x_r = rows block r of X, w_r = cols block r of W)
 //   gemm_rs: y_r [M/p, N] = Y[rows r, :]     (x_r = cols block r of X, w_r = rows block r of W)
 //   gemm_ar: y_r [M, N]   = Y                (inputs as gemm_rs)

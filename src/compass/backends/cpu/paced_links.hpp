@@ -1,5 +1,5 @@
 #pragma once
-// Emulated links for the CPU executor (issue 7): every directed link of a Profile is a
+// Emulated links for the CPU executor: every directed link of a Profile is a
 // resource; a transfer occupies every hop of its route and completes after the route latency
 // plus bytes / bandwidth, with max-min fair sharing among the concurrent transfers, re-shared
 // whenever one starts or finishes. The bytes are really copied (at the start); the copy-engine

@@ -1,6 +1,6 @@
 #pragma once
 // How the CPU executor moves bytes between ranks. Every transfer task goes through a
-// TransferEngine, so a paced engine that emulates a machine's links (issue 7: occupy the links
+// TransferEngine, so a paced engine that emulates a machine's links (occupy the links
 // on the route, finish after latency + bytes / bandwidth with fair sharing) can replace the
 // plain memory copy without touching the executor.
 

@@ -86,7 +86,7 @@ Result<RunReport> run_schedule(const schedule::Schedule& s, const RunOptions& op
 }
 
 std::vector<GemmShape> calibration_gemm_shapes(bool quick) {
-  // Per-rank (n, k) of TP operators on 8, 4 and 2 GPUs (DESIGN.md section 6): AG-GEMM QKV
+  // Per-rank (n, k) of TP operators on 8, 4 and 2 GPUs (the paper grid, docs/workload.md): AG-GEMM QKV
   // and FC1 of a 4096-wide model (n = N/p, k = h), GEMM-RS projection and FC2 (n = h,
   // k = K/p), and a square 8192 for the large-GEMM throughput.
   std::vector<std::pair<std::int64_t, std::int64_t>> nk = {

@@ -59,7 +59,7 @@ struct RunReport {
   double max_abs_error = 0;
   double max_rel_error = 0;
   std::string device;            ///< GPU name
-  // Added by the backend (beyond the lead's contract):
+  // Diagnostics of the CUDA run:
   double tolerance = 0;          ///< the max_rel_error --check accepts for the dtype
   bool check_passed = true;      ///< false when checked and max_rel_error > tolerance
   int streams = 0;               ///< CUDA streams the schedule was mapped onto
