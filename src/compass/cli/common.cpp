@@ -10,6 +10,28 @@
 
 namespace compass::cli {
 
+std::string parse_links_option(const std::string& text) {
+  const std::string prefix = "emulated:";
+  if (text.rfind(prefix, 0) != 0 || text.size() == prefix.size())
+    throw UsageError(fmt::format("--links: expected emulated:<preset|file>, got '{}'", text));
+  return text.substr(prefix.size());
+}
+
+std::optional<double> parse_link_scale(const std::string& text) {
+  if (text == "auto") return std::nullopt;
+  double f = 0;
+  std::size_t used = 0;
+  try {
+    f = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !(f > 0) || !std::isfinite(f))
+    throw UsageError(
+        fmt::format("--link-scale: expected a positive number or 'auto', got '{}'", text));
+  return f;
+}
+
 hardware::Profile load_profile(const std::string& preset_or_path) {
   return unwrap(hardware::resolve_profile(preset_or_path));
 }

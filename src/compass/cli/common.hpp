@@ -2,6 +2,7 @@
 // Shared pieces of the command-line verbs. Verbs report bad input by throwing UsageError;
 // main() prints it as one line on stderr and exits with code 2.
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -43,6 +44,12 @@ hardware::Profile load_profile(const std::string& preset_or_path);
 /// Divisibility is left to workload::validate.
 workload::OperatorSpec operator_from_flags(const std::string& op, std::int64_t m, std::int64_t n,
                                            std::int64_t k, int tp, const std::string& dtype);
+
+/// The preset or file of "--links emulated:<preset|file>".
+std::string parse_links_option(const std::string& text);
+
+/// "--link-scale": a positive number, or nullopt for "auto".
+std::optional<double> parse_link_scale(const std::string& text);
 
 /// Parses "0,1,2,3" into GPU ordinals; the error names the bad item.
 std::vector<int> parse_gpu_list(const std::string& text);

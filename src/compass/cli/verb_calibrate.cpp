@@ -9,8 +9,8 @@
 #include "compass/backends/cuda/cuda_backend.hpp"
 #include "compass/backends/cpu/calibrate.hpp"
 #include "compass/cli/common.hpp"
-#include "compass/cli/validate_grid.hpp"
 #include "compass/hardware/profile_io.hpp"
+#include "compass/study/validation.hpp"
 
 namespace compass::cli {
 namespace {
@@ -85,17 +85,17 @@ void run_calibrate_cpu(const CalibrateArgs& a) {
   if (!a.force && std::filesystem::exists(a.out, ec)) {
     throw UsageError(fmt::format("--out: '{}' exists (use --force to overwrite)", a.out));
   }
-  std::vector<GridConfig> grid;
+  std::vector<study::GridConfig> grid;
   for (const char* g : {"small", "paper-scaled"})
     if (a.grid == "all" || a.grid == g) {
-      auto part = unwrap(validation_grid(g, a.tp));
+      auto part = unwrap(study::validation_grid(g, a.tp));
       grid.insert(grid.end(), part.begin(), part.end());
     }
   if (grid.empty())
     throw UsageError(
         fmt::format("--grid: unknown grid '{}' (expected small, paper-scaled or all)", a.grid));
   cpu::CpuCalibrateOptions options;
-  options.shapes = grid_gemm_shapes(grid, base);
+  options.shapes = study::grid_gemm_shapes(grid, base);
   options.concurrency = a.tp;
   options.quick = a.quick;
   const bool bar = stderr_is_terminal();

@@ -15,7 +15,6 @@
 #include "compass/backends/cpu/paced_links.hpp"
 #include "compass/backends/cuda/cuda_backend.hpp"
 #include "compass/cli/common.hpp"
-#include "compass/cli/validate_grid.hpp"
 #include "compass/schedule/generate.hpp"
 
 namespace compass::cli {

@@ -7,9 +7,7 @@
 #include "compass/schedule/generate.hpp"
 #include "compass/workload/operator.hpp"
 
-#ifdef COMPASS_WITH_SIM
 #include "compass/backends/sim/simulator.hpp"
-#endif
 
 namespace compass::cli {
 namespace {
@@ -28,7 +26,6 @@ struct SimulateArgs {
   bool json = false;
 };
 
-#ifdef COMPASS_WITH_SIM
 namespace sim = backends::sim;
 
 // The decomposition degree `--strategy all` uses: TransformerEngine's default 4 when it divides
@@ -153,7 +150,6 @@ void run_simulate(const SimulateArgs& a) {
                best > 0 ? r.result.total_s / best : 1.0, link);
   }
 }
-#endif
 
 }  // namespace
 
@@ -180,11 +176,9 @@ void add_simulate_verb(CLI::App& app) {
   sub->add_flag("--force", args->force, "Overwrite the trace file if it exists");
   sub->add_flag("--json", args->json, "Machine-readable output");
   sub->callback([args] {
-#ifdef COMPASS_WITH_SIM
+    if (!sim::compiled_in())
+      throw UsageError("this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
     run_simulate(*args);
-#else
-    throw UsageError("this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
-#endif
   });
 }
 

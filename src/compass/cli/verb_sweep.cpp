@@ -21,11 +21,8 @@
 #include "compass/cli/common.hpp"
 #include "compass/plan/report.hpp"
 #include "compass/plan/sweep.hpp"
-#include "compass/schedule/generate.hpp"
-
-#ifdef COMPASS_WITH_SIM
 #include "compass/backends/sim/simulator.hpp"
-#endif
+#include "compass/study/sim_sweep.hpp"
 
 namespace compass::cli {
 
@@ -44,88 +41,10 @@ struct SweepOptions {
 };
 
 using schedule::StrategyKind;
-
-// The five candidates in OperatorChoice::estimates order.
-constexpr StrategyKind kCandidates[] = {StrategyKind::sequential, StrategyKind::decompose,
-                                        StrategyKind::fuse_all2all, StrategyKind::fuse_ring,
-                                        StrategyKind::fuse_double_ring};
-constexpr int kCandidateCount = 5;
-
-const char* candidate_name(int i) {
-  static const char* names[] = {"sequential", "decompose:d*", "fuse:all2all", "fuse:ring",
-                                "fuse:double-ring"};
-  return names[i];
-}
-
-// Simulated times of one sweep row: the five candidates, and decompose:4 when d* != 4.
-struct SimRow {
-  double sim_s[kCandidateCount] = {};
-  double pred_s[kCandidateCount] = {};
-  double sim_d4_s = -1;  // <0: decompose:4 infeasible
-  int best = 0;          // index of the simulated fastest candidate
-  int chosen = 0;        // index of the model's choice
-  double regret = 0;     // sim(chosen) / sim(best) - 1
-};
-
-struct WorstCase {
-  double ape = 0;
-  std::size_t row = 0;
-};
-
-// Accuracy of the model against the simulation over a set of rows.
-struct SimSummary {
-  double mape[kCandidateCount] = {};
-  WorstCase worst[kCandidateCount];
-  double mape_all = 0;
-  WorstCase worst_all;
-  int choice_is_best = 0;         // sim(choice) == the simulated fastest (ties included)
-  int choice_within_tie = 0;      // sim(choice) within the selector's tie tolerance of the best
-  double mean_regret = 0;
-  WorstCase worst_regret;
-  plan::Distribution dring_over_a2a, ring_over_a2a, dring_over_ring, dstar_over_d4,
-      choice_over_seq, simbest_over_seq;
-  int a2a_slower_than_seq = 0;
-};
-
-SimSummary summarise_sim(const std::vector<SimRow>& rows) {
-  SimSummary s;
-  if (rows.empty()) return s;
-  std::vector<double> drv, rv, drr, d4, cs, bs;
-  double sum_all = 0, regret_sum = 0;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const SimRow& r = rows[i];
-    for (int j = 0; j < kCandidateCount; ++j) {
-      const double ape = std::abs(r.pred_s[j] - r.sim_s[j]) / r.sim_s[j];
-      s.mape[j] += ape;
-      sum_all += ape;
-      if (ape > s.worst[j].ape) s.worst[j] = {ape, i};
-      if (ape > s.worst_all.ape) s.worst_all = {ape, i};
-    }
-    // Candidates with equal simulated times (e.g. ring and all2all at tp 2) all count as best.
-    if (r.regret <= 1e-9) ++s.choice_is_best;
-    if (r.regret <= model::kTieTolerance) ++s.choice_within_tie;
-    regret_sum += r.regret;
-    if (r.regret > s.worst_regret.ape) s.worst_regret = {r.regret, i};
-    drv.push_back(r.sim_s[2] / r.sim_s[4]);
-    rv.push_back(r.sim_s[2] / r.sim_s[3]);
-    drr.push_back(r.sim_s[3] / r.sim_s[4]);
-    if (r.sim_d4_s > 0) d4.push_back(r.sim_d4_s / r.sim_s[1]);
-    cs.push_back(r.sim_s[0] / r.sim_s[r.chosen]);
-    bs.push_back(r.sim_s[0] / r.sim_s[r.best]);
-    if (r.sim_s[2] > r.sim_s[0]) ++s.a2a_slower_than_seq;
-  }
-  const double n = static_cast<double>(rows.size());
-  for (double& m : s.mape) m /= n;
-  s.mape_all = sum_all / (n * kCandidateCount);
-  s.mean_regret = regret_sum / n;
-  s.dring_over_a2a = plan::distribution(drv);
-  s.ring_over_a2a = plan::distribution(rv);
-  s.dring_over_ring = plan::distribution(drr);
-  s.dstar_over_d4 = plan::distribution(d4);
-  s.choice_over_seq = plan::distribution(cs);
-  s.simbest_over_seq = plan::distribution(bs);
-  return s;
-}
+using study::candidate_name;
+using study::kCandidateCount;
+using study::row_label;
+using study::SimRow;
 
 // A table of speedup distributions under a header line (`title`, rows, min, median, mean, max).
 void print_distributions(
@@ -139,82 +58,28 @@ void print_distributions(
   }
 }
 
-std::string row_label(const plan::SweepResult& r, std::size_t i) {
-  const plan::SweepRow& row = r.rows[i];
-  return fmt::format("{} {} {} tp{} M={}", row.entry.model, row.entry.layer,
-                     workload::to_string(row.entry.op.kind), row.entry.op.tp, row.entry.op.m);
-}
-
-#ifdef COMPASS_WITH_SIM
-// Simulates every row's candidates (one forked SimGrid run at a time: the machine has 2 cores
-// and the simulations are CPU bound).
-std::vector<SimRow> simulate_rows(const hardware::Profile& profile, const plan::SweepResult& r,
-                                  bool progress) {
-  namespace sim = backends::sim;
-  std::map<int, schedule::CommPlan> plans;
-  std::vector<SimRow> out;
-  out.reserve(r.rows.size());
-  sim::SimOptions opts;
-  opts.busiest_links = 0;
-  auto run_one = [&](const workload::OperatorSpec& op, const schedule::Strategy& st,
-                     const schedule::CommPlan& plan, std::size_t i) {
-    const schedule::Schedule s = unwrap(schedule::generate(op, st, plan));
-    Result<sim::SimResult> res = sim::simulate(profile, s, opts);
-    if (!res.ok())
-      throw UsageError(fmt::format("simulating row {} ({}) under {}: {}", i + 1, row_label(r, i),
-                                   schedule::to_string(st), res.error().message));
-    return res.value().total_s;
-  };
-  for (std::size_t i = 0; i < r.rows.size(); ++i) {
-    const model::OperatorChoice& c = r.rows[i].choice;
-    auto it = plans.find(c.op.tp);
-    if (it == plans.end()) {
-      std::vector<int> gpus(c.op.tp);
-      for (int g = 0; g < c.op.tp; ++g) gpus[g] = g;
-      it = plans.emplace(c.op.tp, unwrap(schedule::comm_plan_for(profile, gpus))).first;
-    }
-    SimRow row;
-    for (int j = 0; j < kCandidateCount; ++j) {
-      const model::Estimate& e = c.of(kCandidates[j]);
-      row.pred_s[j] = e.total_s;
-      row.sim_s[j] = run_one(c.op, e.strategy, it->second, i);
-      if (c.choice().strategy == e.strategy) row.chosen = j;
-      if (row.sim_s[j] < row.sim_s[row.best]) row.best = j;
-    }
-    const int dstar = c.of(StrategyKind::decompose).strategy.parts;
-    if (dstar == 4)
-      row.sim_d4_s = row.sim_s[1];
-    else if (r.rows[i].decompose4_s > 0)
-      row.sim_d4_s = run_one(c.op, schedule::Strategy{StrategyKind::decompose, 4}, it->second, i);
-    row.regret = row.sim_s[row.chosen] / row.sim_s[row.best] - 1.0;
-    out.push_back(row);
-    if (progress) {
-      fmt::print(stderr, "\rsimulate {}/{}", i + 1, r.rows.size());
-      if (i + 1 == r.rows.size()) fmt::print(stderr, "\r{:24}\r", "");
-    }
-  }
-  return out;
-}
-#endif
-
 void print_sim_summary(const plan::SweepResult& r, const std::vector<SimRow>& rows) {
-  const SimSummary s = summarise_sim(rows);
+  const study::SimSummary s = study::summarise(rows);
+  const study::Accuracy& a = s.accuracy;
   const double n = static_cast<double>(rows.size());
   fmt::print("\nmodel vs simulation   {} configurations, {} strategies each\n", rows.size(),
              kCandidateCount);
   fmt::print("{:<18} {:>7} {:>8}  {}\n", "strategy", "MAPE", "worst", "worst row");
-  for (int j = 0; j < kCandidateCount; ++j)
-    fmt::print("{:<18} {:>6.2f}% {:>7.2f}%  {}\n", candidate_name(j), 100 * s.mape[j],
-               100 * s.worst[j].ape, rows.empty() ? "-" : row_label(r, s.worst[j].row));
-  fmt::print("{:<18} {:>6.2f}% {:>7.2f}%  {}\n", "overall", 100 * s.mape_all,
-             100 * s.worst_all.ape, rows.empty() ? "-" : row_label(r, s.worst_all.row));
+  for (int j = 0; j < kCandidateCount; ++j) {
+    const study::StrategyError e =
+        rows.empty() ? study::StrategyError{} : a.by_strategy[static_cast<std::size_t>(j)];
+    fmt::print("{:<18} {:>6.2f}% {:>7.2f}%  {}\n", candidate_name(j), 100 * e.mape,
+               100 * e.worst.value, rows.empty() ? "-" : row_label(r, e.worst.config));
+  }
+  fmt::print("{:<18} {:>6.2f}% {:>7.2f}%  {}\n", "overall", 100 * a.mape, 100 * a.worst.value,
+             rows.empty() ? "-" : row_label(r, a.worst.config));
   fmt::print("choice == simulated best in {} of {} rows ({:.1f}%); within {:.1f}% of it in {} "
              "({:.1f}%)\n",
-             s.choice_is_best, rows.size(), 100 * s.choice_is_best / n,
+             a.choice_is_best, rows.size(), 100 * a.choice_is_best / n,
              100 * model::kTieTolerance, s.choice_within_tie, 100 * s.choice_within_tie / n);
   fmt::print("regret (sim time lost following the model): mean {:.2f}%, worst {:.2f}% ({})\n",
-             100 * s.mean_regret, 100 * s.worst_regret.ape,
-             rows.empty() ? "-" : row_label(r, s.worst_regret.row));
+             100 * a.mean_regret, 100 * a.worst_regret.value,
+             rows.empty() ? "-" : row_label(r, a.worst_regret.config));
   print_distributions("simulated speedup",
                       {{"fuse:double-ring over fuse:all2all", &s.dring_over_a2a},
                        {"fuse:ring over fuse:all2all", &s.ring_over_a2a},
@@ -248,7 +113,8 @@ std::string sim_csv(const plan::SweepResult& r, const std::vector<SimRow>& rows)
 
 nlohmann::json sim_json(const plan::SweepResult& r, const std::vector<SimRow>& rows) {
   nlohmann::json j = plan::to_json(r);
-  const SimSummary s = summarise_sim(rows);
+  const study::SimSummary s = study::summarise(rows);
+  const study::Accuracy& a = s.accuracy;
   nlohmann::json list = nlohmann::json::array();
   for (std::size_t i = 0; i < rows.size(); ++i) {
     nlohmann::json e;
@@ -261,16 +127,17 @@ nlohmann::json sim_json(const plan::SweepResult& r, const std::vector<SimRow>& r
     list.push_back(e);
   }
   nlohmann::json acc;
-  for (int k = 0; k < kCandidateCount; ++k)
-    acc["mape"][candidate_name(k)] = s.mape[k];
-  for (int k = 0; k < kCandidateCount; ++k)
-    acc["worst_ape"][candidate_name(k)] = s.worst[k].ape;
-  acc["mape_overall"] = s.mape_all;
-  acc["worst_ape_overall"] = s.worst_all.ape;
-  acc["choice_is_best"] = s.choice_is_best;
+  auto of = [&](int k) {
+    return rows.empty() ? study::StrategyError{} : a.by_strategy[static_cast<std::size_t>(k)];
+  };
+  for (int k = 0; k < kCandidateCount; ++k) acc["mape"][candidate_name(k)] = of(k).mape;
+  for (int k = 0; k < kCandidateCount; ++k) acc["worst_ape"][candidate_name(k)] = of(k).worst.value;
+  acc["mape_overall"] = a.mape;
+  acc["worst_ape_overall"] = a.worst.value;
+  acc["choice_is_best"] = a.choice_is_best;
   acc["choice_within_tie"] = s.choice_within_tie;
-  acc["mean_regret"] = s.mean_regret;
-  acc["worst_regret"] = s.worst_regret.ape;
+  acc["mean_regret"] = a.mean_regret;
+  acc["worst_regret"] = a.worst_regret.value;
   j["sim_rows"] = list;
   j["sim_summary"] = acc;
   return j;
@@ -349,9 +216,8 @@ void run(const SweepOptions& o) {
   if (skipped > 0)
     fmt::print("note: skipped {} grid rows with tp > {} (the GPUs of '{}')\n", skipped,
                profile.gpu_count(), profile.name);
-#ifndef COMPASS_WITH_SIM
-  if (o.sim) throw UsageError("--sim: this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
-#endif
+  if (o.sim && !backends::sim::compiled_in())
+    throw UsageError("--sim: this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
   const bool progress = stderr_is_terminal();
   auto report = [progress](std::size_t done, std::size_t total) {
     if (!progress) return;
@@ -360,9 +226,14 @@ void run(const SweepOptions& o) {
   };
   const plan::SweepResult r = unwrap(plan::run_sweep(profile, grid, report));
   std::vector<SimRow> sim_rows;
-#ifdef COMPASS_WITH_SIM
-  if (o.sim) sim_rows = simulate_rows(profile, r, progress);
-#endif
+  if (o.sim) {
+    auto sim_progress = [progress](std::size_t done, std::size_t total) {
+      if (!progress) return;
+      fmt::print(stderr, "\rsimulate {}/{}", done, total);
+      if (done == total) fmt::print(stderr, "\r{:24}\r", "");
+    };
+    sim_rows = unwrap(study::simulate_sweep(profile, r, sim_progress));
+  }
   if (!o.csv.empty()) emit(o.csv, o.sim ? sim_csv(r, sim_rows) : plan::sweep_csv(r), o.force);
   if (!o.json.empty())
     emit(o.json, (o.sim ? sim_json(r, sim_rows) : plan::to_json(r)).dump(2) + "\n", o.force);

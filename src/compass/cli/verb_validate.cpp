@@ -8,14 +8,18 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "compass/cli/common.hpp"
-#include "compass/cli/validate_grid.hpp"
 #include "compass/hardware/profile_io.hpp"
+#include "compass/study/validation.hpp"
 
 namespace compass::cli {
 namespace {
+
+using study::ValidateOptions;
+using study::ValidateResult;
 
 struct ValidateArgs {
   std::string backend = "cpu";
@@ -95,7 +99,8 @@ void print_table(const ValidateArgs& a, const hardware::Profile& predicted,
   for (const auto& [k, v] : r.mape_by_strategy) fmt::print("{:<18} {:>9.1f}%\n", k, 100 * v);
   fmt::print("{:<18} {:>9.1f}%\n\n", "all", 100 * r.mape);
   fmt::print("choice is the measured best:      {:.0f}% of configurations\n", 100 * r.choice_best);
-  fmt::print("choice within 5% of the best:     {:.0f}%\n", 100 * r.choice_within5);
+  fmt::print("choice within {:.0f}% of the best:     {:.0f}%\n", 100 * study::kNearBest,
+             100 * r.choice_within5);
   fmt::print("regret of the choice:             mean {:.1f}%, worst {:.1f}%\n", 100 * r.mean_regret,
              100 * r.worst_regret);
   fmt::print("measured speedup over sequential: {:.3f}x (geometric mean)\n", r.mean_speedup);
@@ -169,15 +174,15 @@ void run_validate(const ValidateArgs& a) {
   if (a.tp > topology.gpu_count())
     throw UsageError(
         fmt::format("--tp: {} exceeds the {} GPUs of '{}'", a.tp, topology.gpu_count(), links));
-  const auto grid = unwrap(validation_grid(a.grid, a.tp));
+  const auto grid = unwrap(study::validation_grid(a.grid, a.tp));
   ValidateOptions o;
   o.repeat = a.repeat;
   o.warmup = a.warmup;
   if (a.stat != "median" && a.stat != "min")
     throw UsageError(fmt::format("--stat: expected median or min, got '{}'", a.stat));
   o.use_min = a.stat == "min";
-  o.link_scale = scale ? *scale : auto_link_scale(grid, topology, calibrated);
-  const hardware::Profile predicted = emulated_profile(topology, calibrated, o.link_scale);
+  o.link_scale = scale ? *scale : study::auto_link_scale(grid, topology, calibrated);
+  const hardware::Profile predicted = study::emulated_profile(topology, calibrated, o.link_scale);
   if (!a.profile_out.empty())
     unwrap(hardware::save_profile_file(predicted, a.profile_out, a.force));
   const bool bar = stderr_is_terminal();
@@ -188,7 +193,7 @@ void run_validate(const ValidateArgs& a) {
                  std::string(w - n, ' '), 100 * f);
       std::fflush(stderr);
     };
-  const ValidateResult r = unwrap(run_validation(grid, topology, predicted, o));
+  const ValidateResult r = unwrap(study::run_validation(grid, topology, predicted, o));
   if (bar) fmt::print(stderr, "\n");
   print_table(a, predicted, r);
   if (!a.csv.empty()) write_file(a.csv, csv_text(r), a.force);

@@ -16,6 +16,10 @@
 
 namespace compass::backends::cpu {
 
+/// Whether the CPU backend is compiled in: always (it needs only threads and BLAS); asked
+/// the same way as the other backends.
+bool compiled_in();
+
 struct ExecutorOptions {
   /// BLAS threads per GEMM call (OpenBLAS's setting is process-wide). 1 keeps the ranks'
   /// GEMMs independent and the results bit-deterministic.

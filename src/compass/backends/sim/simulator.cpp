@@ -384,6 +384,8 @@ Result<RawResult> decode(const std::string& b) {
 
 }  // namespace detail
 
+bool compiled_in() { return true; }
+
 Result<SimResult> simulate(const hardware::Profile& profile, const schedule::Schedule& s,
                            const SimOptions& options) {
   COMPASS_ASSIGN(const detail::Prepared prep, detail::prepare(profile, s, options));

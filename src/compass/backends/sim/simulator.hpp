@@ -17,6 +17,10 @@
 
 namespace compass::backends::sim {
 
+/// Whether the SimGrid backend was compiled in (-DCOMPASS_WITH_SIM=ON). Without it,
+/// simulate() returns the error "this build has no simulator ...".
+bool compiled_in();
+
 struct SimOptions {
   /// Run SimGrid in a forked child process. SimGrid 3.32's engine is a process-wide singleton
   /// (its clock and configuration survive a second Engine), so only the first in-process

@@ -1,12 +1,11 @@
 #pragma once
-// `compass validate`: the validation grids (the paper grid scaled down to fit a
-// small CPU) and the orchestration that runs every strategy for real through the CPU executor
-// with paced links and compares with the planner's predictions. Lives in the CLI layer because
-// it needs both the planner (model) and the CPU backend. docs/validation.md.
+// Validation against real runs: the validation grids (the paper grid scaled down to fit a
+// small CPU) and the runner that executes every strategy for real through the CPU executor
+// with paced links and compares with the planner's predictions (counted by
+// study/accuracy.hpp). docs/validation.md; `compass validate` formats the result.
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,13 +14,7 @@
 #include "compass/schedule/strategy.hpp"
 #include "compass/workload/operator.hpp"
 
-namespace compass::cli {
-
-/// The preset or file of "--links emulated:<preset|file>"; throws UsageError otherwise.
-std::string parse_links_option(const std::string& text);
-
-/// "--link-scale": a positive number, or nullopt for "auto"; throws UsageError otherwise.
-std::optional<double> parse_link_scale(const std::string& text);
+namespace compass::study {
 
 /// One configuration of a validation grid.
 struct GridConfig {
@@ -52,6 +45,10 @@ hardware::Profile emulated_profile(const hardware::Profile& topology,
 /// mean over the grid's sequential GEMMs (2: FP32 transfers carry twice BF16's bytes).
 double auto_link_scale(const std::vector<GridConfig>& grid, const hardware::Profile& topology,
                        const hardware::Profile& calibrated);
+
+/// The regret up to which validation reports a choice as near the best: timing noise of
+/// real runs on a shared CPU is a few percent.
+inline constexpr double kNearBest = 0.05;
 
 struct ValidateOptions {
   int repeat = 3;
@@ -88,7 +85,8 @@ struct ValidateResult {
   std::vector<std::pair<std::string, double>> mape_by_strategy;  ///< kind name, mean |err|
   double mape = 0;                                               ///< over every point
   double choice_best = 0;     ///< fraction of configs whose choice is the measured best
-  double choice_within5 = 0;  ///< ... within 5% of the best
+                              ///< (the tie rule of study/accuracy.hpp)
+  double choice_within5 = 0;  ///< ... within kNearBest of the best
   double mean_regret = 0, worst_regret = 0;
   double mean_speedup = 0;  ///< geometric mean of sequential_s / chosen_s
   bool outputs_ok = true;   ///< every run matched the FP64 reference (first run checked)
@@ -100,4 +98,4 @@ Result<ValidateResult> run_validation(const std::vector<GridConfig>& grid,
                                       const hardware::Profile& predicted,
                                       const ValidateOptions& options);
 
-}  // namespace compass::cli
+}  // namespace compass::study

@@ -1,23 +1,22 @@
-#include "compass/cli/validate_grid.hpp"
+#include "compass/study/validation.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <optional>
 #include <set>
 
 #include "compass/backends/cpu/executor.hpp"
 #include "compass/backends/cpu/operator_data.hpp"
 #include "compass/backends/cpu/paced_links.hpp"
-#include "compass/cli/common.hpp"
 #include "compass/model/estimate.hpp"
 #include "compass/model/gemm_model.hpp"
 #include "compass/model/odp.hpp"
 #include "compass/model/selector.hpp"
 #include "compass/schedule/generate.hpp"
+#include "compass/study/accuracy.hpp"
 #include "compass/workload/layer_ops.hpp"
 
-namespace compass::cli {
+namespace compass::study {
 
 namespace cpu = backends::cpu;
 
@@ -40,28 +39,6 @@ std::string kind_name(const schedule::Strategy& s) {
 }
 
 }  // namespace
-
-std::string parse_links_option(const std::string& text) {
-  const std::string prefix = "emulated:";
-  if (text.rfind(prefix, 0) != 0 || text.size() == prefix.size())
-    throw UsageError(fmt::format("--links: expected emulated:<preset|file>, got '{}'", text));
-  return text.substr(prefix.size());
-}
-
-std::optional<double> parse_link_scale(const std::string& text) {
-  if (text == "auto") return std::nullopt;
-  double f = 0;
-  std::size_t used = 0;
-  try {
-    f = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !(f > 0) || !std::isfinite(f))
-    throw UsageError(
-        fmt::format("--link-scale: expected a positive number or 'auto', got '{}'", text));
-  return f;
-}
 
 Result<std::vector<GridConfig>> validation_grid(const std::string& name, int tp) {
   std::vector<GridConfig> out;
@@ -164,9 +141,8 @@ Result<ValidateResult> run_validation(const std::vector<GridConfig>& grid,
                                       const ValidateOptions& o) {
   ValidateResult res;
   res.link_scale = o.link_scale;
-  std::map<std::string, std::pair<double, int>> err_by_kind;
-  double err_sum = 0, log_speedup = 0;
-  int best_hits = 0, within5 = 0;
+  std::vector<ConfigTimes> times;
+  double log_speedup = 0;
   std::size_t done = 0;
   for (const auto& cfg : grid) {
     const std::vector<int> gpus = first_gpus(cfg.op.tp);
@@ -228,51 +204,50 @@ Result<ValidateResult> run_validation(const std::vector<GridConfig>& grid,
     ValidateConfig vc;
     vc.config = cfg.label;
     vc.op = cfg.op;
-    std::size_t best = first, chosen = first;
+    ConfigTimes ct;
     bool have_chosen = false;
     for (std::size_t i = first; i < res.points.size(); ++i) {
       const ValidatePoint& p = res.points[i];
-      if (p.measured_s < res.points[best].measured_s) best = i;
+      ct.strategies.push_back(kind_name(p.strategy));
+      ct.predicted_s.push_back(p.predicted_s);
+      ct.reference_s.push_back(p.measured_s);
       if (p.chosen) {
-        chosen = i;
+        ct.chosen = i - first;
         have_chosen = true;
       }
       if (p.strategy.kind == schedule::StrategyKind::sequential) vc.sequential_s = p.measured_s;
-      const double err = std::abs(p.predicted_s - p.measured_s) / p.measured_s;
-      auto& [sum, count] = err_by_kind[kind_name(p.strategy)];
-      sum += err;
-      ++count;
-      err_sum += err;
     }
     if (!have_chosen)
       return make_error("{}: the planner's choice {} could not run", cfg.label,
                         schedule::to_string(choice.choice().strategy));
+    const std::size_t best = first + fastest(ct.reference_s);
+    const std::size_t chosen = first + ct.chosen;
     res.points[best].best = true;
     vc.chosen = schedule::to_string(res.points[chosen].strategy);
     vc.best = schedule::to_string(res.points[best].strategy);
     vc.chosen_s = res.points[chosen].measured_s;
     vc.best_s = res.points[best].measured_s;
-    vc.regret = vc.chosen_s / vc.best_s - 1;
-    if (chosen == best) ++best_hits;
-    if (vc.regret <= 0.05) ++within5;
-    res.mean_regret += vc.regret;
-    res.worst_regret = std::max(res.worst_regret, vc.regret);
+    vc.regret = regret(ct);
     if (vc.sequential_s > 0) log_speedup += std::log(vc.sequential_s / vc.chosen_s);
+    times.push_back(std::move(ct));
     res.configs.push_back(vc);
     ++done;
     if (o.progress) o.progress(static_cast<double>(done) / static_cast<double>(grid.size()));
   }
+  const Accuracy acc = accuracy(times);
   const double nc = static_cast<double>(res.configs.size());
   if (nc > 0) {
-    res.choice_best = best_hits / nc;
-    res.choice_within5 = within5 / nc;
-    res.mean_regret /= nc;
+    res.choice_best = acc.choice_is_best / nc;
+    res.choice_within5 = choice_within(acc, kNearBest) / nc;
+    res.mean_regret = acc.mean_regret;
+    res.worst_regret = acc.worst_regret.value;
     res.mean_speedup = std::exp(log_speedup / nc);
   }
-  if (!res.points.empty()) res.mape = err_sum / static_cast<double>(res.points.size());
-  for (const auto& [kind, sc] : err_by_kind)
-    res.mape_by_strategy.push_back({kind, sc.first / sc.second});
+  res.mape = acc.mape;
+  for (const StrategyError& e : acc.by_strategy) res.mape_by_strategy.push_back({e.strategy, e.mape});
+  // By strategy name, as the reports list them.
+  std::sort(res.mape_by_strategy.begin(), res.mape_by_strategy.end());
   return res;
 }
 
-}  // namespace compass::cli
+}  // namespace compass::study
