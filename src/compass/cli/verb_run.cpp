@@ -6,12 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <optional>
 #include <thread>
 
+#include "compass/backends/backend.hpp"
+#include "compass/backends/cpu/backend.hpp"
 #include "compass/backends/cpu/blas.hpp"
-#include "compass/backends/cpu/executor.hpp"
-#include "compass/backends/cpu/memory.hpp"
 #include "compass/backends/cpu/paced_links.hpp"
 #include "compass/backends/cuda/cuda_backend.hpp"
 #include "compass/cli/common.hpp"
@@ -47,23 +48,19 @@ struct RunArgs {
 
 struct StrategyRun {
   schedule::Schedule schedule;
-  std::vector<double> times_s;
-  double median_s = 0, min_s = 0, max_s = 0;
-  int threads = 0;
-  bool checked = false;
-  cpu::ErrorStats error;
-  bool passed = true;
-  double tolerance = 0;  ///< the check's relative tolerance
-  std::string worst;     ///< cuda: where the largest error is (diagnosing a failed check)
+  backends::Measurement m;
 };
 
-void summarise(StrategyRun& r) {
-  std::vector<double> t = r.times_s;
-  std::sort(t.begin(), t.end());
-  if (t.empty()) return;
-  r.min_s = t.front();
-  r.max_s = t.back();
-  r.median_s = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+/// Runs one schedule on the chosen backend; errors are complete messages.
+using Runner = std::function<backends::Measurement(const schedule::Schedule&)>;
+
+backends::RunOptions run_options(const RunArgs& a) {
+  backends::RunOptions o;
+  o.repeat = a.repeat;
+  o.warmup = a.warmup;
+  o.check = a.check;
+  o.seed = a.seed;
+  return o;
 }
 
 workload::OperatorSpec parse_operator(const RunArgs& a) {
@@ -123,80 +120,54 @@ std::vector<StrategyRun> make_schedules(const workload::OperatorSpec& op, const 
   return runs;
 }
 
-void run_cpu(const RunArgs& a, const workload::OperatorSpec& op, std::vector<StrategyRun>& runs) {
-  // Check the whole footprint first: X and W, the FP64 reference, and the largest workspace.
+// The CPU backend: the whole footprint is checked and the inputs made once, then each schedule
+// is prepared (workspace, paced links) and run.
+Runner cpu_runner(const RunArgs& a, const workload::OperatorSpec& op,
+                  const std::vector<StrategyRun>& runs) {
   std::int64_t workspace = 0;
   for (const auto& r : runs)
     workspace = std::max(workspace, cpu::Workspace::bytes_needed(r.schedule));
-  const std::int64_t total =
-      cpu::operator_data_bytes(op) + (a.check ? cpu::reference_bytes(op) : 0) + workspace;
-  unwrap(cpu::check_memory(total, 0,
-                           fmt::format("M={} N={} K={} tp={} (inputs, {}buffers)", op.m, op.n, op.k,
-                                       op.tp, a.check ? "FP64 reference, " : "")));
-
-  const cpu::OperatorData data = unwrap(cpu::make_operator_data(op, a.seed));
-  cpu::HostMatrix<double> reference;
-  if (a.check) reference = unwrap(cpu::reference_output(data));
-
+  std::shared_ptr<const cpu::Inputs> inputs =
+      unwrap(cpu::make_inputs(op, run_options(a), workspace));
   cpu::ExecutorOptions options;
   options.blas_threads_per_rank = a.threads_per_rank;
   options.wait_timeout_s = a.wait_timeout_s;
   std::optional<hardware::Profile> emulated;
   if (!a.links.empty()) emulated = load_profile(parse_links_option(a.links));
-  for (auto& r : runs) {
-    const std::string label = schedule::to_string(r.schedule.strategy);
+  return [a, inputs, options, emulated](const schedule::Schedule& s) mutable {
+    const std::string label = schedule::to_string(s.strategy);
     if (emulated) {
-      auto engine = cpu::PacedLinkEngine::create(*emulated, r.schedule.gpus, a.link_scale);
+      auto engine = cpu::PacedLinkEngine::create(*emulated, s.gpus, a.link_scale);
       if (!engine.ok()) throw UsageError(fmt::format("--links: {}", engine.error().message));
       options.transfer_engine = *engine;
     }
-    auto ws = cpu::Workspace::create(r.schedule, data, options);
-    if (!ws.ok()) throw UsageError(fmt::format("strategy {}: {}", label, ws.error().message));
-    for (int i = 0; i < a.warmup + a.repeat; ++i) {
-      ws->reset(data);
-      auto stats = cpu::run(r.schedule, *ws, options);
-      if (!stats.ok())
-        throw UsageError(fmt::format("strategy {}: {}", label, stats.error().message));
-      r.threads = stats->threads;
-      if (i >= a.warmup) r.times_s.push_back(stats->wall_s);
-    }
-    summarise(r);
-    if (a.check) {
-      r.checked = true;
-      r.error = cpu::compare_outputs(r.schedule, *ws, reference);
-      r.passed = r.error.max_rel_error <= cpu::kCheckTolerance;
-      r.tolerance = cpu::kCheckTolerance;
-    }
-  }
+    auto prepared = cpu::Prepared::create(s, inputs, options);
+    if (!prepared.ok())
+      throw UsageError(fmt::format("strategy {}: {}", label, prepared.error().message));
+    auto m = prepared->run(run_options(a));
+    if (!m.ok()) throw UsageError(fmt::format("strategy {}: {}", label, m.error().message));
+    return std::move(m).value();
+  };
 }
 
-void run_cuda(const RunArgs& a, std::vector<StrategyRun>& runs, std::string& device) {
+// The CUDA backend: each schedule is prepared on the GPU(s) and run; `device` gets the GPU
+// name.
+Runner cuda_runner(const RunArgs& a, std::string& device) {
   unwrap(cuda::device_available());
   cuda::RunOptions options;
-  options.repeat = a.repeat;
-  options.warmup = a.warmup;
-  options.check = a.check;
-  options.seed = static_cast<unsigned>(a.seed);
+  static_cast<backends::RunOptions&>(options) = run_options(a);
   options.mode = unwrap(cuda::parse_launch_mode(a.launch));
   options.sync = unwrap(cuda::parse_sync_mode(a.sync));
-  for (auto& r : runs) {
-    auto report = cuda::run_schedule(r.schedule, options);
-    if (!report.ok())
-      throw UsageError(fmt::format("strategy {}: {}", schedule::to_string(r.schedule.strategy),
-                                   report.error().message));
-    r.times_s = report->times_s;
-    r.median_s = report->median_s;
-    r.min_s = report->min_s;
-    r.max_s = report->max_s;
-    r.checked = report->checked;
-    r.error.max_abs_error = report->max_abs_error;
-    r.error.max_rel_error = report->max_rel_error;
-    r.error.max_ref_abs = report->max_ref_abs;
-    r.worst = report->worst;
-    r.passed = !r.checked || report->check_passed;
-    r.tolerance = report->tolerance;
-    device = report->device;
-  }
+  return [options, &device](const schedule::Schedule& s) {
+    const std::string label = schedule::to_string(s.strategy);
+    auto prepared = cuda::Prepared::create(s, options);
+    if (!prepared.ok())
+      throw UsageError(fmt::format("strategy {}: {}", label, prepared.error().message));
+    auto m = prepared->run();
+    if (!m.ok()) throw UsageError(fmt::format("strategy {}: {}", label, m.error().message));
+    device = prepared->info().device;
+    return std::move(m).value();
+  };
 }
 
 std::string ring_text(const std::vector<int>& ring) {
@@ -230,11 +201,11 @@ void print_table(const RunArgs& a, const workload::OperatorSpec& op, const sched
   fmt::print("\n");
   for (const auto& r : runs) {
     fmt::print("{:<18} {:>11} {:>11} {:>11} {:>7}", schedule::to_string(r.schedule.strategy),
-               format_seconds(r.median_s), format_seconds(r.min_s), format_seconds(r.max_s),
+               format_seconds(r.m.median_s), format_seconds(r.m.min_s), format_seconds(r.m.max_s),
                r.schedule.tasks.size());
     if (a.check)
-      fmt::print(" {:>12.3e} {:>12.3e} {:>6}", r.error.max_abs_error, r.error.max_rel_error,
-                 r.passed ? "PASS" : "FAIL");
+      fmt::print(" {:>12.3e} {:>12.3e} {:>6}", r.m.check.max_abs_error, r.m.check.max_rel_error,
+                 r.m.check.passed ? "PASS" : "FAIL");
     fmt::print("\n");
   }
   if (a.check)
@@ -242,7 +213,7 @@ void print_table(const RunArgs& a, const workload::OperatorSpec& op, const sched
         "\ncheck: max rel err = max |y - ref| / max |ref| over all outputs, {} "
         "reference, PASS when <= {:.0e}\n",
         a.backend == "cpu" ? "FP64" : "cuBLAS",
-        runs.empty() ? cpu::kCheckTolerance : runs.front().tolerance);
+        runs.empty() ? cpu::kCheckTolerance : runs.front().m.check.tolerance);
 }
 
 void print_json(const RunArgs& a, const workload::OperatorSpec& op, const schedule::CommPlan& plan,
@@ -274,19 +245,19 @@ void print_json(const RunArgs& a, const workload::OperatorSpec& op, const schedu
   for (const auto& r : runs) {
     nlohmann::json e = {{"strategy", schedule::to_string(r.schedule.strategy)},
                         {"tasks", r.schedule.tasks.size()},
-                        {"times_s", r.times_s},
-                        {"median_s", r.median_s},
-                        {"min_s", r.min_s},
-                        {"max_s", r.max_s}};
-    if (a.backend == "cpu") e["threads"] = r.threads;
-    if (r.checked)
-      e["check"] = {{"max_abs_error", r.error.max_abs_error},
-                    {"max_rel_error", r.error.max_rel_error},
-                    {"max_ref_abs", r.error.max_ref_abs},
-                    {"tolerance", r.tolerance},
-                    {"pass", r.passed}};
-    if (r.checked && !r.worst.empty()) e["check"]["worst"] = r.worst;
-    all_passed = all_passed && r.passed;
+                        {"times_s", r.m.times_s},
+                        {"median_s", r.m.median_s},
+                        {"min_s", r.m.min_s},
+                        {"max_s", r.m.max_s}};
+    if (a.backend == "cpu") e["threads"] = r.m.threads;
+    if (r.m.check.checked)
+      e["check"] = {{"max_abs_error", r.m.check.max_abs_error},
+                    {"max_rel_error", r.m.check.max_rel_error},
+                    {"max_ref_abs", r.m.check.max_ref_abs},
+                    {"tolerance", r.m.check.tolerance},
+                    {"pass", r.m.check.passed}};
+    if (r.m.check.checked && !r.m.check.worst.empty()) e["check"]["worst"] = r.m.check.worst;
+    all_passed = all_passed && r.m.check.passed;
     results.push_back(std::move(e));
   }
   j["results"] = std::move(results);
@@ -302,11 +273,8 @@ void run_verb(const RunArgs& a) {
   std::vector<StrategyRun> runs = make_schedules(op, a.strategy, plan);
 
   std::string device;
-  if (a.backend == "cuda") {
-    run_cuda(a, runs, device);
-  } else {
-    run_cpu(a, op, runs);
-  }
+  const Runner runner = a.backend == "cuda" ? cuda_runner(a, device) : cpu_runner(a, op, runs);
+  for (auto& r : runs) r.m = runner(r.schedule);
   if (a.json) {
     print_json(a, op, plan, runs, device);
   } else {
@@ -314,15 +282,15 @@ void run_verb(const RunArgs& a) {
   }
   std::vector<std::string> failed;
   for (const auto& r : runs)
-    if (!r.passed) failed.push_back(schedule::to_string(r.schedule.strategy));
+    if (!r.m.check.passed) failed.push_back(schedule::to_string(r.schedule.strategy));
   if (!failed.empty()) {
     std::fflush(stdout);
     for (const auto& r : runs)
-      if (!r.passed && !r.worst.empty())
+      if (!r.m.check.passed && !r.m.check.worst.empty())
         fmt::print(stderr, "compass: {}: largest error at {}\n",
-                   schedule::to_string(r.schedule.strategy), r.worst);
+                   schedule::to_string(r.schedule.strategy), r.m.check.worst);
     fmt::print(stderr, "compass: check failed for {} (max rel err above {:.0e})\n",
-               fmt::join(failed, ", "), runs.front().tolerance);
+               fmt::join(failed, ", "), runs.front().m.check.tolerance);
     // A failed check is not a usage error: exit code 1, after the table is out.
     throw ExitCode{1};
   }

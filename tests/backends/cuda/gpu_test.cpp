@@ -44,16 +44,16 @@ void run_all_strategies(const Case& c, int parts, SyncMode sync = SyncMode::even
     o.sync = sync;
     auto r = run_schedule(*s, o);
     ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_TRUE(r->checked);
-    EXPECT_TRUE(r->check_passed) << "max_rel_error " << r->max_rel_error << " tolerance "
-                                 << r->tolerance;
-    EXPECT_LE(r->max_rel_error, check_tolerance(c.dtype));
-    EXPECT_EQ(r->times_s.size(), 2u);
-    EXPECT_GT(r->min_s, 0);
-    EXPECT_LE(r->min_s, r->median_s);
-    EXPECT_LE(r->median_s, r->max_s);
-    EXPECT_FALSE(r->device.empty());
-    EXPECT_EQ(r->sync, to_string(sync));
+    EXPECT_TRUE(r->measurement.check.checked);
+    EXPECT_TRUE(r->measurement.check.passed) << "max_rel_error " << r->measurement.check.max_rel_error << " tolerance "
+                                 << r->measurement.check.tolerance;
+    EXPECT_LE(r->measurement.check.max_rel_error, check_tolerance(c.dtype));
+    EXPECT_EQ(r->measurement.times_s.size(), 2u);
+    EXPECT_GT(r->measurement.min_s, 0);
+    EXPECT_LE(r->measurement.min_s, r->measurement.median_s);
+    EXPECT_LE(r->measurement.median_s, r->measurement.max_s);
+    EXPECT_FALSE(r->info.device.empty());
+    EXPECT_EQ(r->info.sync, to_string(sync));
   }
 }
 
@@ -106,7 +106,7 @@ TEST(CudaGpu, LargeShapesSeveralRunsInOneProcess) {
     o.check = true;
     auto r = run_schedule(*s, o);
     ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_TRUE(r->check_passed) << r->worst;
+    EXPECT_TRUE(r->measurement.check.passed) << r->measurement.check.worst;
   }
 }
 

@@ -64,8 +64,7 @@ double check_tolerance(DType t) {
 }
 
 Status check_run_request(const schedule::Schedule& s, const RunOptions& options) {
-  if (options.repeat < 1) return make_error("repeat must be >= 1, got {}", options.repeat);
-  if (options.warmup < 0) return make_error("warmup must be >= 0, got {}", options.warmup);
+  COMPASS_TRY(check_options(options));
   if (s.op.dtype == DType::fp8) {
     return make_error("dtype {} is not supported by the CUDA backend (use bf16, fp16 or fp32)",
                       compass::to_string(s.op.dtype));
@@ -76,13 +75,48 @@ Status check_run_request(const schedule::Schedule& s, const RunOptions& options)
   return Status::success();
 }
 
-Result<RunReport> run_schedule(const schedule::Schedule& s, const RunOptions& options) {
+struct Prepared::Impl {
+  schedule::Schedule s;
+  RunOptions options;
+#if defined(COMPASS_WITH_CUDA)
+  device::RunPtr run;
+#endif
+  RunInfo info;
+};
+
+Prepared::Prepared(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Prepared::Prepared(Prepared&&) noexcept = default;
+Prepared& Prepared::operator=(Prepared&&) noexcept = default;
+Prepared::~Prepared() = default;
+
+Result<Prepared> Prepared::create(const schedule::Schedule& s, const RunOptions& options) {
   COMPASS_TRY(check_run_request(s, options));
 #if defined(COMPASS_WITH_CUDA)
-  return device::run(s, options);
+  auto impl = std::make_unique<Impl>();
+  impl->s = s;
+  impl->options = options;
+  COMPASS_ASSIGN(impl->run, device::prepare(impl->s, impl->options));
+  impl->info = device::info(*impl->run);
+  return Prepared(std::move(impl));
 #else
   return make_error("{}", kNoDevice);
 #endif
+}
+
+Result<Measurement> Prepared::run() {
+#if defined(COMPASS_WITH_CUDA)
+  return device::measure(*impl_->run, impl_->s, impl_->options);
+#else
+  return make_error("{}", kNoDevice);
+#endif
+}
+
+const RunInfo& Prepared::info() const { return impl_->info; }
+
+Result<RunReport> run_schedule(const schedule::Schedule& s, const RunOptions& options) {
+  COMPASS_ASSIGN(Prepared p, Prepared::create(s, options));
+  COMPASS_ASSIGN(Measurement m, p.run());
+  return RunReport{std::move(m), p.info()};
 }
 
 std::vector<GemmShape> calibration_gemm_shapes(bool quick) {

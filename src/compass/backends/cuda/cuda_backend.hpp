@@ -2,10 +2,12 @@
 // The CUDA backend's host-side entry points. These compile without nvcc; when the backend
 // is not compiled in, or no GPU is present, they return "no CUDA device found".
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "compass/backends/backend.hpp"
 #include "compass/core/result.hpp"
 #include "compass/hardware/profile.hpp"
 #include "compass/schedule/schedule.hpp"
@@ -39,40 +41,55 @@ std::string_view to_string(SyncMode m);
 /// Parses the names above; the error names the bad text.
 Result<SyncMode> parse_sync_mode(std::string_view s);
 
-struct RunOptions {
+/// The CUDA backend's run options: the shared ones (repeat, warmup, check, seed) and how
+/// ranks map onto GPUs and streams wait for each other.
+struct RunOptions : backends::RunOptions {
   LaunchMode mode = LaunchMode::virtual_ranks;
   /// Debugging aid: wait for every task to finish before issuing the next (no overlap, so a
   /// --check that passes only with it points at a missing dependency). Also set by the
   /// environment variable COMPASS_CUDA_SERIALIZE=1.
   bool serialize = false;
   SyncMode sync = SyncMode::events;
-  int repeat = 5;
-  int warmup = 1;
-  bool check = false;
-  unsigned seed = 1;
 };
 
+/// What a prepared run is made of on the GPU(s).
+struct RunInfo {
+  std::string device;  ///< GPU name(s), e.g. "NVIDIA H200" or "NVIDIA H200 x8"
+  int streams = 0;     ///< CUDA streams the schedule was mapped onto
+  int events = 0;      ///< cross-stream dependencies (events or flags)
+  std::string sync;    ///< "events" or "flags"
+};
+
+/// A schedule set up on the GPU(s) (the backend contract's prepare step: buffers, streams,
+/// events or flags, GEMM plans, inputs); run() is the cheap, repeatable step. The check
+/// (Measurement::check) compares with a cuBLASLt reference with the tolerance of
+/// check_tolerance(); a failed check is not an error: the caller decides.
+class Prepared {
+ public:
+  /// check_run_request, then device setup. Errors name the failing task or CUDA call; "no
+  /// CUDA device found" without one.
+  static Result<Prepared> create(const schedule::Schedule& s, const RunOptions& options);
+  /// warmup + repeat timed runs (CUDA events), then the check with RunOptions::check.
+  Result<Measurement> run();
+  const RunInfo& info() const;
+
+  Prepared(Prepared&&) noexcept;
+  Prepared& operator=(Prepared&&) noexcept;
+  ~Prepared();
+
+ private:
+  struct Impl;
+  explicit Prepared(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// One prepared run's measurement and what it ran on.
 struct RunReport {
-  std::vector<double> times_s;   ///< one per repeat, from CUDA events
-  double median_s = 0, min_s = 0, max_s = 0;
-  bool checked = false;
-  double max_abs_error = 0;
-  double max_rel_error = 0;
-  std::string device;            ///< GPU name
-  // Diagnostics of the CUDA run:
-  double tolerance = 0;          ///< the max_rel_error --check accepts for the dtype
-  bool check_passed = true;      ///< false when checked and max_rel_error > tolerance
-  int streams = 0;               ///< CUDA streams the schedule was mapped onto
-  int events = 0;                ///< cross-stream dependencies (events or flags)
-  std::string sync;              ///< "events" or "flags"
-  double max_ref_abs = 0;        ///< max |ref| over the compared outputs
-  /// With --check: where the largest error is ("rank 3 y[17, 250]: got 0.0, want 12.5") and
-  /// how many elements of each rank exceed the tolerance, for diagnosing a failed check.
-  std::string worst;
+  Measurement measurement;
+  RunInfo info;
 };
 
-/// Runs a schedule on the GPU(s); errors name the failing task or CUDA call. A failed --check
-/// is not an error: the report says so (check_passed) and the caller decides.
+/// Prepared::create then run(), for one-off runs.
 Result<RunReport> run_schedule(const schedule::Schedule& s, const RunOptions& options);
 
 /// Argument checks of run_schedule that need no GPU: repeat >= 1, warmup >= 0, a supported

@@ -386,14 +386,44 @@ Result<RawResult> decode(const std::string& b) {
 
 bool compiled_in() { return true; }
 
+Status check(const hardware::Profile& profile, const schedule::Schedule& s) {
+  return detail::check_input(profile, s);
+}
+
+Prepared::Prepared(std::unique_ptr<detail::Prepared> prep, const hardware::Profile& profile,
+                   const schedule::Schedule& s, const SimOptions& options)
+    : prep_(std::move(prep)), profile_(&profile), s_(&s), options_(options) {}
+Prepared::Prepared(Prepared&&) noexcept = default;
+Prepared& Prepared::operator=(Prepared&&) noexcept = default;
+Prepared::~Prepared() = default;
+
+Result<Prepared> Prepared::create(const hardware::Profile& profile, const schedule::Schedule& s,
+                                  const SimOptions& options) {
+  COMPASS_ASSIGN(detail::Prepared prep, detail::prepare(profile, s, options));
+  return Prepared(std::make_unique<detail::Prepared>(std::move(prep)), profile, s, options);
+}
+
+Result<SimResult> Prepared::run() const {
+  COMPASS_ASSIGN(detail::RawResult raw,
+                 options_.isolate ? detail::run_isolated(*prep_) : detail::run_engine(*prep_));
+  if (raw.tasks.size() != s_->tasks.size())
+    return make_error("simulator returned {} task times for {} tasks", raw.tasks.size(),
+                      s_->tasks.size());
+  return detail::finish(*profile_, *s_, *prep_, std::move(raw));
+}
+
+backends::Measurement measurement(const SimResult& r) {
+  backends::Measurement m;
+  m.times_s = {r.total_s};
+  backends::summarise_times(m);
+  m.resources = r.resources;
+  return m;
+}
+
 Result<SimResult> simulate(const hardware::Profile& profile, const schedule::Schedule& s,
                            const SimOptions& options) {
-  COMPASS_ASSIGN(const detail::Prepared prep, detail::prepare(profile, s, options));
-  COMPASS_ASSIGN(detail::RawResult raw,
-                 options.isolate ? detail::run_isolated(prep) : detail::run_engine(prep));
-  if (raw.tasks.size() != s.tasks.size())
-    return make_error("simulator returned {} task times for {} tasks", raw.tasks.size(), s.tasks.size());
-  return detail::finish(profile, s, prep, std::move(raw));
+  COMPASS_ASSIGN(const Prepared prep, Prepared::create(profile, s, options));
+  return prep.run();
 }
 
 double isolated_task_time_s(const hardware::Profile& profile, const schedule::Schedule& s,

@@ -8,9 +8,11 @@
 // docs/simulator.md for the translation rules.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "compass/backends/backend.hpp"
 #include "compass/core/result.hpp"
 #include "compass/hardware/profile.hpp"
 #include "compass/schedule/schedule.hpp"
@@ -32,15 +34,9 @@ struct SimOptions {
   bool interference = true;
 };
 
-/// Busy time of one serial resource (sum of its tasks' durations).
-struct ResourceBusy {
-  int rank = 0;
-  schedule::ResourceKind kind = schedule::ResourceKind::compute;
-  int index = 0;
-  int tasks = 0;
-  double busy_s = 0;
-  bool operator==(const ResourceBusy&) const = default;
-};
+/// Busy time of one serial resource (sum of its tasks' durations): the shared type of the
+/// backend contract.
+using backends::ResourceBusy;
 
 /// When one task ran (simulated seconds from the start of the operator).
 struct TaskTime {
@@ -82,7 +78,42 @@ struct SimResult {
   bool operator==(const SimResult&) const = default;
 };
 
-/// Simulates `s` on `profile`. Errors: an invalid schedule, ranks on GPUs the profile lacks or
+/// The backend contract's check: a valid schedule whose ranks sit on distinct GPUs of the
+/// profile. Errors name the rank or task.
+Status check(const hardware::Profile& profile, const schedule::Schedule& s);
+
+namespace detail {
+struct Prepared;
+}
+
+/// A schedule translated for the simulator (the contract's prepare step: task costs, routes,
+/// the links to report). `profile` and `s` must outlive it.
+class Prepared {
+ public:
+  /// Errors: those of check(), a missing route or a zero-bandwidth hop a transfer uses.
+  static Result<Prepared> create(const hardware::Profile& profile, const schedule::Schedule& s,
+                                 const SimOptions& options = {});
+  /// One simulation (deterministic: every run gives the same result).
+  Result<SimResult> run() const;
+
+  Prepared(Prepared&&) noexcept;
+  Prepared& operator=(Prepared&&) noexcept;
+  ~Prepared();
+
+ private:
+  Prepared(std::unique_ptr<detail::Prepared> prep, const hardware::Profile& profile,
+           const schedule::Schedule& s, const SimOptions& options);
+  std::unique_ptr<detail::Prepared> prep_;
+  const hardware::Profile* profile_;
+  const schedule::Schedule* s_;
+  SimOptions options_;
+};
+
+/// A simulation as the backend contract's Measurement: one time, total_s (repeat and warmup
+/// do not apply to a deterministic simulation), and the busy time of every resource.
+backends::Measurement measurement(const SimResult& r);
+
+/// Simulates `s` on `profile` (Prepared::create, then run). Errors: an invalid schedule, ranks on GPUs the profile lacks or
 /// sharing a GPU, a missing route or a zero-bandwidth hop on a route a transfer uses, a
 /// schedule whose resource order deadlocks, or a crashed simulator child.
 Result<SimResult> simulate(const hardware::Profile& profile, const schedule::Schedule& s,

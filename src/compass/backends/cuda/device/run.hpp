@@ -1,0 +1,117 @@
+#pragma once
+// The CUDA executor's state for one prepared schedule (device code only, private to
+// device/): buffers, streams, events or flags, GEMM plans and inputs on the GPU(s). Its
+// methods live in three units: setup.cpp (device setup), executor.cpp (the timed run) and
+// reference_check.cpp (the --check reference and the comparison).
+#include <cuda.h>  // types of the stream memory operations only; no libcuda link
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compass/backends/cuda/cuda_backend.hpp"
+#include "compass/backends/cuda/device/cuda_util.hpp"
+#include "compass/backends/cuda/device/kernels.hpp"
+#include "compass/backends/cuda/device/lt_gemm.hpp"
+#include "compass/backends/cuda/stream_plan.hpp"
+
+namespace compass::backends::cuda::device {
+
+// The driver's stream memory operations, looked up through the runtime so that the binaries
+// need no link against libcuda (the driver provides them wherever a GPU is).
+struct StreamMemOps {
+  decltype(&cuStreamWaitValue32_v2) wait = nullptr;
+  decltype(&cuStreamWriteValue32_v2) write = nullptr;
+  decltype(&cuGetErrorName) error_name = nullptr;
+
+  static Result<StreamMemOps> load();
+  Status check(CUresult r, std::string_view call, std::string_view what) const;
+};
+
+ElemType elem_type(DType t);
+/// True when the environment variable `name` is "1".
+bool env_flag(const char* name);
+/// "task 3 ('r0 gemm s1 c1')", for errors.
+std::string task_label(const schedule::Task& t);
+
+/// The comparison of one rank's output with the reference.
+struct RankError {
+  double err = 0;  ///< max |y - ref| (infinity for NaN)
+  double ref = 0;  ///< max |ref|
+  std::int64_t bad = 0;  ///< elements over the tolerance
+  std::pair<std::int64_t, std::int64_t> at{0, 0};  ///< (row, col) of the largest error
+  std::pair<float, float> val{0.f, 0.f};            ///< (got, want) there
+};
+
+// Everything one prepared schedule owns on the GPUs. Members are destroyed in reverse order:
+// GEMM plans before handles, events and streams before memory. The schedule and the options
+// must outlive the Run.
+class Run {
+ public:
+  Run(const schedule::Schedule& s, const RunOptions& o);
+
+  /// Device setup: GPUs, peer access, buffers, streams, events or flags, GEMM plans, inputs.
+  Status setup();
+  /// warmup + repeat timed iterations, then the reference check with RunOptions::check.
+  Result<Measurement> measure();
+  const RunInfo& info() const { return info_; }
+
+ private:
+  int buffer_device(int buffer) const { return rank_device(s_, o_.mode, s_.buffers[buffer].rank); }
+  char* ptr(const schedule::Region& r) const {
+    const schedule::Buffer& b = s_.buffers[r.buffer];
+    return static_cast<char*>(mem_[r.buffer].get()) + (r.row * b.cols + r.col) * eb_;
+  }
+  std::int64_t ld(const schedule::Region& r) const { return s_.buffers[r.buffer].cols; }
+
+  // setup.cpp
+  Status check_devices();
+  Status describe_devices();
+  Status enable_peer_access();
+  Status allocate_buffers();
+  Status create_streams_and_events();
+  Status create_flags();
+  int task_stream(int task) const;
+  Status prepare_tasks();
+  Status fill_inputs();
+  Status fill(int index, void* dst);
+  Status sync_aux();
+  // executor.cpp
+  Status reset_outputs();
+  Status issue(const TaskIssue& is);
+  Result<double> iteration();
+  // reference_check.cpp
+  Status check(CheckResult& out);
+  Status reference_output(DeviceMemory& Y);
+  Result<RankError> compare_rank(const ReferenceBlocks& block, const DeviceMemory& Y);
+  Status place(int index, void* dst, std::int64_t ld, std::int64_t row0, std::int64_t col0);
+  Result<std::string> modified_inputs();
+
+  const schedule::Schedule& s_;
+  const RunOptions& o_;
+  bool serialize_ = false;
+  const std::int64_t eb_;
+  int ref_device_ = 0;
+  RunInfo info_;
+  StreamPlan plan_;
+  std::set<std::pair<int, int>> peer_;
+  std::vector<DeviceMemory> mem_;
+  std::vector<DeviceMemory> workspace_;
+  std::map<int, Stream> aux_;
+  std::vector<Stream> streams_;
+  std::vector<Event> stream_end_;
+  std::vector<Event> events_;
+  StreamMemOps mem_ops_;
+  std::vector<DeviceMemory> flags_;   // per device, for --sync flags
+  std::vector<CUdeviceptr> flag_ptr_; // per dependency
+  cuuint32_t iteration_ = 0;
+  Stream timing_stream_;
+  Event start_, stop_;
+  std::map<int, LtHandle> handles_;
+  std::vector<LtGemm> gemms_;
+  std::vector<std::string> labels_;
+};
+
+}  // namespace compass::backends::cuda::device
