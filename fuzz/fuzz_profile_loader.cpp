@@ -15,6 +15,7 @@
 
 #include "compass/hardware/presets.hpp"
 #include "compass/hardware/profile_io.hpp"
+#include "compass/hardware/topo_matrix.hpp"
 
 namespace {
 
@@ -57,6 +58,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   // Any exception escaping here is reported by libFuzzer as a crash, which is what we want.
   auto p = compass::hardware::profile_from_json(text, "fuzz.json");
+  // `compass profile check` lists every error; it must agree with the loader on whether the
+  // text loads.
+  const auto errors = compass::hardware::check_profile_json(text, "fuzz.json");
+  if (errors.empty() != p.ok()) {
+    std::fprintf(stderr, "check found %zu errors but the loader %s\n", errors.size(),
+                 p.ok() ? "loaded the profile" : p.error().message.c_str());
+    __builtin_trap();
+  }
+  // The same bytes as an nvidia-smi topo -m matrix: an error or a matrix, never a crash.
+  (void)compass::hardware::parse_topo_matrix(text, "fuzz.txt");
   if (!p.ok()) return 0;
   const std::string saved = compass::hardware::profile_to_json(*p);
   auto again = compass::hardware::profile_from_json(saved, "fuzz-roundtrip.json");

@@ -316,26 +316,26 @@ TEST(ProfileValidation, ErrorsNameTheField) {
                                          {"dst", "gpu1"},
                                          {"hops", json::array({json::array({"l0", "fwd"})})}}});
        },
-       "my.json: route gpu0->gpu1: ends at 'sw0', not at 'gpu1'"},
+       "my.json: routes[0] (gpu0->gpu1): ends at 'sw0', not at 'gpu1'"},
       {[](json& j) {
          j["routes"] = json::array({json{{"src", "gpu0"},
                                          {"dst", "gpu1"},
                                          {"hops", json::array({json::array({"l1", "fwd"})})}}});
        },
-       "my.json: route gpu0->gpu1: hops[0]: link 'l1' leaves from 'gpu1' but the path is at "
+       "my.json: routes[0] (gpu0->gpu1): hops[0]: link 'l1' leaves from 'gpu1' but the path is at "
        "'gpu0'"},
       {[](json& j) {
          j["routes"] =
              json::array({json{{"src", "gpu0"}, {"dst", "gpu1"}, {"hops", json::array()}}});
        },
-       "my.json: route gpu0->gpu1: hops: empty"},
+       "my.json: routes[0] (gpu0->gpu1): hops: empty"},
       {[](json& j) {
          json r{{"src", "gpu0"},
                 {"dst", "gpu1"},
                 {"hops", json::array({json::array({"l0", "fwd"}), json::array({"l1", "rev"})})}};
          j["routes"] = json::array({r, r});
        },
-       "my.json: route gpu0->gpu1: appears twice"},
+       "my.json: routes[1]: route gpu0->gpu1 appears twice (first at routes[0])"},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     json j = minimal_json();

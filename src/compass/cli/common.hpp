@@ -82,5 +82,7 @@ void add_sweep_verb(CLI::App& app);
 void add_simulate_verb(CLI::App& app);
 void add_calibrate_verb(CLI::App& app);
 void add_validate_verb(CLI::App& app);
+void add_profile_verb(CLI::App& app);
+void add_discover_verb(CLI::App& app);
 
 }  // namespace compass::cli

@@ -8,6 +8,7 @@
 
 #include "compass/backends/cuda/cuda_backend.hpp"
 #include "compass/backends/cpu/calibrate.hpp"
+#include "compass/cli/calibrate_nccl.hpp"
 #include "compass/cli/common.hpp"
 #include "compass/hardware/profile_io.hpp"
 #include "compass/study/validation.hpp"
@@ -25,6 +26,7 @@ struct CalibrateArgs {
   bool quick = false;
   bool json = false;
   int device = 0;
+  std::vector<std::string> nccl_logs;
 };
 
 void print_table(const backends::cuda::CalibrationResult& c, const std::string& out) {
@@ -178,7 +180,11 @@ void add_calibrate_verb(CLI::App& app) {
       "and write a calibrated profile");
   sub->add_option("--backend", args->backend, "cuda or cpu")
       ->capture_default_str();
-  sub->add_option("--out", args->out, "profile JSON to write")->required();
+  sub->add_option("--out", args->out,
+                  "profile JSON to write (required unless --from-nccl-tests)");
+  sub->add_option("--from-nccl-tests", args->nccl_logs,
+                  "fit the profile's link bandwidths and latencies to nccl-tests logs "
+                  "(all_reduce_perf, all_gather_perf, reduce_scatter_perf, sendrecv_perf)");
   sub->add_option("--profile", args->profile,
                   "base profile (preset or file) the measurements are written into "
                   "(default h200x1 for cuda, a6000x8 for cpu)")
@@ -192,7 +198,15 @@ void add_calibrate_verb(CLI::App& app) {
   sub->add_flag("--force", args->force, "overwrite --out if it exists");
   sub->add_flag("--quick", args->quick, "fewer shapes and repeats (well under a minute)");
   sub->add_flag("--json", args->json, "print the measurements as JSON");
-  sub->callback([args] { run_calibrate(*args); });
+  sub->callback([args] {
+    if (!args->nccl_logs.empty()) {
+      run_calibrate_from_nccl_tests(
+          NcclFitArgs{args->nccl_logs, args->profile, args->out, args->force, args->json});
+      return;
+    }
+    if (args->out.empty()) throw UsageError("--out is required");
+    run_calibrate(*args);
+  });
 }
 
 }  // namespace compass::cli

@@ -309,6 +309,12 @@ Result<Profile> make_preset(const std::string& name) {
   return p;
 }
 
+Result<DeviceSpec> preset_device(const std::string& device_name) {
+  for (const DeviceSpec& d : {rtx_a6000(), rtx_4090(), a100_sxm_80gb(), h100_sxm(), h200_sxm()})
+    if (d.name == device_name) return d;
+  return make_error("no preset uses a device named '{}'", device_name);
+}
+
 Profile make_multinode_nvswitch(int nodes, int gpus_per_node) {
   COMPASS_CHECK(nodes >= 1 && gpus_per_node >= 1, "make_multinode_nvswitch({}, {})", nodes,
                 gpus_per_node);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -124,6 +125,15 @@ class ObjectReader {
     return Status::success();
   }
 
+  /// One error per field nobody asked for.
+  std::vector<Status> unknown_fields() const {
+    std::vector<Status> out;
+    for (auto it = j_->begin(); it != j_->end(); ++it)
+      if (!used_.count(it.key()))
+        out.push_back(make_error("{}: unknown field", join(path_, it.key())));
+    return out;
+  }
+
  private:
   ObjectReader(const json& j, std::string path) : j_(&j), path_(std::move(path)) {}
 
@@ -156,9 +166,101 @@ Status at_least_one(const std::string& field, double v) {
   return Status::success();
 }
 
+/// Where checking goes: without a list the first error ends the check (load, validate); with
+/// one every error is kept and checking goes on (`compass profile check`).
+class ErrorSink {
+ public:
+  explicit ErrorSink(std::vector<Error>* all = nullptr) : all_(all) {}
+  /// Records a failed status; true when the caller must stop (first-error mode).
+  bool failed(const Status& s) {
+    if (s.ok()) return false;
+    if (!first_) first_ = s.error();
+    if (all_) {
+      all_->push_back(s.error());
+      return false;
+    }
+    return true;
+  }
+  bool any() const { return first_.has_value(); }
+  bool collecting() const { return all_ != nullptr; }
+  Status status() const { return first_ ? Status(*first_) : Status::success(); }
+
+ private:
+  std::vector<Error>* all_;
+  std::optional<Error> first_;
+};
+
+/// File positions of the elements kept in memory (an element that failed to parse is absent,
+/// so in-memory index i is file index map[i]); empty means identity.
+struct FilePositions {
+  std::vector<std::size_t> devices, nodes, links, routes;
+  static std::size_t at(const std::vector<std::size_t>& map, std::size_t i) {
+    return i < map.size() ? map[i] : i;
+  }
+};
+
+Status check_device(const DeviceSpec& d, const std::string& f,
+                    std::set<std::string, std::less<>>& names) {
+  if (d.name.empty()) return make_error("{}.name: must not be empty", f);
+  if (!names.insert(d.name).second)
+    return make_error("{}.name: duplicate device name '{}'", f, d.name);
+  if (d.sm_count <= 0) return make_error("{}.sm_count: must be positive, got {}", f, d.sm_count);
+  if (d.peak_flops.empty()) return make_error("{}.peak_flops: must list at least one dtype", f);
+  for (const auto& [t, v] : d.peak_flops)
+    COMPASS_TRY(positive(fmt::format("{}.peak_flops.{}", f, to_string(t)), v));
+  COMPASS_TRY(positive(f + ".memory_bandwidth_bytes_per_s", d.memory_bandwidth_bytes_per_s));
+  COMPASS_TRY(positive(f + ".memory_bytes", d.memory_bytes));
+  if (d.copy_engines < 1)
+    return make_error("{}.copy_engines: must be >= 1, got {}", f, d.copy_engines);
+  return Status::success();
+}
+
+Status check_node(const Node& n, const std::string& f,
+                  std::set<std::string, std::less<>>& names,
+                  const std::set<std::string, std::less<>>& device_names) {
+  if (n.name.empty()) return make_error("{}.name: must not be empty", f);
+  if (!names.insert(n.name).second)
+    return make_error("{}.name: duplicate node name '{}'", f, n.name);
+  if (to_string(n.kind) == "?") return make_error("{}.kind: invalid node kind", f);
+  if (n.kind == NodeKind::gpu) {
+    if (!device_names.count(n.device))
+      return make_error("{}.device: unknown device '{}' (not in devices)", f, n.device);
+  } else if (!n.device.empty()) {
+    return make_error("{}.device: only GPU nodes have a device, '{}' is a {}", f, n.name,
+                      to_string(n.kind));
+  }
+  return Status::success();
+}
+
+Status check_link(const Profile& p, const Link& l, const std::string& f,
+                  std::set<std::string, std::less<>>& names) {
+  const int node_count = static_cast<int>(p.nodes.size());
+  if (l.name.empty()) return make_error("{}.name: must not be empty", f);
+  if (!names.insert(l.name).second)
+    return make_error("{}.name: duplicate link name '{}'", f, l.name);
+  if (to_string(l.kind) == "?") return make_error("{}.kind: invalid link kind", f);
+  if (l.a < 0 || l.a >= node_count)
+    return make_error("{}.a: node index {} out of range (0..{})", f, l.a, node_count - 1);
+  if (l.b < 0 || l.b >= node_count)
+    return make_error("{}.b: node index {} out of range (0..{})", f, l.b, node_count - 1);
+  if (l.a == l.b)
+    return make_error("{}.b: link connects node '{}' to itself", f, p.nodes[l.a].name);
+  COMPASS_TRY(positive(f + ".bandwidth_bytes_per_s", l.bandwidth_bytes_per_s));
+  COMPASS_TRY(positive(f + ".reverse_bandwidth_bytes_per_s", l.reverse_bandwidth_bytes_per_s));
+  return non_negative(f + ".latency_s", l.latency_s);
+}
+
+Status check_gemm_sample(const GemmSample& g, const std::string& f) {
+  if (to_string(g.dtype) == "?") return make_error("{}.dtype: invalid dtype", f);
+  if (g.m <= 0) return make_error("{}.m: must be positive, got {}", f, g.m);
+  if (g.n <= 0) return make_error("{}.n: must be positive, got {}", f, g.n);
+  if (g.k <= 0) return make_error("{}.k: must be positive, got {}", f, g.k);
+  return positive(f + ".time_s", g.time_s);
+}
+
 /// Everything but the routes (which need a sound graph first).
-Status validate_graph(const Profile& p) {
-  if (p.name.empty()) return make_error("name: must not be empty");
+Status validate_graph(const Profile& p, ErrorSink& sink, const FilePositions& at = {}) {
+  if (p.name.empty() && sink.failed(make_error("name: must not be empty"))) return sink.status();
   if (p.devices.size() > kMaxDevices)
     return make_error("devices: {} devices is more than the limit of {}", p.devices.size(),
                       kMaxDevices);
@@ -168,98 +270,130 @@ Status validate_graph(const Profile& p) {
     return make_error("links: {} links is more than the limit of {}", p.links.size(), kMaxLinks);
 
   std::set<std::string, std::less<>> device_names;
-  for (std::size_t i = 0; i < p.devices.size(); ++i) {
-    const DeviceSpec& d = p.devices[i];
-    const std::string f = indexed("devices", i);
-    if (d.name.empty()) return make_error("{}.name: must not be empty", f);
-    if (!device_names.insert(d.name).second)
-      return make_error("{}.name: duplicate device name '{}'", f, d.name);
-    if (d.sm_count <= 0) return make_error("{}.sm_count: must be positive, got {}", f, d.sm_count);
-    if (d.peak_flops.empty()) return make_error("{}.peak_flops: must list at least one dtype", f);
-    for (const auto& [t, v] : d.peak_flops)
-      COMPASS_TRY(positive(fmt::format("{}.peak_flops.{}", f, to_string(t)), v));
-    COMPASS_TRY(positive(f + ".memory_bandwidth_bytes_per_s", d.memory_bandwidth_bytes_per_s));
-    COMPASS_TRY(positive(f + ".memory_bytes", d.memory_bytes));
-    if (d.copy_engines < 1)
-      return make_error("{}.copy_engines: must be >= 1, got {}", f, d.copy_engines);
-  }
+  for (std::size_t i = 0; i < p.devices.size(); ++i)
+    if (sink.failed(check_device(p.devices[i],
+                                 indexed("devices", FilePositions::at(at.devices, i)),
+                                 device_names)))
+      return sink.status();
 
   std::set<std::string, std::less<>> node_names;
   int gpus = 0;
   for (std::size_t i = 0; i < p.nodes.size(); ++i) {
-    const Node& n = p.nodes[i];
-    const std::string f = indexed("nodes", i);
-    if (n.name.empty()) return make_error("{}.name: must not be empty", f);
-    if (!node_names.insert(n.name).second)
-      return make_error("{}.name: duplicate node name '{}'", f, n.name);
-    if (to_string(n.kind) == "?") return make_error("{}.kind: invalid node kind", f);
-    if (n.kind == NodeKind::gpu) {
-      ++gpus;
-      if (!device_names.count(n.device))
-        return make_error("{}.device: unknown device '{}' (not in devices)", f, n.device);
-    } else if (!n.device.empty()) {
-      return make_error("{}.device: only GPU nodes have a device, '{}' is a {}", f, n.name,
-                        to_string(n.kind));
-    }
+    if (p.nodes[i].kind == NodeKind::gpu) ++gpus;
+    if (sink.failed(check_node(p.nodes[i], indexed("nodes", FilePositions::at(at.nodes, i)),
+                               node_names, device_names)))
+      return sink.status();
   }
-  if (gpus == 0) return make_error("nodes: the machine has no GPU (no node of kind gpu)");
+  if (gpus == 0 && sink.failed(make_error("nodes: the machine has no GPU (no node of kind gpu)")))
+    return sink.status();
 
   std::set<std::string, std::less<>> link_names;
-  const int node_count = static_cast<int>(p.nodes.size());
-  for (std::size_t i = 0; i < p.links.size(); ++i) {
-    const Link& l = p.links[i];
-    const std::string f = indexed("links", i);
-    if (l.name.empty()) return make_error("{}.name: must not be empty", f);
-    if (!link_names.insert(l.name).second)
-      return make_error("{}.name: duplicate link name '{}'", f, l.name);
-    if (to_string(l.kind) == "?") return make_error("{}.kind: invalid link kind", f);
-    if (l.a < 0 || l.a >= node_count)
-      return make_error("{}.a: node index {} out of range (0..{})", f, l.a, node_count - 1);
-    if (l.b < 0 || l.b >= node_count)
-      return make_error("{}.b: node index {} out of range (0..{})", f, l.b, node_count - 1);
-    if (l.a == l.b)
-      return make_error("{}.b: link connects node '{}' to itself", f, p.nodes[l.a].name);
-    COMPASS_TRY(positive(f + ".bandwidth_bytes_per_s", l.bandwidth_bytes_per_s));
-    COMPASS_TRY(positive(f + ".reverse_bandwidth_bytes_per_s", l.reverse_bandwidth_bytes_per_s));
-    COMPASS_TRY(non_negative(f + ".latency_s", l.latency_s));
-  }
+  for (std::size_t i = 0; i < p.links.size(); ++i)
+    if (sink.failed(check_link(p, p.links[i], indexed("links", FilePositions::at(at.links, i)),
+                               link_names)))
+      return sink.status();
 
   const Overheads& o = p.overheads;
-  COMPASS_TRY(non_negative("overheads.kernel_launch_s", o.kernel_launch_s));
-  COMPASS_TRY(non_negative("overheads.collective_launch_s", o.collective_launch_s));
-  COMPASS_TRY(non_negative("overheads.flag_wait_s", o.flag_wait_s));
-  COMPASS_TRY(non_negative("overheads.copy_launch_s", o.copy_launch_s));
   const Interference& in = p.interference;
-  COMPASS_TRY(at_least_one("interference.gemm_slowdown_copy_engine", in.gemm_slowdown_copy_engine));
-  COMPASS_TRY(at_least_one("interference.gemm_slowdown_sm_copy", in.gemm_slowdown_sm_copy));
-  COMPASS_TRY(at_least_one("interference.comm_slowdown_beside_gemm", in.comm_slowdown_beside_gemm));
-
   const Calibration& c = p.calibration;
-  for (std::size_t i = 0; i < c.gemm.size(); ++i) {
-    const GemmSample& g = c.gemm[i];
-    const std::string f = indexed("calibration.gemm", i);
-    if (to_string(g.dtype) == "?") return make_error("{}.dtype: invalid dtype", f);
-    if (g.m <= 0) return make_error("{}.m: must be positive, got {}", f, g.m);
-    if (g.n <= 0) return make_error("{}.n: must be positive, got {}", f, g.n);
-    if (g.k <= 0) return make_error("{}.k: must be positive, got {}", f, g.k);
-    COMPASS_TRY(positive(f + ".time_s", g.time_s));
-  }
-  if (c.copy_bandwidth_bytes_per_s)
-    COMPASS_TRY(positive("calibration.copy_bandwidth_bytes_per_s", *c.copy_bandwidth_bytes_per_s));
+  std::vector<Status> scalar = {
+      non_negative("overheads.kernel_launch_s", o.kernel_launch_s),
+      non_negative("overheads.collective_launch_s", o.collective_launch_s),
+      non_negative("overheads.flag_wait_s", o.flag_wait_s),
+      non_negative("overheads.copy_launch_s", o.copy_launch_s),
+      at_least_one("interference.gemm_slowdown_copy_engine", in.gemm_slowdown_copy_engine),
+      at_least_one("interference.gemm_slowdown_sm_copy", in.gemm_slowdown_sm_copy),
+      at_least_one("interference.comm_slowdown_beside_gemm", in.comm_slowdown_beside_gemm)};
+  for (const Status& s : scalar)
+    if (sink.failed(s)) return sink.status();
+
+  for (std::size_t i = 0; i < c.gemm.size(); ++i)
+    if (sink.failed(check_gemm_sample(c.gemm[i], indexed("calibration.gemm", i))))
+      return sink.status();
+  if (c.copy_bandwidth_bytes_per_s &&
+      sink.failed(positive("calibration.copy_bandwidth_bytes_per_s", *c.copy_bandwidth_bytes_per_s)))
+    return sink.status();
   if (c.gemm_efficiency) {
     const double e = *c.gemm_efficiency;
-    if (!(e > 0 && e <= 1))
-      return make_error("calibration.gemm_efficiency: must be in (0, 1], got {}", e);
+    if (!(e > 0 && e <= 1) &&
+        sink.failed(make_error("calibration.gemm_efficiency: must be in (0, 1], got {}", e)))
+      return sink.status();
   }
-  return Status::success();
+  return sink.status();
 }
 
-Status validate_routes(const Profile& p) {
+std::vector<int> gpu_node_indices(const Profile& p) {
   std::vector<int> gpu_nodes;
   for (int i = 0; i < static_cast<int>(p.nodes.size()); ++i)
     if (p.nodes[i].kind == NodeKind::gpu) gpu_nodes.push_back(i);
+  return gpu_nodes;
+}
+
+/// One route's own checks. `label` names it in errors: "route gpu2->gpu5" in memory, or
+/// "routes[7] (gpu2->gpu5)" for the 8th route of a file.
+Status check_route(const Profile& p, const Route& r, const std::vector<int>& gpu_nodes,
+                   const std::string& index_path, bool file_label) {
   const int n = static_cast<int>(gpu_nodes.size());
   const int link_count = static_cast<int>(p.links.size());
+  if (r.src < 0 || r.src >= n)
+    return make_error("{}.src: GPU ordinal {} out of range (0..{})", index_path, r.src, n - 1);
+  if (r.dst < 0 || r.dst >= n)
+    return make_error("{}.dst: GPU ordinal {} out of range (0..{})", index_path, r.dst, n - 1);
+  if (r.src == r.dst) return make_error("{}: route from GPU {} to itself", index_path, r.src);
+  const std::string pair =
+      fmt::format("{}->{}", p.nodes[gpu_nodes[r.src]].name, p.nodes[gpu_nodes[r.dst]].name);
+  const std::string name =
+      file_label ? fmt::format("{} ({})", index_path, pair) : fmt::format("route {}", pair);
+  if (r.hops.empty()) return make_error("{}: hops: empty", name);
+  int at = gpu_nodes[r.src];
+  bool via_memory = false;
+  for (std::size_t h = 0; h < r.hops.size(); ++h) {
+    const Hop& hop = r.hops[h];
+    if (hop.link < 0 || hop.link >= link_count)
+      return make_error("{}: hops[{}]: link index {} out of range", name, h, hop.link);
+    const Link& l = p.links[hop.link];
+    const int from = hop.forward ? l.a : l.b;
+    const int to = hop.forward ? l.b : l.a;
+    if (from != at)
+      return make_error("{}: hops[{}]: link '{}' leaves from '{}' but the path is at '{}'", name,
+                        h, l.name, p.nodes[from].name, p.nodes[at].name);
+    at = to;
+    if (h + 1 < r.hops.size() && p.nodes[at].kind == NodeKind::gpu)
+      return make_error("{}: hops[{}]: passes through GPU '{}'", name, h, p.nodes[at].name);
+    if (p.nodes[at].kind == NodeKind::host_memory) via_memory = true;
+  }
+  if (at != gpu_nodes[r.dst])
+    return make_error("{}: ends at '{}', not at '{}'", name, p.nodes[at].name,
+                      p.nodes[gpu_nodes[r.dst]].name);
+  if (!p.p2p && !via_memory)
+    return make_error("{}: p2p is false but the route does not pass through host memory", name);
+  return Status::success();
+}
+
+/// The routes as a file gives them (before the missing ones are computed): each checked on its
+/// own and for duplicates, errors naming the route's index in the file.
+Status validate_given_routes(const Profile& p, ErrorSink& sink, const FilePositions& at) {
+  const std::vector<int> gpu_nodes = gpu_node_indices(p);
+  const int n = static_cast<int>(gpu_nodes.size());
+  std::map<std::pair<int, int>, std::size_t> first_at;
+  for (std::size_t i = 0; i < p.routes.size(); ++i) {
+    const Route& r = p.routes[i];
+    const std::string f = indexed("routes", FilePositions::at(at.routes, i));
+    if (sink.failed(check_route(p, r, gpu_nodes, f, true))) return sink.status();
+    if (r.src < 0 || r.dst < 0 || r.src >= n || r.dst >= n) continue;
+    auto [it, fresh] = first_at.emplace(std::pair(r.src, r.dst), i);
+    if (!fresh &&
+        sink.failed(make_error("{}: route {}->{} appears twice (first at routes[{}])", f,
+                               p.nodes[gpu_nodes[r.src]].name, p.nodes[gpu_nodes[r.dst]].name,
+                               FilePositions::at(at.routes, it->second))))
+      return sink.status();
+  }
+  return sink.status();
+}
+
+Status validate_routes(const Profile& p) {
+  const std::vector<int> gpu_nodes = gpu_node_indices(p);
+  const int n = static_cast<int>(gpu_nodes.size());
   auto route_name = [&](int s, int d) {
     return fmt::format("route {}->{}", p.nodes[gpu_nodes[s]].name, p.nodes[gpu_nodes[d]].name);
   };
@@ -267,39 +401,10 @@ Status validate_routes(const Profile& p) {
   std::vector<char> seen(static_cast<std::size_t>(n) * n, 0);
   for (std::size_t i = 0; i < p.routes.size(); ++i) {
     const Route& r = p.routes[i];
-    const std::string f = indexed("routes", i);
-    if (r.src < 0 || r.src >= n)
-      return make_error("{}.src: GPU ordinal {} out of range (0..{})", f, r.src, n - 1);
-    if (r.dst < 0 || r.dst >= n)
-      return make_error("{}.dst: GPU ordinal {} out of range (0..{})", f, r.dst, n - 1);
-    if (r.src == r.dst) return make_error("{}: route from GPU {} to itself", f, r.src);
-    const std::string name = route_name(r.src, r.dst);
+    COMPASS_TRY(check_route(p, r, gpu_nodes, indexed("routes", i), false));
     char& s = seen[static_cast<std::size_t>(r.src) * n + r.dst];
-    if (s) return make_error("{}: appears twice", name);
+    if (s) return make_error("{}: appears twice", route_name(r.src, r.dst));
     s = 1;
-    if (r.hops.empty()) return make_error("{}: hops: empty", name);
-    int at = gpu_nodes[r.src];
-    bool via_memory = false;
-    for (std::size_t h = 0; h < r.hops.size(); ++h) {
-      const Hop& hop = r.hops[h];
-      if (hop.link < 0 || hop.link >= link_count)
-        return make_error("{}: hops[{}]: link index {} out of range", name, h, hop.link);
-      const Link& l = p.links[hop.link];
-      const int from = hop.forward ? l.a : l.b;
-      const int to = hop.forward ? l.b : l.a;
-      if (from != at)
-        return make_error("{}: hops[{}]: link '{}' leaves from '{}' but the path is at '{}'", name,
-                          h, l.name, p.nodes[from].name, p.nodes[at].name);
-      at = to;
-      if (h + 1 < r.hops.size() && p.nodes[at].kind == NodeKind::gpu)
-        return make_error("{}: hops[{}]: passes through GPU '{}'", name, h, p.nodes[at].name);
-      if (p.nodes[at].kind == NodeKind::host_memory) via_memory = true;
-    }
-    if (at != gpu_nodes[r.dst])
-      return make_error("{}: ends at '{}', not at '{}'", name, p.nodes[at].name,
-                        p.nodes[gpu_nodes[r.dst]].name);
-    if (!p.p2p && !via_memory)
-      return make_error("{}: p2p is false but the route does not pass through host memory", name);
   }
   for (int s = 0; s < n; ++s)
     for (int d = 0; d < n; ++d)
@@ -501,7 +606,14 @@ Status parse_calibration(const json& j, Calibration& c) {
   return r.finish();
 }
 
-Result<Profile> parse_profile(const json& root) {
+/// Parses and checks a profile. With a collecting sink, an element that fails is left out and
+/// the check goes on (later errors may then name it as unknown); without one the first error
+/// is returned. The returned profile is complete only when the sink saw no error.
+Result<Profile> parse_profile(const json& root, ErrorSink& sink) {
+#define COMPASS_SINK(expr)                          \
+  do {                                              \
+    if (sink.failed(expr)) return sink.status().error(); \
+  } while (0)
   COMPASS_ASSIGN(ObjectReader r, ObjectReader::open(root, ""));
   std::int64_t version = 0;
   COMPASS_TRY(r.integer("version", version, true));
@@ -510,9 +622,10 @@ Result<Profile> parse_profile(const json& root) {
         "version: unsupported profile format version {} (this build reads version {})", version,
         Profile::kFormatVersion);
   Profile p;
-  COMPASS_TRY(r.str("name", p.name, true));
-  COMPASS_TRY(r.str("description", p.description, false));
-  COMPASS_TRY(r.boolean("p2p", p.p2p, false));
+  FilePositions at;
+  COMPASS_SINK(r.str("name", p.name, true));
+  COMPASS_SINK(r.str("description", p.description, false));
+  COMPASS_SINK(r.boolean("p2p", p.p2p, false));
 
   COMPASS_ASSIGN(const json* devices, r.array("devices", true));
   if (devices->size() > kMaxDevices)
@@ -520,8 +633,11 @@ Result<Profile> parse_profile(const json& root) {
                       kMaxDevices);
   for (std::size_t i = 0; i < devices->size(); ++i) {
     DeviceSpec d;
-    COMPASS_TRY(parse_device((*devices)[i], indexed("devices", i), d));
+    const Status parsed = parse_device((*devices)[i], indexed("devices", i), d);
+    if (sink.failed(parsed)) return sink.status().error();
+    if (!parsed.ok()) continue;
     p.devices.push_back(std::move(d));
+    at.devices.push_back(i);
   }
 
   COMPASS_ASSIGN(const json* nodes, r.array("nodes", true));
@@ -531,11 +647,16 @@ Result<Profile> parse_profile(const json& root) {
   for (std::size_t i = 0; i < nodes->size(); ++i) {
     Node n;
     const std::string path = indexed("nodes", i);
-    COMPASS_TRY(parse_node((*nodes)[i], path, n));
-    if (!node_index.emplace(n.name, static_cast<int>(i)).second)
-      return make_error("{}.name: duplicate node name '{}'", path, n.name);
+    const Status parsed = parse_node((*nodes)[i], path, n);
+    if (sink.failed(parsed)) return sink.status().error();
+    if (!parsed.ok()) continue;
+    if (!node_index.emplace(n.name, static_cast<int>(p.nodes.size())).second) {
+      COMPASS_SINK(make_error("{}.name: duplicate node name '{}'", path, n.name));
+      continue;
+    }
     if (n.kind == NodeKind::gpu) gpu_index.emplace(n.name, static_cast<int>(gpu_index.size()));
     p.nodes.push_back(std::move(n));
+    at.nodes.push_back(i);
   }
 
   COMPASS_ASSIGN(const json* links, r.array("links", false));
@@ -546,10 +667,15 @@ Result<Profile> parse_profile(const json& root) {
     for (std::size_t i = 0; i < links->size(); ++i) {
       Link l;
       const std::string path = indexed("links", i);
-      COMPASS_TRY(parse_link((*links)[i], path, node_index, l));
-      if (!link_index.emplace(l.name, static_cast<int>(i)).second)
-        return make_error("{}.name: duplicate link name '{}'", path, l.name);
+      const Status parsed = parse_link((*links)[i], path, node_index, l);
+      if (sink.failed(parsed)) return sink.status().error();
+      if (!parsed.ok()) continue;
+      if (!link_index.emplace(l.name, static_cast<int>(p.links.size())).second) {
+        COMPASS_SINK(make_error("{}.name: duplicate link name '{}'", path, l.name));
+        continue;
+      }
       p.links.push_back(std::move(l));
+      at.links.push_back(i);
     }
   }
 
@@ -561,41 +687,45 @@ Result<Profile> parse_profile(const json& root) {
                         n, n * (n - (n > 0 ? 1 : 0)));
     for (std::size_t i = 0; i < routes->size(); ++i) {
       Route route;
-      COMPASS_TRY(parse_route((*routes)[i], indexed("routes", i), gpu_index, link_index, route));
+      const Status parsed =
+          parse_route((*routes)[i], indexed("routes", i), gpu_index, link_index, route);
+      if (sink.failed(parsed)) return sink.status().error();
+      if (!parsed.ok()) continue;
       p.routes.push_back(std::move(route));
+      at.routes.push_back(i);
     }
   }
 
   COMPASS_ASSIGN(const json* overheads, r.member("overheads", false));
-  if (overheads) COMPASS_TRY(parse_overheads(*overheads, p.overheads));
+  if (overheads) COMPASS_SINK(parse_overheads(*overheads, p.overheads));
   COMPASS_ASSIGN(const json* interference, r.member("interference", false));
-  if (interference) COMPASS_TRY(parse_interference(*interference, p.interference));
+  if (interference) COMPASS_SINK(parse_interference(*interference, p.interference));
   COMPASS_ASSIGN(const json* calibration, r.member("calibration", false));
-  if (calibration) COMPASS_TRY(parse_calibration(*calibration, p.calibration));
+  if (calibration) COMPASS_SINK(parse_calibration(*calibration, p.calibration));
 
   COMPASS_ASSIGN(const json* notes, r.array("notes", false));
   if (notes)
     for (std::size_t i = 0; i < notes->size(); ++i) {
-      if (!(*notes)[i].is_string())
-        return make_error("{}: wrong type: expected a string, got {}", indexed("notes", i),
-                          type_name((*notes)[i]));
+      if (!(*notes)[i].is_string()) {
+        COMPASS_SINK(make_error("{}: wrong type: expected a string, got {}", indexed("notes", i),
+                                type_name((*notes)[i])));
+        continue;
+      }
       p.notes.push_back((*notes)[i].get<std::string>());
     }
-  COMPASS_TRY(r.finish());
+  for (const Status& s : r.unknown_fields()) COMPASS_SINK(s);
 
   // Routes reference a sound graph only after the rest is checked.
-  COMPASS_TRY(validate_graph(p));
-  // Duplicates are reported before the missing routes get computed.
-  {
-    std::set<std::pair<int, int>> pairs;
-    for (const Route& route : p.routes)
-      if (!pairs.insert({route.src, route.dst}).second)
-        return make_error("route {}->{}: appears twice", p.nodes[p.gpu_node(route.src)].name,
-                          p.nodes[p.gpu_node(route.dst)].name);
-  }
+  if (Status s = validate_graph(p, sink, at); !s.ok() && !sink.collecting()) return s.error();
+  // The routes the file gives are checked as given, so errors name their index in the file;
+  // only then are the missing ones computed.
+  if (Status s = validate_given_routes(p, sink, at); !s.ok() && !sink.collecting())
+    return s.error();
+  if (sink.any()) return sink.status().error();
   COMPASS_TRY(compute_missing_routes(p));
   COMPASS_TRY(validate_routes(p));
   return p;
+#undef COMPASS_SINK
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -701,11 +831,14 @@ ojson to_ordered_json(const Profile& p) {
 }  // namespace
 
 Status validate(const Profile& p) {
-  COMPASS_TRY(validate_graph(p));
+  ErrorSink first;
+  COMPASS_TRY(validate_graph(p, first));
   return validate_routes(p);
 }
 
-Result<Profile> profile_from_json(std::string_view text, std::string_view origin) {
+namespace {
+
+Result<Profile> parse_text(std::string_view text, std::string_view origin, ErrorSink& sink) {
   if (nesting_depth(text) > kMaxJsonDepth)
     return make_error("{}: malformed JSON: nested deeper than {} levels", origin, kMaxJsonDepth);
   try {
@@ -728,7 +861,7 @@ Result<Profile> profile_from_json(std::string_view text, std::string_view origin
       // e.g. "number overflow parsing '1e999'" (out_of_range.406) carries no position.
       return make_error("{}: malformed JSON: {}", origin, without_json_prefix(e.what()));
     }
-    Result<Profile> p = parse_profile(root);
+    Result<Profile> p = parse_profile(root, sink);
     if (!p.ok()) return make_error("{}: {}", origin, p.error().message);
     return p;
   } catch (const std::exception& e) {
@@ -737,11 +870,7 @@ Result<Profile> profile_from_json(std::string_view text, std::string_view origin
   }
 }
 
-std::string profile_to_json(const Profile& p) {
-  return to_ordered_json(p).dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
-}
-
-Result<Profile> load_profile_file(const std::string& path) {
+Result<std::string> read_profile_text(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) return make_error("{}: no such file", path);
@@ -754,7 +883,42 @@ Result<Profile> load_profile_file(const std::string& path) {
   std::ostringstream text;
   text << f.rdbuf();
   if (f.bad()) return make_error("{}: read failed", path);
-  return profile_from_json(text.str(), path);
+  return text.str();
+}
+
+}  // namespace
+
+Result<Profile> profile_from_json(std::string_view text, std::string_view origin) {
+  ErrorSink first;
+  return parse_text(text, origin, first);
+}
+
+std::vector<Error> check_profile_json(std::string_view text, std::string_view origin) {
+  std::vector<Error> all;
+  ErrorSink sink(&all);
+  Result<Profile> p = parse_text(text, origin, sink);
+  for (Error& e : all) e.message = fmt::format("{}: {}", origin, e.message);
+  // An error that ended the check (malformed JSON, a missing array) is not in the list yet.
+  if (!p.ok() && std::none_of(all.begin(), all.end(), [&](const Error& e) {
+        return e.message == p.error().message;
+      }))
+    all.push_back(p.error());
+  return all;
+}
+
+std::vector<Error> check_profile_file(const std::string& path) {
+  Result<std::string> text = read_profile_text(path);
+  if (!text.ok()) return {text.error()};
+  return check_profile_json(*text, path);
+}
+
+std::string profile_to_json(const Profile& p) {
+  return to_ordered_json(p).dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
+}
+
+Result<Profile> load_profile_file(const std::string& path) {
+  COMPASS_ASSIGN(std::string text, read_profile_text(path));
+  return profile_from_json(text, path);
 }
 
 Status save_profile_file(const Profile& p, const std::string& path, bool overwrite) {

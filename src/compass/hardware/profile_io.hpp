@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "compass/hardware/profile.hpp"
 
@@ -13,6 +14,13 @@ Status validate(const Profile& p);
 
 /// Parses JSON text into a validated Profile; `origin` (a file name) prefixes error messages.
 Result<Profile> profile_from_json(std::string_view text, std::string_view origin = "<json>");
+/// Checks JSON text and returns every error found (empty: the profile loads), each naming
+/// the origin and the JSON path ("my.json: links[3].a: unknown node 'sw9'"). Routes are named
+/// by their index in the text. An element that fails is left out of later checks.
+std::vector<Error> check_profile_json(std::string_view text, std::string_view origin);
+/// Reads a file and checks it like check_profile_json.
+std::vector<Error> check_profile_file(const std::string& path);
+
 /// Serialises to canonical JSON (2-space indent); profile_from_json(to_json(p)) == p.
 std::string profile_to_json(const Profile& p);
 

@@ -1,0 +1,19 @@
+#pragma once
+// compass calibrate --from-nccl-tests LOG...: fits a profile's links to nccl-tests logs.
+
+#include <string>
+#include <vector>
+
+namespace compass::cli {
+
+struct NcclFitArgs {
+  std::vector<std::string> logs;
+  std::string profile;  ///< preset or file; default a6000x8
+  std::string out;      ///< optional: write the fitted profile
+  bool force = false;
+  bool json = false;
+};
+
+void run_calibrate_from_nccl_tests(const NcclFitArgs& args);
+
+}  // namespace compass::cli

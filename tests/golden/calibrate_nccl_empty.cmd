@@ -1,0 +1,1 @@
+calibrate --from-nccl-tests empty.log

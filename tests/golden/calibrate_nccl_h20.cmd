@@ -1,0 +1,1 @@
+calibrate --from-nccl-tests all_reduce_8xh20.log --profile h100x8

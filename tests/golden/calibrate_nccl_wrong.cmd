@@ -1,0 +1,1 @@
+calibrate --from-nccl-tests wrong.log --profile rtx4090x8

@@ -1,0 +1,1 @@
+discover --from-topo topo.txt

@@ -1,0 +1,1 @@
+profile check bad.json

@@ -1,0 +1,1 @@
+profile check h200.json

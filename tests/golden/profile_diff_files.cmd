@@ -1,0 +1,1 @@
+profile diff a.json b.json
