@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the CUDA-enabled `compass` and `test_cuda` HERE (the development machine, with our
-# Debian packages) and collects them, with the non-system shared libraries they need, into a
-# folder that the device machine can run without any of our packages:
-#   build-device/bundle/bin/{compass,test_cuda}
+# Builds the CUDA-enabled `compass`, `test_cuda` and `bench_fused` HERE (the development
+# machine, with our Debian packages) and collects them, with the non-system shared libraries
+# they need, into a folder that the device machine can run without any of our packages:
+#   build-device/bundle/bin/{compass,test_cuda,bench_fused}
 #   build-device/bundle/lib/*.so*          fmt, OpenBLAS, gfortran, libstdc++, ... (from ldd)
 #   build-device/bundle/glibc/             this machine's loader and libc, used by
 #                                          tools/device-check.sh only if the device's glibc is
@@ -31,9 +31,10 @@ if [ -z "${FROM:-}" ]; then
 # The simulator (SimGrid pulls in ns-3, boost and gsl: tens of MB) is not needed on the device.
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCOMPASS_WITH_CUDA=ON -DCOMPASS_CUDA_ARCHS="$ARCHS" -DCOMPASS_WITH_SIM=OFF \
-  -DCOMPASS_BUILD_BENCH=OFF -DCOMPASS_BUILD_FUZZ=OFF -DCOMPASS_BUILD_TESTS=ON \
+  -DCOMPASS_BUILD_BENCH=ON -DCOMPASS_BUILD_FUZZ=OFF -DCOMPASS_BUILD_TESTS=ON \
+  -DCOMPASS_FUSED_SM80_ARCHS="$(echo "$ARCHS" | sed 's/\([0-9]\+\)/\1-real/g')" \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-cmake --build "$BUILD" --target compass_cli test_cuda -j"$JOBS"
+cmake --build "$BUILD" --target compass_cli test_cuda bench_fused -j"$JOBS"
 SRC="$BUILD"
 else
   SRC="$FROM"
@@ -43,7 +44,9 @@ fi
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/lib" "$BUNDLE/glibc"
 cp "$SRC/compass" "$SRC/tests/test_cuda" "$BUNDLE/bin/"
-strip --strip-unneeded "$BUNDLE/bin/compass" "$BUNDLE/bin/test_cuda"
+# The fused-kernel benchmark (tools/device-fused-check.sh), when the build has it.
+[ -f "$SRC/bench/bench_fused" ] && cp "$SRC/bench/bench_fused" "$BUNDLE/bin/"
+strip --strip-unneeded "$BUNDLE"/bin/*
 
 # Libraries the device provides itself, or that must come from its own driver install.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libcuda\.so|libcudart|libcublas|libcublasLt|libnccl|libnvidia)'

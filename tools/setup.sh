@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config git
           libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libsimgrid-dev libopenblas-pthread-dev python3 python3-matplotlib
+          libsimgrid-dev libopenblas-pthread-dev python3 python3-pip python3-matplotlib
           clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
@@ -19,6 +19,15 @@ if ((${#missing[@]})); then
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# CUTLASS/CuTe headers for the fused GEMM kernels come from the nvidia-cutlass wheel (its
+# cutlass_library/source/include); only the headers are used, so its Python dependencies are
+# not installed. Debian's Python refuses system-wide pip installs unless told otherwise.
+if ! python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("cutlass_library") is None)' 2>/dev/null; then
+  echo "setup: installing the nvidia-cutlass headers (pip)" >&2
+  python3 -m pip install -q --no-deps nvidia-cutlass ||
+    python3 -m pip install -q --no-deps --break-system-packages nvidia-cutlass
 fi
 
 # The CUDA toolkit is optional: when nvcc is present the CUDA backend is built too.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "schedule_cases.hpp"
@@ -281,6 +282,68 @@ TEST(ScheduleJson, RoundTripAndReadableNames) {
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(*back, *r);
   EXPECT_EQ(schedule_to_json(*back), text);
+}
+
+TEST(ScheduleJson, FusedGroupsRoundTripAndAreValidated) {
+  auto r =
+      generate(make_op(OpKind::ag_gemm, 16, 8, 3, 4), Strategy{StrategyKind::fuse_double_ring, 0},
+               default_comm_plan(4), GenerateOptions{true});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const std::string text = schedule_to_json(*r);
+  EXPECT_TRUE(contains(text, "\"fused\":0"));
+  auto back = schedule_from_json(text);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, *r);
+  // Plain schedules do not mention groups at all.
+  EXPECT_FALSE(contains(schedule_to_json(ring_ag(2)), "fused"));
+
+  Schedule bad = *r;
+  for (Task& t : bad.tasks)
+    if (t.kind == TaskKind::transfer) {
+      t.fused = 0;
+      break;
+    }
+  auto st = validate(bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(contains(st.error().message, "only gemm tasks belong to a fused group"));
+  bad = *r;
+  int seen = 0;
+  for (Task& t : bad.tasks)
+    if (t.kind == TaskKind::gemm && t.resource.rank == 1 && seen++ == 1)
+      t.src.buffer = bad.find_buffer(1, "x"), t.src.row = 0;
+  st = validate(bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(contains(st.error().message, "fused group 0 of rank 1 mixes operands"))
+      << st.error().message;
+}
+
+TEST(Schedule, FusedGemmOwnChunkIsCopiedFirstAndGroupsFollowArrival) {
+  auto r = generate(make_op(OpKind::ag_gemm, 16, 8, 3, 4), Strategy{StrategyKind::fuse_ring, 0},
+                    default_comm_plan(4), GenerateOptions{true});
+  ASSERT_TRUE(r.ok());
+  for (int rank = 0; rank < 4; ++rank) {
+    std::vector<const Task*> compute;
+    for (const Task& t : r->tasks)
+      if (t.resource.rank == rank && t.resource.kind == ResourceKind::compute)
+        compute.push_back(&t);
+    ASSERT_EQ(compute.size(), 5u);
+    EXPECT_EQ(compute[0]->kind, TaskKind::copy);
+    EXPECT_EQ(r->buffers[compute[0]->src.buffer].name, "x");
+    for (std::size_t i = 1; i < compute.size(); ++i) {
+      EXPECT_EQ(compute[i]->kind, TaskKind::gemm);
+      EXPECT_EQ(compute[i]->fused, 0);
+      // Ring order: own chunk, then the ring predecessors'.
+      EXPECT_EQ(compute[i]->chunk, ((rank - static_cast<int>(i) + 1) % 4 + 4) % 4);
+    }
+    // The own-chunk GEMM reads what the copy wrote.
+    EXPECT_NE(std::find(compute[1]->deps.begin(), compute[1]->deps.end(), compute[0]->id),
+              compute[1]->deps.end());
+  }
+  // GEMM-RS fusions forward partial sums between their GEMMs: no groups.
+  auto rs = generate(make_op(OpKind::gemm_rs, 16, 8, 4, 4), Strategy{StrategyKind::fuse_ring, 0},
+                     default_comm_plan(4), GenerateOptions{true});
+  ASSERT_TRUE(rs.ok());
+  for (const Task& t : rs->tasks) EXPECT_EQ(t.fused, -1);
 }
 
 TEST(ScheduleJson, ErrorsNameTheField) {

@@ -134,6 +134,10 @@ int Builder::copy(Resource res, Region src, Region dst, int step, int chunk, std
   return emit(make_task(TaskKind::copy, res, src, dst, step, chunk, std::move(name)));
 }
 
+void Builder::fuse(int task, int group) {
+  if (task >= 0) s_.tasks.at(static_cast<std::size_t>(task)).fused = group;
+}
+
 Schedule Builder::finish() && {
   int engines = 1;
   for (const Task& t : s_.tasks)

@@ -54,6 +54,8 @@ class Builder {
   int gemm(int rank, Region a, Region b, Region c, int step, int chunk, std::string name);
   int add(int rank, Region src, Region dst, int step, int chunk, std::string name);
   int copy(Resource res, Region src, Region dst, int step, int chunk, std::string name);
+  /// Puts gemm task `task` (an id returned above; -1 is ignored) into fused group `group`.
+  void fuse(int task, int group);
 
   /// The finished schedule; copy_engines is the number of engines the tasks use (at least 1).
   Schedule finish() &&;

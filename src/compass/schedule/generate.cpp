@@ -67,6 +67,7 @@ struct Ctx {
   RingView ring2;  // plan.ring2
   int engine2;     // copy engine of the second ring / channel
   int engines;     // copy engines available
+  bool fused;      // AG fusions: own chunk into xg first, chunk GEMMs in fused group 0
 
   // Rows of the chunk owned by rank j along M (near-equal split; equal when p | M).
   Rows chunk(int j) const { return split_rows(op.m, p, j); }
@@ -185,6 +186,21 @@ void ag_decompose(Builder& b, const Ctx& c, int d) {
   }
 }
 
+// With fused GEMM groups every GEMM of a rank reads the gathered input: the rank's own chunk
+// is copied there first, on its compute resource (ahead of the fused kernel in stream order).
+void ag_copy_own(Builder& b, const Ctx& c, int r) {
+  if (c.fused)
+    b.copy(Resource{r, ResourceKind::compute, 0}, b.whole(r, "x"), b.rows(r, "xg", c.chunk(r)), 0,
+           r, fmt::format("r{} copy own c{}", r, r));
+}
+
+// The A operand of rank r's GEMM of chunk o: its input for the own chunk (unless fused),
+// else rows of the gathered input.
+Region ag_operand(Builder& b, const Ctx& c, int r, int o, Rows rows_in_chunk) {
+  if (o == r && !c.fused) return b.rows(r, "x", rows_in_chunk);
+  return b.rows(r, "xg", shift(rows_in_chunk, c.chunk(o).off));
+}
+
 void ag_all2all(Builder& b, const Ctx& c) {
   const int p = c.p;
   declare_ag(b, c, true);
@@ -194,18 +210,22 @@ void ag_all2all(Builder& b, const Ctx& c) {
       b.transfer(b.whole(r, "x"), b.rows(peer, "xg", c.chunk(r)), (k - 1) % c.engines, -1, k - 1, r,
                  fmt::format("r{} push c{} ->r{}", r, r, peer));
     }
-  for (int r = 0; r < p; ++r)
+  for (int r = 0; r < p; ++r) {
+    ag_copy_own(b, c, r);
     for (int k = 0; k < p; ++k) {
       const int o = mod(r - k, p);
-      Region a = k == 0 ? b.whole(r, "x") : b.rows(r, "xg", c.chunk(o));
-      b.gemm(r, a, b.whole(r, "w"), b.rows(r, "y", c.chunk(o)), k, o,
-             fmt::format("r{} gemm s{} c{}", r, k, o));
+      Region a = ag_operand(b, c, r, o, Rows{0, c.chunk(o).len});
+      b.fuse(b.gemm(r, a, b.whole(r, "w"), b.rows(r, "y", c.chunk(o)), k, o,
+                    fmt::format("r{} gemm s{} c{}", r, k, o)),
+             c.fused ? 0 : -1);
     }
+  }
 }
 
 void ag_ring(Builder& b, const Ctx& c) {
   const int p = c.p;
   declare_ag(b, c, true);
+  for (int r = 0; r < p; ++r) ag_copy_own(b, c, r);
   for (int s = 0; s < p; ++s)
     for (int r = 0; r < p; ++r) {
       const int o = c.ring.at(c.ring.pos_of(r) - s);
@@ -215,8 +235,9 @@ void ag_ring(Builder& b, const Ctx& c) {
         b.transfer(src, b.rows(to, "xg", c.chunk(o)), 0, 0, s, o,
                    fmt::format("r{} ag s{} c{} ring0 ->r{}", r, s, o, to));
       }
-      b.gemm(r, src, b.whole(r, "w"), b.rows(r, "y", c.chunk(o)), s, o,
-             fmt::format("r{} gemm s{} c{}", r, s, o));
+      b.fuse(b.gemm(r, ag_operand(b, c, r, o, Rows{0, c.chunk(o).len}), b.whole(r, "w"),
+                    b.rows(r, "y", c.chunk(o)), s, o, fmt::format("r{} gemm s{} c{}", r, s, o)),
+             c.fused ? 0 : -1);
     }
 }
 
@@ -224,6 +245,7 @@ void ag_double_ring(Builder& b, const Ctx& c) {
   const int p = c.p;
   const std::int64_t shard = c.op.m / p;
   declare_ag(b, c, true);
+  for (int r = 0; r < p; ++r) ag_copy_own(b, c, r);
   for (int s = 0; s < p; ++s)
     for (int r = 0; r < p; ++r) {
       Region src[2];
@@ -243,13 +265,16 @@ void ag_double_ring(Builder& b, const Ctx& c) {
                      fmt::format("r{} ag s{} c{} ring{} ->r{}", r, s, o, h, to));
         }
       }
+      const int group = c.fused ? 0 : -1;
       if (s == 0) {
-        b.gemm(r, b.whole(r, "x"), b.whole(r, "w"), b.rows(r, "y", c.chunk(r)), 0, r,
-               fmt::format("r{} gemm s0 c{}", r, r));
+        b.fuse(b.gemm(r, ag_operand(b, c, r, r, Rows{0, shard}), b.whole(r, "w"),
+                      b.rows(r, "y", c.chunk(r)), 0, r, fmt::format("r{} gemm s0 c{}", r, r)),
+               group);
       } else {
         for (int h = 0; h < 2; ++h)
-          b.gemm(r, src[h], b.whole(r, "w"), out[h], s, origin[h],
-                 fmt::format("r{} gemm s{} c{} ring{}", r, s, origin[h], h));
+          b.fuse(b.gemm(r, src[h], b.whole(r, "w"), out[h], s, origin[h],
+                        fmt::format("r{} gemm s{} c{} ring{}", r, s, origin[h], h)),
+                 group);
       }
     }
 }
@@ -479,7 +504,7 @@ void rs_double_ring(Builder& b, const Ctx& c) {
 }  // namespace
 
 Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& strategy,
-                          const CommPlan& plan) {
+                          const CommPlan& plan, const GenerateOptions& options) {
   COMPASS_TRY(workload::validate(op));
   const int p = op.tp;
   if (static_cast<int>(plan.gpus.size()) != p)
@@ -505,8 +530,17 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
           d, d, rows, op.m, p);
   }
 
-  Ctx c{
-      op, p, std::move(ring), std::move(ring2), plan.copy_engines >= 2 ? 1 : 0, plan.copy_engines};
+  const bool ag_fusion =
+      op.kind == OpKind::ag_gemm &&
+      (strategy.kind == StrategyKind::fuse_all2all || strategy.kind == StrategyKind::fuse_ring ||
+       strategy.kind == StrategyKind::fuse_double_ring);
+  Ctx c{op,
+        p,
+        std::move(ring),
+        std::move(ring2),
+        plan.copy_engines >= 2 ? 1 : 0,
+        plan.copy_engines,
+        options.fused_gemm && ag_fusion && p > 1};
   Builder b(op, strategy, plan.gpus);
   const bool ag = op.kind == OpKind::ag_gemm;
   switch (strategy.kind) {

@@ -22,10 +22,20 @@ CommPlan default_comm_plan(int p);
 /// find_double_ring); the error names the bad GPU or group.
 Result<CommPlan> comm_plan_for(const hardware::Profile& profile, const std::vector<int>& gpus);
 
+/// Choices of the generators beyond strategy and plan.
+struct GenerateOptions {
+  /// Emit fused GEMM groups (Task::fused) where the backend runs one fused kernel per rank:
+  /// the AG-GEMM fusions (fuse:all2all, fuse:ring, fuse:double-ring). Each rank first copies
+  /// its own chunk into the gathered input (a copy on its compute resource), so all its GEMMs
+  /// read one operand, then its chunk GEMMs form group 0. Other strategies and operators are
+  /// unchanged (the GEMM-RS fusions forward partial sums between their GEMMs), as is p = 1.
+  bool fused_gemm = false;
+};
+
 /// Builds the task graph of `op` under `strategy`. Errors: invalid op, decompose parts that do
 /// not divide the rows each rank owns, a plan whose size differs from op.tp.
 Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& strategy,
-                          const CommPlan& plan);
+                          const CommPlan& plan, const GenerateOptions& options = {});
 
 /// A bare ring all-gather (no GEMM) of `shard_rows` x `cols` BF16 shards over ranks 0..p-1 on
 /// GPUs 0..p-1, one copy engine per rank: rank r forwards chunk (r - step) mod p to r + 1 at

@@ -172,6 +172,26 @@ Status validate(const Schedule& s) {
         break;
       }
     }
+    if (t.fused < -1)
+      return make_error("{}: fused group {} is negative", task_label(t, i), t.fused);
+    if (t.fused >= 0 && t.kind != TaskKind::gemm)
+      return make_error("{}: only gemm tasks belong to a fused group", task_label(t, i));
+  }
+  // One fused GEMM: the same B, A rows in one buffer, C rows in one buffer.
+  std::map<std::pair<int, int>, std::size_t> first_of_group;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Task& t = s.tasks[i];
+    if (t.fused < 0) continue;
+    auto [it, fresh] = first_of_group.emplace(std::make_pair(t.resource.rank, t.fused), i);
+    if (fresh) continue;
+    const Task& f = s.tasks[it->second];
+    if (!(t.b == f.b) || t.src.buffer != f.src.buffer || t.dst.buffer != f.dst.buffer ||
+        t.src.col != f.src.col || t.dst.col != f.dst.col)
+      return make_error(
+          "{}: fused group {} of rank {} mixes operands: every gemm of a group "
+          "reads the same b and rows of one a buffer into one c buffer (task {} "
+          "does not match task {})",
+          task_label(t, i), t.fused, t.resource.rank, i, it->second);
   }
 
   // Cycle check over dependencies plus same-resource order (a resource runs its tasks in list
@@ -242,6 +262,7 @@ ojson task_json(const Task& t) {
   j["channel"] = t.channel;
   j["step"] = t.step;
   j["chunk"] = t.chunk;
+  if (t.fused >= 0) j["fused"] = t.fused;
   j["name"] = t.name;
   return j;
 }
@@ -420,6 +441,7 @@ Result<Schedule> schedule_from_json(const std::string& text) {
     COMPASS_ASSIGN(t.channel, rt.get_or<int>(jt, "channel", -1));
     COMPASS_ASSIGN(t.step, rt.get_or<int>(jt, "step", -1));
     COMPASS_ASSIGN(t.chunk, rt.get_or<int>(jt, "chunk", -1));
+    COMPASS_ASSIGN(t.fused, rt.get_or<int>(jt, "fused", -1));
     COMPASS_ASSIGN(t.name, rt.get_or<std::string>(jt, "name", ""));
     s.tasks.push_back(std::move(t));
   }

@@ -68,6 +68,12 @@ struct Task {
   int channel = -1;       ///< transfers: ring/channel (0 first ring, 1 second ring), -1 none
   int step = -1;          ///< algorithm step, for labels and traces
   int chunk = -1;         ///< chunk (or part) number, for labels and traces
+  /// gemm: fused GEMM group, or -1. The GEMM tasks of one rank with the same group number are
+  /// one fused kernel on a backend that has one: a single GEMM over their rows that consumes
+  /// their A rows piece by piece, in list order, each after the piece's producers. Backends
+  /// without fused kernels (CPU executor, simulator, --kernel chunked) run the tasks one by
+  /// one, which is the same computation chunk by chunk.
+  int fused = -1;
   std::string name;       ///< human label, e.g. "r3 ag step2 chunk5 ring1"
   bool operator==(const Task&) const = default;
 };

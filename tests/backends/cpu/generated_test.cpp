@@ -97,6 +97,50 @@ TEST_P(Generated, TopologyAwarePlanMatchesTheReference) {
   check_all(shape(kind, p, false), *plan, "a6000x8 plan");
 }
 
+// Fused GEMM groups run here as their chunk GEMMs: the same bits as the plain schedule.
+TEST_P(Generated, FusedGemmGroupsRunChunkByChunkWithTheSameBits) {
+  const auto [kind, p] = GetParam();
+  const OperatorSpec op = shape(kind, p, true);
+  auto data = make_operator_data(op, 7);
+  ASSERT_TRUE(data.ok());
+  for (const Strategy& st : kStrategies) {
+    const auto plan = schedule::default_comm_plan(p);
+    auto plain = schedule::generate(op, st, plan);
+    auto fused = schedule::generate(op, st, plan, schedule::GenerateOptions{true});
+    ASSERT_TRUE(plain.ok() && fused.ok());
+    const bool grouped =
+        kind == OpKind::ag_gemm && p > 1 &&
+        (st.kind == StrategyKind::fuse_all2all || st.kind == StrategyKind::fuse_ring ||
+         st.kind == StrategyKind::fuse_double_ring);
+    int in_group = 0;
+    for (const auto& t : fused->tasks) {
+      if (t.kind != schedule::TaskKind::gemm) {
+        EXPECT_EQ(t.fused, -1);
+        continue;
+      }
+      EXPECT_EQ(t.fused, grouped ? 0 : -1) << t.name;
+      if (t.fused == 0) {
+        ++in_group;
+        EXPECT_EQ(fused->buffers[static_cast<std::size_t>(t.src.buffer)].name, "xg") << t.name;
+      }
+    }
+    if (!grouped) {
+      EXPECT_EQ(*plain, *fused) << schedule::to_string(st);
+      continue;
+    }
+    EXPECT_GE(in_group, p * p) << schedule::to_string(st);
+    auto a = Workspace::create(*plain, *data);
+    auto b = Workspace::create(*fused, *data);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_TRUE(run(*plain, *a).ok());
+    ASSERT_TRUE(run(*fused, *b).ok());
+    for (int r = 0; r < p; ++r)
+      ASSERT_EQ(a->buffers()[static_cast<std::size_t>(a->output_buffer(r))],
+                b->buffers()[static_cast<std::size_t>(b->output_buffer(r))])
+          << schedule::to_string(st) << " rank " << r;
+  }
+}
+
 TEST_P(Generated, RepeatedRunsAreBitIdentical) {
   const auto [kind, p] = GetParam();
   const OperatorSpec op = shape(kind, p, true);

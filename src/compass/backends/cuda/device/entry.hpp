@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "compass/backends/cuda/cuda_backend.hpp"
+#include "compass/backends/cuda/fused.hpp"
 
 namespace compass::backends::cuda::device {
 
@@ -26,6 +27,9 @@ Result<RunPtr> prepare(const schedule::Schedule& s, const RunOptions& options);
 Result<Measurement> measure(Run& run, const schedule::Schedule& s, const RunOptions& options);
 /// The GPUs, streams and dependencies of a prepared run.
 const RunInfo& info(const Run& run);
+
+/// Runs a checked standalone fused-kernel check on GPU 0.
+Result<FusedCheckReport> fused_check(const FusedCheckOptions& options);
 
 /// Measures one GPU.
 Result<CalibrationResult> calibrate(const CalibrateOptions& options);

@@ -56,6 +56,27 @@ __global__ void add_2d_kernel(void* dst, std::int64_t ld_dst, const void* src, s
   }
 }
 
+// Up to this many partials per ordered sum (the kernel keeps their pointers in registers).
+constexpr int kMaxOrderedParts = 64;
+
+struct PartPointers {
+  const void* p[kMaxOrderedParts];
+};
+
+__global__ void sum_ordered_2d_kernel(void* dst, std::int64_t ld_dst, PartPointers parts,
+                                      int count, std::int64_t ld_part, std::int64_t rows,
+                                      std::int64_t cols, ElemType t) {
+  const std::int64_t n = rows * cols;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const std::int64_t r = i / cols, c = i % cols;
+    float acc = 0.0f;
+    for (int q = 0; q < count; ++q) acc += load_as_float(parts.p[q], r * ld_part + c, t);
+    store_float(dst, r * ld_dst + c, t, acc);
+  }
+}
+
 __global__ void to_float_2d_kernel(const void* src, std::int64_t ld_src, std::int64_t rows,
                                    std::int64_t cols, ElemType t, float* out) {
   const std::int64_t n = rows * cols;
@@ -110,6 +131,18 @@ cudaError_t launch_add_2d(void* dst, std::int64_t ld_dst, const void* src, std::
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   add_2d_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(dst, ld_dst, src, ld_src, rows,
                                                                  cols, t);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sum_ordered_2d(void* dst, std::int64_t ld_dst, const void* const* parts,
+                                  int count, std::int64_t ld_part, std::int64_t rows,
+                                  std::int64_t cols, ElemType t, cudaStream_t stream) {
+  if (count < 1 || count > kMaxOrderedParts) return cudaErrorInvalidValue;
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  PartPointers pp{};
+  for (int q = 0; q < count; ++q) pp.p[q] = parts[q];
+  sum_ordered_2d_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(dst, ld_dst, pp, count,
+                                                                         ld_part, rows, cols, t);
   return cudaGetLastError();
 }
 

@@ -21,6 +21,14 @@ cudaError_t launch_fill_uniform(void* p, std::int64_t n, ElemType t, std::uint64
 cudaError_t launch_add_2d(void* dst, std::int64_t ld_dst, const void* src, std::int64_t ld_src,
                           std::int64_t rows, std::int64_t cols, ElemType t, cudaStream_t stream);
 
+/// dst[r, c] = parts[0][r, c] + parts[1][r, c] + ... + parts[count-1][r, c], summed in FP32 in
+/// exactly this order and rounded once (the deterministic GEMM-RS reduction: the same bits
+/// whatever order the partials arrived in). `parts` is a host array of up to 64 device
+/// pointers with row stride ld_part; cudaErrorInvalidValue for more.
+cudaError_t launch_sum_ordered_2d(void* dst, std::int64_t ld_dst, const void* const* parts,
+                                  int count, std::int64_t ld_part, std::int64_t rows,
+                                  std::int64_t cols, ElemType t, cudaStream_t stream);
+
 /// out[r, c] = float(src[r, c]) for a rows x cols rectangle into a dense rows x cols array.
 cudaError_t launch_to_float_2d(const void* src, std::int64_t ld_src, std::int64_t rows,
                                std::int64_t cols, ElemType t, float* out, cudaStream_t stream);

@@ -1,0 +1,78 @@
+#pragma once
+// Standalone runs of the fused GEMM kernels on one GPU, for the GPU tests and benchmarks:
+// one AG-GEMM whose A pieces are released by flags (preset, late in a scrambled order from
+// another stream, or one never), or one GEMM-RS over p virtual ranks whose owners sum the
+// partials in fixed rank order; each compared with cuBLASLt and timed beside it. The
+// argument checks and the fault message are plain C++ (tested without a GPU).
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compass/backends/cuda/fused_abi.hpp"
+#include "compass/core/dtype.hpp"
+#include "compass/core/result.hpp"
+#include "compass/workload/operator.hpp"
+
+namespace compass::backends::cuda {
+
+/// How the pieces of a standalone AG-GEMM are released.
+///  - preset: every flag is already set when the kernel starts (kernel overhead vs cuBLASLt);
+///  - late_scrambled: A is poisoned with NaN, then another stream copies the pieces in and
+///    sets their flags one by one, in a scrambled order, each after a delay: a tile that reads
+///    before its flag produces NaN;
+///  - never: the last piece's flag is never set: the kernel must end in the timeout error.
+enum class FusedRelease { preset, late_scrambled, never };
+
+std::string_view to_string(FusedRelease r);
+
+struct FusedCheckOptions {
+  workload::OpKind kind = workload::OpKind::ag_gemm;  ///< ag_gemm or gemm_rs
+  std::int64_t m = 4096, n = 4096, k = 4096;          ///< the whole GEMM (RS: K over all ranks)
+  int ranks = 8;                                      ///< pieces (AG) / virtual ranks (RS)
+  DType dtype = DType::bf16;                          ///< bf16 or fp16; FP32 accumulate
+  /// AG: the arrival order of the chunks (empty: 0, 1, ..., p-1). RS: rank 0's compute
+  /// order (empty: the ring order p-1, p-2, ..., 0 — the own chunk last); rank r uses it
+  /// shifted by r.
+  std::vector<int> order;
+  FusedRelease release = FusedRelease::preset;  ///< AG only
+  std::string kernel = "auto";                  ///< auto, sm90 (AG only) or sm80
+  int repeat = 5;
+  int warmup = 1;
+  double timeout_s = 2.0;         ///< a flag wait longer than this traps
+  double release_delay_s = 2e-4;  ///< late_scrambled: pause before each piece
+  unsigned seed = 1;
+};
+
+struct FusedCheckReport {
+  std::string device;
+  std::string kernel;           ///< "sm90 (CUTLASS 3.x TMA + WGMMA)" or "sm80 (CUTLASS 2.x)"
+  int tiles = 0;                ///< tiles per kernel
+  double max_rel_error = 0;     ///< max |out - ref| / max |ref|, ref = cuBLASLt FP32
+  double tolerance = 0;         ///< check_tolerance(dtype)
+  std::int64_t nan_count = 0;   ///< NaN elements in the output (any is a failure)
+  bool bit_identical = true;    ///< every timed iteration gave the first one's bits
+  std::vector<double> times_s;  ///< fused, per timed iteration
+  double median_s = 0;
+  std::vector<double> reference_times_s;  ///< cuBLASLt, same shapes (RS: the p rank GEMMs)
+  double reference_median_s = 0;
+  bool passed() const { return nan_count == 0 && max_rel_error <= tolerance && bit_identical; }
+};
+
+/// The checks that need no GPU: shapes >= 1, n and k (RS: k / ranks) multiples of 8, M >= ranks,
+/// 1 <= ranks <= 64, an order that is a permutation of 0..ranks-1, bf16/fp16, a known kernel,
+/// repeat >= 1, warmup >= 0, timeout > 0, and for gemm_rs k divisible by ranks and release
+/// preset.
+Status check_fused_request(const FusedCheckOptions& o);
+
+/// Runs the standalone check on GPU 0. Errors: no GPU, kernels not built, a kernel that does
+/// not support the GPU, CUDA failures, and a flag timeout (fused_fault_message).
+Result<FusedCheckReport> fused_check(const FusedCheckOptions& o);
+
+/// The error for a kernel that trapped on a flag timeout: names the rank, the chunk (`chunk`:
+/// the chunk of piece f.flag, looked up by the caller), the piece's flag, its value and the
+/// value waited for. `what` is "fused AG-GEMM" etc.
+std::string fused_fault_message(const FusedFault& f, std::string_view what, double timeout_s,
+                                int chunk);
+
+}  // namespace compass::backends::cuda
