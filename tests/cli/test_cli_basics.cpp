@@ -28,14 +28,14 @@ TEST(CliBasics, HelpListsEveryVerb) {
   const ProcessResult r = compass({"--help"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* verb : {"list", "topo", "schedule", "run", "op", "plan", "sweep", "simulate",
-                           "calibrate", "validate"}) {
+                           "calibrate", "validate", "doctor"}) {
     EXPECT_NE(r.out.find(verb), std::string::npos) << "--help does not mention " << verb;
   }
 }
 
 TEST(CliBasics, EveryVerbHasHelp) {
   for (const char* verb : {"list", "topo", "schedule", "run", "op", "plan", "sweep", "simulate",
-                           "calibrate", "validate"}) {
+                           "calibrate", "validate", "doctor"}) {
     const ProcessResult r = compass({verb, "--help"});
     EXPECT_EQ(r.exit_code, 0) << verb << ": " << r.err;
     EXPECT_FALSE(r.out.empty()) << verb;

@@ -84,5 +84,6 @@ void add_calibrate_verb(CLI::App& app);
 void add_validate_verb(CLI::App& app);
 void add_profile_verb(CLI::App& app);
 void add_discover_verb(CLI::App& app);
+void add_doctor_verb(CLI::App& app);
 
 }  // namespace compass::cli

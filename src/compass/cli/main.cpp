@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add_validate_verb(app);
   add_profile_verb(app);
   add_discover_verb(app);
+  add_doctor_verb(app);
 
   // Name an unknown verb ourselves: CLI11 would only say that a subcommand is required.
   if (argc > 1 && argv[1][0] != '-') {

@@ -3,18 +3,25 @@
 // and max time over --repeat runs, with --check the error against an FP64 reference.
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 #include <functional>
+#include <limits>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
 #include "compass/backends/backend.hpp"
 #include "compass/backends/cpu/backend.hpp"
 #include "compass/backends/cpu/blas.hpp"
+#include "compass/backends/cpu/mpi_transport.hpp"
 #include "compass/backends/cpu/paced_links.hpp"
+#include "compass/backends/cpu/socket_transport.hpp"
 #include "compass/backends/cuda/cuda_backend.hpp"
+#include "compass/backends/launch/mpi_session.hpp"
+#include "compass/backends/launch/tcp_store.hpp"
 #include "compass/cli/common.hpp"
 #include "compass/schedule/generate.hpp"
 
@@ -24,10 +31,11 @@ namespace {
 
 namespace cpu = backends::cpu;
 namespace cuda = backends::cuda;
+namespace launch = backends::launch;
 
 struct RunArgs {
   std::string backend = "cpu";
-  std::string launch = "virtual";
+  std::string launch;  ///< empty = the backend's default (cpu: threads, cuda: virtual)
   std::string sync = "events";
   std::string op;
   std::int64_t m = 0, n = 0, k = 0;
@@ -44,7 +52,23 @@ struct RunArgs {
   double wait_timeout_s = 0;
   std::string links;         ///< "emulated:<preset|file>", empty = plain memcpy
   double link_scale = 1.0;   ///< factor on every emulated link bandwidth
+  double launch_timeout_s = 60;  ///< bound on starting the processes of a multi-process run
+  // Fault injection for tests (hidden flags).
+  int fault_task = -1;        ///< the process that owns this task fails it
+  int fault_stall_rank = -1;  ///< this rank never starts (sleeps before joining)
 };
+
+/// The processes of a multi-process CPU run (--launch mpi / env) as this process sees them.
+struct Distributed {
+  std::unique_ptr<launch::MpiSession> mpi;
+  std::unique_ptr<launch::TcpStore> store;
+  std::shared_ptr<cpu::Transport> transport;
+  int rank = 0;  ///< this process's rank, known as soon as the launcher says it
+  int size = 1;
+  bool active() const { return transport != nullptr; }
+};
+
+bool is_process_launch(const std::string& launch) { return launch == "mpi" || launch == "env"; }
 
 struct StrategyRun {
   schedule::Schedule schedule;
@@ -79,12 +103,23 @@ workload::OperatorSpec parse_operator(const RunArgs& a) {
   if (!a.links.empty() && a.backend != "cpu")
     throw UsageError("--links: emulated links need --backend cpu");
   if (!a.links.empty()) parse_links_option(a.links);
+  if (!a.links.empty() && is_process_launch(a.launch))
+    throw UsageError("--links: emulated links need --launch threads (one process for all ranks)");
   if (auto sync = cuda::parse_sync_mode(a.sync); !sync.ok())
     throw UsageError(fmt::format("--sync: {}", sync.error().message));
   if (a.sync != "events" && a.backend != "cuda")
     throw UsageError("--sync: device flags need --backend cuda");
   if (a.wait_timeout_s < 0)
     throw UsageError(fmt::format("--wait-timeout: must not be negative, got {}", a.wait_timeout_s));
+  if (a.backend == "cpu" && !a.launch.empty() && a.launch != "threads" &&
+      !is_process_launch(a.launch))
+    throw UsageError(fmt::format(
+        "--launch: unknown launch '{}' for --backend cpu (expected threads, mpi or env)", a.launch));
+  if (a.backend == "cuda" && is_process_launch(a.launch))
+    throw UsageError("--launch: one process per GPU is not available in this build of the CUDA "
+                     "backend (use virtual or multi-gpu)");
+  if (!(a.launch_timeout_s > 0))
+    throw UsageError(fmt::format("--launch-timeout: must be positive, got {}", a.launch_timeout_s));
   unwrap(cpu::check_operator(op));
   return op;
 }
@@ -122,8 +157,47 @@ std::vector<StrategyRun> make_schedules(const workload::OperatorSpec& op, const 
 
 // The CPU backend: the whole footprint is checked and the inputs made once, then each schedule
 // is prepared (workspace, paced links) and run.
+// Rank 0 turns every rank's [times..., max_abs, max_ref_abs, threads] into the run's numbers:
+// per repetition the slowest rank's time, the largest errors, the threads summed.
+void combine_ranks(const std::vector<std::vector<double>>& all, std::size_t iterations,
+                   backends::Measurement& m) {
+  m.times_s.assign(iterations, 0.0);
+  m.check.max_abs_error = 0;
+  m.check.max_ref_abs = 0;
+  m.threads = 0;
+  for (const auto& v : all) {
+    if (v.size() != iterations + 3) throw UsageError("a rank sent results of the wrong size");
+    for (std::size_t i = 0; i < iterations; ++i) m.times_s[i] = std::max(m.times_s[i], v[i]);
+    m.check.max_abs_error = std::max(m.check.max_abs_error, v[iterations]);
+    m.check.max_ref_abs = std::max(m.check.max_ref_abs, v[iterations + 1]);
+    m.threads += static_cast<int>(v[iterations + 2]);
+  }
+  m.check.max_rel_error = m.check.max_ref_abs > 0 ? m.check.max_abs_error / m.check.max_ref_abs
+                          : m.check.max_abs_error > 0 ? std::numeric_limits<double>::infinity()
+                                                      : 0.0;
+  if (m.check.checked) m.check.passed = m.check.max_rel_error <= m.check.tolerance;
+  backends::summarise_times(m);
+}
+
+// After every process has run a schedule: all meet (a failure anywhere shows up here, also in
+// a process whose own tasks were all done), then rank 0 gathers and combines.
+void gather_ranks(const RunArgs& a, const Distributed& dist, const std::string& label,
+                  backends::Measurement& m) {
+  double slowest = 0;
+  for (double t : m.times_s) slowest = std::max(slowest, t);
+  // The ranks end close together: the start timeout plus ten of this rank's runs.
+  const double bound = a.launch_timeout_s + std::max(a.wait_timeout_s, 10 * slowest);
+  if (Status st = dist.transport->barrier(bound); !st.ok())
+    throw UsageError(fmt::format("strategy {}: {}", label, st.error().message));
+  std::vector<double> mine = m.times_s;
+  mine.insert(mine.end(), {m.check.max_abs_error, m.check.max_ref_abs, static_cast<double>(m.threads)});
+  auto all = dist.transport->gather(mine, bound);
+  if (!all.ok()) throw UsageError(fmt::format("strategy {}: {}", label, all.error().message));
+  if (dist.rank == 0) combine_ranks(*all, m.times_s.size(), m);
+}
+
 Runner cpu_runner(const RunArgs& a, const workload::OperatorSpec& op,
-                  const std::vector<StrategyRun>& runs) {
+                  const std::vector<StrategyRun>& runs, const Distributed& dist) {
   std::int64_t workspace = 0;
   for (const auto& r : runs)
     workspace = std::max(workspace, cpu::Workspace::bytes_needed(r.schedule));
@@ -132,9 +206,11 @@ Runner cpu_runner(const RunArgs& a, const workload::OperatorSpec& op,
   cpu::ExecutorOptions options;
   options.blas_threads_per_rank = a.threads_per_rank;
   options.wait_timeout_s = a.wait_timeout_s;
+  options.transport = dist.transport;
+  options.fail_task_id = a.fault_task;
   std::optional<hardware::Profile> emulated;
   if (!a.links.empty()) emulated = load_profile(parse_links_option(a.links));
-  return [a, inputs, options, emulated](const schedule::Schedule& s) mutable {
+  return [a, inputs, options, emulated, &dist](const schedule::Schedule& s) mutable {
     const std::string label = schedule::to_string(s.strategy);
     if (emulated) {
       auto engine = cpu::PacedLinkEngine::create(*emulated, s.gpus, a.link_scale);
@@ -146,6 +222,7 @@ Runner cpu_runner(const RunArgs& a, const workload::OperatorSpec& op,
       throw UsageError(fmt::format("strategy {}: {}", label, prepared.error().message));
     auto m = prepared->run(run_options(a));
     if (!m.ok()) throw UsageError(fmt::format("strategy {}: {}", label, m.error().message));
+    if (dist.active()) gather_ranks(a, dist, label, *m);
     return std::move(m).value();
   };
 }
@@ -156,7 +233,7 @@ Runner cuda_runner(const RunArgs& a, std::string& device) {
   unwrap(cuda::device_available());
   cuda::RunOptions options;
   static_cast<backends::RunOptions&>(options) = run_options(a);
-  options.mode = unwrap(cuda::parse_launch_mode(a.launch));
+  options.mode = unwrap(cuda::parse_launch_mode(a.launch.empty() ? "virtual" : a.launch));
   options.sync = unwrap(cuda::parse_sync_mode(a.sync));
   return [options, &device](const schedule::Schedule& s) {
     const std::string label = schedule::to_string(s.strategy);
@@ -188,9 +265,12 @@ void print_table(const RunArgs& a, const workload::OperatorSpec& op, const sched
     fmt::print("blas: {}\n", cpu::blas_description());
     if (!a.links.empty())
       fmt::print("links: {} (paced, bandwidth x{:.4g})\n", a.links, a.link_scale);
+    if (is_process_launch(a.launch))
+      fmt::print("launch: {}, {} processes (one per rank; times are the slowest rank's)\n",
+                 a.launch, op.tp);
   } else {
     fmt::print("device: {} ({} ranks, dependencies by {})\n", device,
-               a.launch == "virtual" ? "virtual" : "multi-GPU", a.sync);
+               a.launch.empty() || a.launch == "virtual" ? "virtual" : "multi-GPU", a.sync);
   }
   fmt::print("ring (ranks, from {}): {}   second ring: {}\n", a.profile, ring_text(plan.ring),
              ring_text(plan.ring2));
@@ -229,9 +309,10 @@ void print_json(const RunArgs& a, const workload::OperatorSpec& op, const schedu
     j["threads_per_rank"] = a.threads_per_rank;
     j["links"] = a.links.empty() ? nlohmann::json("memcpy") : nlohmann::json(a.links);
     if (!a.links.empty()) j["link_scale"] = a.link_scale;
+    j["launch"] = a.launch.empty() ? "threads" : a.launch;
   } else {
     j["device"] = device;
-    j["launch"] = a.launch;
+    j["launch"] = a.launch.empty() ? "virtual" : a.launch;
     j["sync"] = a.sync;
   }
   j["profile"] = a.profile;
@@ -265,16 +346,99 @@ void print_json(const RunArgs& a, const workload::OperatorSpec& op, const schedu
   fmt::print("{}\n", j.dump(2));
 }
 
+// The rank this process will have, known before MPI starts (for the stall fault).
+int rank_from_launcher_env() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "RANK"})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return -1;
+}
+
+// MPI_Init waits for every process of the job; bound it so that a process that never starts
+// ends the others with an error instead of a hang.
+std::unique_ptr<launch::MpiSession> start_mpi(double timeout_s) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;
+  std::jthread watchdog([&] {
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return started; })) {
+      fmt::print(stderr,
+                 "compass: error: MPI did not start within {:.3g} s (--launch-timeout): a process "
+                 "of the job never started\n",
+                 timeout_s);
+      std::fflush(stderr);
+      std::_Exit(2);
+    }
+  });
+  auto session = launch::MpiSession::init();
+  {
+    std::lock_guard lock(mu);
+    started = true;
+  }
+  cv.notify_all();
+  return unwrap(std::move(session));
+}
+
+void start_processes(const RunArgs& a, Distributed& d) {
+  if (a.fault_stall_rank >= 0 && a.fault_stall_rank == rank_from_launcher_env())
+    std::this_thread::sleep_for(std::chrono::hours(1));  // injected: this rank never starts
+  if (a.launch == "mpi") {
+    if (!launch::mpi_compiled_in())
+      throw UsageError("--launch mpi: compass was built without MPI (install libopenmpi-dev and rebuild)");
+    d.mpi = start_mpi(a.launch_timeout_s);
+    d.rank = d.mpi->rank();
+    d.size = d.mpi->size();
+    d.transport = unwrap(cpu::make_mpi_transport(*d.mpi));
+  } else {
+    const launch::EnvLaunch env = unwrap(launch::env_launch_from_environment());
+    d.rank = env.rank;
+    d.size = env.world_size;
+    d.store = unwrap(launch::TcpStore::connect(env, a.launch_timeout_s));
+    d.transport = unwrap(
+        cpu::make_socket_transport(*d.store, env.rank, env.world_size, a.launch_timeout_s));
+  }
+  if (d.size != a.tp)
+    throw UsageError(fmt::format("--launch {}: {} processes were started but --tp is {} (start one "
+                                 "process per rank)",
+                                 a.launch, d.size, a.tp));
+}
+
+void run_verb_in(const RunArgs& a, const Distributed& dist, const workload::OperatorSpec& op,
+                 const schedule::CommPlan& plan, std::vector<StrategyRun>& runs);
+
 void run_verb(const RunArgs& a) {
   const workload::OperatorSpec op = parse_operator(a);
   const hardware::Profile profile = load_profile(a.profile);
   const std::vector<int> group = select_group(profile, a.tp, "");
   const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(profile, group));
   std::vector<StrategyRun> runs = make_schedules(op, a.strategy, plan);
+  if (!is_process_launch(a.launch)) {
+    run_verb_in(a, Distributed{}, op, plan, runs);
+    return;
+  }
+  // One process per rank: a failure anywhere is reported by every process, which then ends
+  // the whole job, so no process waits for a peer that is gone.
+  Distributed dist;
+  try {
+    start_processes(a, dist);
+    run_verb_in(a, dist, op, plan, runs);
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "compass: error: [rank {} of {}] {}\n", dist.rank, dist.size, e.what());
+    std::fflush(stderr);
+    if (dist.transport) dist.transport->farewell(2.0);
+    dist.transport.reset();
+    if (dist.mpi) dist.mpi->abort_job(2);
+    throw ExitCode{2};
+  }
+}
 
+void run_verb_in(const RunArgs& a, const Distributed& dist, const workload::OperatorSpec& op,
+                 const schedule::CommPlan& plan, std::vector<StrategyRun>& runs) {
   std::string device;
-  const Runner runner = a.backend == "cuda" ? cuda_runner(a, device) : cpu_runner(a, op, runs);
+  const Runner runner =
+      a.backend == "cuda" ? cuda_runner(a, device) : cpu_runner(a, op, runs, dist);
   for (auto& r : runs) r.m = runner(r.schedule);
+  if (dist.rank != 0) return;  // rank 0 reports for every process
   if (a.json) {
     print_json(a, op, plan, runs, device);
   } else {
@@ -321,8 +485,18 @@ void add_run_verb(CLI::App& app) {
                 "compare with a reference (cpu: FP64, tolerance 1e-4; cuda: cuBLAS, tolerance "
                 "by dtype); exit code 1 when a check fails");
   sub->add_option("--launch", args->launch,
-                  "cuda: virtual (all ranks on one GPU) or multi-gpu (rank r on GPU r)")
+                  "cpu: threads (default; ranks as threads of this process), mpi (one process "
+                  "per rank under mpirun) or env (one process per rank from RANK, WORLD_SIZE, "
+                  "MASTER_ADDR, MASTER_PORT as torchrun sets them); cuda: virtual (default; all "
+                  "ranks on one GPU) or multi-gpu (rank r on GPU r)");
+  sub->add_option("--launch-timeout", args->launch_timeout_s,
+                  "mpi/env: seconds the processes may take to start and meet")
       ->capture_default_str();
+  sub->add_option("--fault-task", args->fault_task, "testing: the owner of this task fails it")
+      ->group("");
+  sub->add_option("--fault-stall-rank", args->fault_stall_rank,
+                  "testing: this rank never starts")
+      ->group("");
   sub->add_option("--sync", args->sync,
                   "cuda: how streams wait for each other: events (cudaEventRecord/StreamWaitEvent) "
                   "or flags (stream memory operations on device flags)")

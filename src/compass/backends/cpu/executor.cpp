@@ -64,11 +64,13 @@ LaneKey lane_key(const Task& t) {
   return {t.resource.rank, static_cast<int>(t.resource.kind), t.resource.index};
 }
 
-// Each serial resource becomes one thread running these task ids in order.
-std::vector<std::vector<int>> build_lanes(const Schedule& s) {
+// Each serial resource becomes one thread running these task ids in order (only the
+// resources of rank `only_rank` when it is not negative).
+std::vector<std::vector<int>> build_lanes(const Schedule& s, int only_rank = -1) {
   std::map<LaneKey, std::size_t> index;
   std::vector<std::vector<int>> lanes;
   for (const Task& t : s.tasks) {
+    if (only_rank >= 0 && t.resource.rank != only_rank) continue;
     auto [it, inserted] = index.try_emplace(lane_key(t), lanes.size());
     if (inserted) lanes.emplace_back();
     lanes[it->second].push_back(t.id);
@@ -145,13 +147,28 @@ Result<Workspace> Workspace::create(const Schedule& s, const OperatorData& data,
     }
   }
 
-  const std::int64_t bytes = bytes_needed(s);
+  if (options.transport) {
+    const Transport& tr = *options.transport;
+    if (tr.size() != op.tp || tr.rank() < 0 || tr.rank() >= op.tp)
+      return make_error("the {} transport has {} processes (this one rank {}) but tp is {}",
+                        tr.name(), tr.size(), tr.rank(), op.tp);
+    ws.local_rank_ = tr.rank();
+  }
+  // A process that holds one rank allocates only that rank's buffers.
+  std::int64_t bytes = bytes_needed(s);
+  if (ws.local_rank_ >= 0) {
+    schedule::Schedule local;
+    for (const Buffer& b : s.buffers)
+      if (b.rank == ws.local_rank_) local.buffers.push_back(b);
+    bytes = bytes_needed(local);
+  }
   COMPASS_TRY(check_memory(bytes, options.memory_limit_bytes,
                            fmt::format("the {} buffers of the schedule", s.buffers.size())));
   try {
     ws.buffers_.reserve(s.buffers.size());
     for (const Buffer& b : s.buffers) {
-      ws.buffers_.emplace_back(static_cast<std::size_t>(b.rows * b.cols), 0.0f);
+      const bool held = ws.holds(b.rank);
+      ws.buffers_.emplace_back(held ? static_cast<std::size_t>(b.rows * b.cols) : 0, 0.0f);
       ws.cols_.push_back(b.cols);
     }
   } catch (const std::bad_alloc&) {
@@ -165,6 +182,7 @@ Result<Workspace> Workspace::create(const Schedule& s, const OperatorData& data,
 void Workspace::reset(const OperatorData& in) {
   for (auto& b : buffers_) std::fill(b.begin(), b.end(), 0.0f);
   for (int r = 0; r < ranks(); ++r) {
+    if (!holds(r)) continue;
     const Block xb = input_block(in.op, r);
     const int xi = x_[static_cast<std::size_t>(r)];
     copy_block(in.x.row(xb.row) + xb.col, in.x.cols, data(xi), ld(xi), xb.rows, xb.cols);
@@ -178,6 +196,7 @@ ErrorStats compare_outputs(const Schedule& s, const Workspace& ws,
                            const HostMatrix<double>& reference) {
   ErrorStats stats;
   for (int r = 0; r < ws.ranks(); ++r) {
+    if (!ws.holds(r)) continue;
     const int y = ws.output_buffer(r);
     accumulate_error(s.op, r, ws.data(y), ws.ld(y), reference, stats);
   }
@@ -192,10 +211,17 @@ namespace {
 // Shared state of one run. Every flag lives under one mutex: completions are rare compared to
 // the work in a task, and a mutex gives each waiter the happens-before edge to the data the
 // finished task wrote (which TSAN can check).
-class Runner {
+class Runner final : public TransportSink {
  public:
   Runner(const Schedule& s, Workspace& ws, const ExecutorOptions& o, TransferEngine& engine)
-      : s_(s), ws_(ws), options_(o), engine_(engine), done_(s.tasks.size(), 0) {
+      : s_(s),
+        ws_(ws),
+        options_(o),
+        engine_(engine),
+        transport_(o.transport.get()),
+        local_(o.transport ? o.transport->rank() : -1),
+        done_(s.tasks.size(), 0) {
+    plan_completions();
     double timeout_s = o.wait_timeout_s;
     if (timeout_s <= 0) {
       double flops = 0;
@@ -227,6 +253,12 @@ class Runner {
       try {
         if (id == options_.delay_task_id && !sleep_abortably(options_.delay_s)) return;
         if (id == options_.fail_task_id) throw std::runtime_error("injected fault");
+        if (crosses_processes(t)) {
+          // The bytes move through the transport; the destination process completes the task.
+          start_remote_transfer(t);
+          if (!wait_for_task(t, id)) return;
+          continue;
+        }
         execute(t);
       } catch (const std::exception& e) {
         fail(id, e.what());
@@ -239,6 +271,79 @@ class Runner {
     }
   }
 
+  // Lanes call this when they return, whatever the reason.
+  void lane_finished() {
+    std::lock_guard lock(mu_);
+    ++lanes_finished_;
+  }
+
+  // The progress loop of a multi-process run, on the calling thread: moves messages and bytes
+  // until every local lane has finished, every task this process completes is complete, every
+  // pull it owes is served and the transport is quiet, or the run fails.
+  void progress(std::size_t lanes) {
+    using namespace std::chrono_literals;
+    auto idle_sleep = 0us;
+    for (;;) {
+      Result<bool> moved = transport_->poll(*this);
+      if (!moved.ok()) {
+        fail(-1, moved.error().message);
+        break;
+      }
+      bool finished = false;
+      {
+        std::lock_guard lock(mu_);
+        if (abort_) break;
+        finished = lanes_finished_ == lanes && completed_ == expected_completions_ &&
+                   pulls_served_ == expected_pulls_;
+      }
+      if (finished && transport_->quiescent()) break;
+      // Back off while nothing moves (the machine may have fewer cores than processes).
+      if (*moved) {
+        idle_sleep = 0us;
+      } else {
+        idle_sleep = std::min<std::chrono::microseconds>(idle_sleep + 5us, 200us);
+        std::this_thread::sleep_for(idle_sleep);
+      }
+    }
+    bool failed = false;
+    {
+      std::lock_guard lock(mu_);
+      failed = abort_;
+    }
+    if (failed) transport_->drain_after_failure(0.5);
+  }
+
+  // TransportSink, called from the progress loop.
+  void on_message(const Message& m) override {
+    switch (m.kind) {
+      case MessageKind::done:
+        if (valid_task(m.task)) mark_done(m.task);
+        break;
+      case MessageKind::pull:
+        if (valid_task(m.task)) serve_pull(m.task);
+        break;
+      case MessageKind::abort:
+        fail_from_remote(m.from, m.text);
+        break;
+    }
+  }
+  void on_data(int task) override {
+    if (valid_task(task)) complete(task);
+  }
+
+  // Before the run: announce every transfer that lands in this process from another one.
+  Status expect_incoming() {
+    for (const Task& t : s_.tasks) {
+      if (t.kind != TaskKind::transfer) continue;
+      const int src = s_.owner(t.src), dst = s_.owner(t.dst);
+      if (dst == local_ && src != local_)
+        COMPASS_TRY(transport_->expect_data(src, t.id, span(t.dst)));
+    }
+    return Status::success();
+  }
+
+  double timeout_s() const { return timeout_s_; }
+
   void start() {
     std::lock_guard lock(mu_);
     go_ = true;
@@ -247,16 +352,26 @@ class Runner {
     cv_.notify_all();
   }
 
-  // Marks the run as failed (first error wins) and wakes every waiter.
+  // Marks the run as failed (first error wins) and wakes every waiter; in a multi-process
+  // run, tells every other process once.
   void fail(int task_id, const std::string& what) {
+    std::string text;
+    bool tell = false;
     {
       std::lock_guard lock(mu_);
-      if (!error_)
-        error_ = task_id >= 0 ? make_error("{}: {}", task_label(s_, task_id), what) : Error{what};
+      const Error e =
+          task_id >= 0 ? make_error("{}: {}", task_label(s_, task_id), what) : Error{what};
+      if (!error_) error_ = e;
       abort_ = true;
+      tell = transport_ != nullptr && !told_others_;
+      told_others_ = true;
+      text = e.message;
       cv_.notify_all();
     }
     stop_.request_stop();
+    if (tell)
+      for (int r = 0; r < transport_->size(); ++r)
+        if (r != local_) transport_->post(r, Message{MessageKind::abort, task_id, local_, text});
   }
 
   std::optional<Error> error() const {
@@ -284,13 +399,11 @@ class Runner {
           missing = d;
           break;
         }
-      if (!error_)
-        error_ = make_error("{}: waited more than {:.3g} s for {} to finish", task_label(s_, t.id),
-                            timeout_s_, task_label(s_, missing));
-      abort_ = true;
-      cv_.notify_all();
+      const std::string what = fmt::format("{}: waited more than {:.3g} s for {} to finish",
+                                           task_label(s_, t.id), timeout_s_,
+                                           task_label(s_, missing));
       lock.unlock();
-      stop_.request_stop();
+      fail(-1, what);
       return false;
     }
     return !abort_;
@@ -303,12 +416,118 @@ class Runner {
     return !abort_;
   }
 
-  void finish(int id) {
+  void finish(int id) { complete(id); }
+
+  // Task `id` completed in this process: mark it and tell the processes waiting for it.
+  void complete(int id) {
+    {
+      std::lock_guard lock(mu_);
+      done_[static_cast<std::size_t>(id)] = 1;
+      if (++completed_ == expected_completions_) end_time_ = Clock::now();
+      cv_.notify_all();
+    }
+    if (transport_ != nullptr)
+      for (int r : notify_[static_cast<std::size_t>(id)])
+        transport_->post(r, Message{MessageKind::done, id, local_, {}});
+  }
+
+  // Another process completed task `id`.
+  void mark_done(int id) {
     std::lock_guard lock(mu_);
     done_[static_cast<std::size_t>(id)] = 1;
-    if (++completed_ == s_.tasks.size()) end_time_ = Clock::now();
     cv_.notify_all();
   }
+
+  void fail_from_remote(int from, const std::string& text) {
+    {
+      std::lock_guard lock(mu_);
+      if (!error_) error_ = make_error("stopped because rank {} failed: {}", from, text);
+      abort_ = true;
+      told_others_ = true;  // the failing process tells everyone itself
+      cv_.notify_all();
+    }
+    stop_.request_stop();
+  }
+
+  bool valid_task(int id) const { return id >= 0 && id < static_cast<int>(s_.tasks.size()); }
+
+  int completer(const Task& t) const {
+    return t.kind == TaskKind::transfer ? s_.owner(t.dst) : t.resource.rank;
+  }
+
+  // Which tasks this process completes, how many pulls it serves, and for every task the other
+  // processes to notify when it completes: those with a task depending on it, and its owner
+  // when another process completes it (the owner's lane waits for it).
+  void plan_completions() {
+    if (transport_ == nullptr) {
+      expected_completions_ = s_.tasks.size();
+      return;
+    }
+    notify_.assign(s_.tasks.size(), {});
+    auto add = [&](int task, int rank) {
+      auto& v = notify_[static_cast<std::size_t>(task)];
+      if (rank != completer(s_.tasks[static_cast<std::size_t>(task)]) &&
+          std::find(v.begin(), v.end(), rank) == v.end())
+        v.push_back(rank);
+    };
+    for (const Task& t : s_.tasks) {
+      if (completer(t) == local_) ++expected_completions_;
+      add(t.id, t.resource.rank);
+      for (int d : t.deps) add(d, t.resource.rank);
+      if (t.kind == TaskKind::transfer && s_.owner(t.src) == local_ && t.resource.rank != local_)
+        ++expected_pulls_;
+    }
+  }
+
+  // A transfer run by this process's lane with an end in another process.
+  bool crosses_processes(const Task& t) const {
+    return transport_ != nullptr && t.kind == TaskKind::transfer &&
+           (s_.owner(t.src) != local_ || s_.owner(t.dst) != local_);
+  }
+
+  void start_remote_transfer(const Task& t) {
+    const int src = s_.owner(t.src), dst = s_.owner(t.dst);
+    if (src == local_)
+      transport_->send_data(dst, t.id, span(t.src));  // push
+    else
+      transport_->post(src, Message{MessageKind::pull, t.id, local_, {}});  // pull
+  }
+
+  // The source process is asked for the bytes of transfer `id`.
+  void serve_pull(int id) {
+    const Task& t = s_.tasks[static_cast<std::size_t>(id)];
+    if (t.kind != TaskKind::transfer || s_.owner(t.src) != local_) {
+      fail(-1, fmt::format("rank {} was asked for the bytes of {}, which it does not hold", local_,
+                           task_label(s_, id)));
+      return;
+    }
+    {
+      std::lock_guard lock(mu_);
+      ++pulls_served_;
+    }
+    if (s_.owner(t.dst) == local_) {
+      copy_block(ptr(t.src), ld(t.src), ptr(t.dst), ld(t.dst), t.dst.rows, t.dst.cols);
+      complete(id);
+    } else {
+      transport_->send_data(s_.owner(t.dst), id, span(t.src));
+    }
+  }
+
+  // Waits (bounded) until task `id`, completed by another process, is done.
+  bool wait_for_task(const Task& t, int id) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout_, [&] { return abort_ || done_[static_cast<std::size_t>(id)]; })) {
+      const std::string what =
+          fmt::format("{}: waited more than {:.3g} s for rank {} to receive the bytes",
+                      task_label(s_, t.id), timeout_s_, s_.owner(t.dst));
+      lock.unlock();
+      fail(-1, what);
+      return false;
+    }
+    return !abort_;
+  }
+
+  Span span(const Region& r) { return Span{ptr(r), ld(r), r.rows, r.cols}; }
 
   float* ptr(const Region& r) { return ws_.data(r.buffer) + r.row * ws_.ld(r.buffer) + r.col; }
   std::int64_t ld(const Region& r) const { return ws_.ld(r.buffer); }
@@ -357,6 +576,11 @@ class Runner {
   Workspace& ws_;
   const ExecutorOptions& options_;
   TransferEngine& engine_;
+  Transport* transport_ = nullptr;  // null: every rank in this process
+  int local_ = -1;
+  std::vector<std::vector<int>> notify_;  // per task: processes told when it completes
+  std::size_t expected_completions_ = 0;
+  std::size_t expected_pulls_ = 0;
   Clock::duration timeout_{};
   double timeout_s_ = 0;
   std::stop_source stop_;
@@ -365,8 +589,11 @@ class Runner {
   std::condition_variable cv_;
   std::vector<std::uint8_t> done_;  // guarded by mu_
   std::size_t completed_ = 0;
+  std::size_t pulls_served_ = 0;
+  std::size_t lanes_finished_ = 0;
   bool go_ = false;
   bool abort_ = false;
+  bool told_others_ = false;
   std::optional<Error> error_;
   Clock::time_point start_time_{}, end_time_{};
 };
@@ -378,8 +605,14 @@ Result<RunStats> run(const Schedule& s, Workspace& ws, const ExecutorOptions& op
   if (ws.buffers().size() != s.buffers.size())
     return make_error("workspace has {} buffers but the schedule has {}", ws.buffers().size(),
                       s.buffers.size());
+  const int local = options.transport ? options.transport->rank() : -1;
+  if (ws.local_rank() != local)
+    return make_error("the workspace holds {} but the run is for {}",
+                      ws.local_rank() < 0 ? "every rank" : fmt::format("rank {}", ws.local_rank()),
+                      local < 0 ? "every rank" : fmt::format("rank {}", local));
   for (std::size_t i = 0; i < s.buffers.size(); ++i)
-    if (ws.buffers()[i].size() != static_cast<std::size_t>(s.buffers[i].rows * s.buffers[i].cols))
+    if (ws.holds(s.buffers[i].rank) &&
+        ws.buffers()[i].size() != static_cast<std::size_t>(s.buffers[i].rows * s.buffers[i].cols))
       return make_error("workspace buffer {} does not match buffer '{}' of the schedule", i,
                         s.buffers[i].name);
   if (options.blas_threads_per_rank < 1)
@@ -389,25 +622,44 @@ Result<RunStats> run(const Schedule& s, Workspace& ws, const ExecutorOptions& op
   MemcpyTransferEngine memcpy_engine;
   TransferEngine& engine = options.transfer_engine ? *options.transfer_engine : memcpy_engine;
 
-  const std::vector<std::vector<int>> lanes = build_lanes(s);
+  const std::vector<std::vector<int>> lanes = build_lanes(s, local);
   Runner runner(s, ws, options, engine);
+  if (options.transport) {
+    // Every process posts its receives, then all start together.
+    if (Status st = runner.expect_incoming(); !st.ok()) {
+      runner.fail(-1, st.error().message);
+      options.transport->drain_after_failure(0.5);
+      return *runner.error();
+    }
+    if (Status st = options.transport->barrier(runner.timeout_s()); !st.ok()) {
+      runner.fail(-1, fmt::format("rank {}: {}", local, st.error().message));
+      options.transport->drain_after_failure(0.5);
+      return *runner.error();
+    }
+  }
   {
     std::vector<std::jthread> threads;
     try {
       threads.reserve(lanes.size());
       for (const auto& lane : lanes)
-        threads.emplace_back([&runner, &lane] { runner.run_lane(lane); });
+        threads.emplace_back([&runner, &lane] {
+          runner.run_lane(lane);
+          runner.lane_finished();
+        });
     } catch (const std::system_error& e) {
       // Threads already started are waiting for the start signal: abort releases them and the
       // jthread destructors join them.
       runner.fail(-1, fmt::format("cannot start executor thread {} of {}: {}", threads.size() + 1,
                                   lanes.size(), e.what()));
+      if (options.transport) options.transport->drain_after_failure(0.5);
       return *runner.error();
     } catch (const std::bad_alloc&) {
       runner.fail(-1, "out of memory starting the executor threads");
+      if (options.transport) options.transport->drain_after_failure(0.5);
       return *runner.error();
     }
     runner.start();
+    if (options.transport) runner.progress(lanes.size());
   }  // joins every thread
 
   if (auto err = runner.error()) return *err;

@@ -11,6 +11,7 @@
 
 #include "compass/backends/cpu/operator_data.hpp"
 #include "compass/backends/cpu/transfer_engine.hpp"
+#include "compass/backends/cpu/transport.hpp"
 #include "compass/core/result.hpp"
 #include "compass/schedule/schedule.hpp"
 
@@ -32,6 +33,10 @@ struct ExecutorOptions {
   std::int64_t memory_limit_bytes = 0;
   /// Transfers go through this engine; null = a MemcpyTransferEngine.
   std::shared_ptr<TransferEngine> transfer_engine;
+  /// Null: every rank is a thread of this process. Otherwise this process runs only rank
+  /// transport->rank(), holds only that rank's buffers, and reaches the other ranks (one per
+  /// process) through the transport (transport.hpp).
+  std::shared_ptr<Transport> transport;
 
   // Fault injection, for tests.
   int fail_task_id = -1;   ///< this task throws when it starts
@@ -65,11 +70,17 @@ class Workspace {
   /// Index of rank r's output buffer "y".
   int output_buffer(int rank) const { return y_.at(static_cast<std::size_t>(rank)); }
   int ranks() const { return static_cast<int>(y_.size()); }
-  /// Every buffer's contents, for bit-exact comparisons between runs.
+  /// Every buffer's contents, for bit-exact comparisons between runs (buffers of ranks held by
+  /// other processes are empty).
   const std::vector<std::vector<float>>& buffers() const { return buffers_; }
+  /// The rank whose buffers this process holds, or -1 when it holds every rank's.
+  int local_rank() const { return local_rank_; }
+  /// Whether rank r's buffers live in this process.
+  bool holds(int rank) const { return local_rank_ < 0 || rank == local_rank_; }
 
  private:
   std::vector<std::vector<float>> buffers_;
+  int local_rank_ = -1;
   std::vector<std::int64_t> cols_;
   std::vector<int> x_, w_, y_;  // per rank
 };
@@ -94,7 +105,7 @@ Status check_executable(const schedule::Schedule& s);
 Result<RunStats> run(const schedule::Schedule& s, Workspace& ws,
                      const ExecutorOptions& options = {});
 
-/// Compares every rank's output "y" with the reference.
+/// Compares the output "y" of every rank the workspace holds with the reference.
 ErrorStats compare_outputs(const schedule::Schedule& s, const Workspace& ws,
                            const HostMatrix<double>& reference);
 

@@ -1,0 +1,293 @@
+// Multi-process runs of the CPU backend: `compass run --launch mpi` under mpirun for every
+// operator and strategy at p = 2, 3, 4 against the FP64 reference and the threaded executor,
+// failure injection (one rank fails a task: every rank exits non-zero, naming it, quickly) and
+// a rank that never starts (a timeout error, not a hang).
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/subprocess.hpp"
+
+namespace compass::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string mpiexec() { return COMPASS_MPIEXEC; }
+
+#define REQUIRE_MPIRUN()                                                   \
+  do {                                                                     \
+    if (mpiexec().empty()) GTEST_SKIP() << "no mpirun found at configure time"; \
+  } while (0)
+
+struct Timed {
+  ProcessResult result;
+  double seconds = 0;
+};
+
+Timed run_timed(const std::vector<std::string>& argv, double timeout_s) {
+  TempDir dir;
+  const auto start = Clock::now();
+  Timed t{run_process(argv, dir.path(), timeout_s), 0};
+  t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_TRUE(t.result.spawn_error.empty()) << t.result.spawn_error;
+  return t;
+}
+
+std::vector<std::string> mpirun(int np, const std::vector<std::string>& compass_args) {
+  std::vector<std::string> argv{mpiexec(), "-np", std::to_string(np), "--oversubscribe",
+                                "--allow-run-as-root", compass_binary()};
+  argv.insert(argv.end(), compass_args.begin(), compass_args.end());
+  return argv;
+}
+
+// Small shapes: M = 96 rows split into p blocks of 4 decomposition parts for p = 2, 3, 4.
+std::vector<std::string> run_args(const std::string& op, int p, const std::string& launch) {
+  return {"run",      "--backend", "cpu",  "--launch", launch,    "--op",     op,
+          "--m",      "96",        "--n",  "48",       "--k",     "36",       "--tp",
+          std::to_string(p), "--strategy", "all", "--check", "--repeat", "1", "--warmup", "0",
+          "--json"};
+}
+
+struct Case {
+  std::string op;
+  int p;
+};
+
+class MpiRun : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MpiRun, EveryStrategyPassesTheCheckAndMatchesThreads) {
+  REQUIRE_MPIRUN();
+  const Case c = GetParam();
+  const Timed mpi = run_timed(mpirun(c.p, run_args(c.op, c.p, "mpi")), 240);
+  ASSERT_FALSE(mpi.result.timed_out);
+  ASSERT_EQ(mpi.result.exit_code, 0) << mpi.result.err;
+  const auto j = nlohmann::json::parse(mpi.result.out);
+  EXPECT_EQ(j.at("launch"), "mpi");
+  EXPECT_TRUE(j.at("passed").get<bool>());
+  ASSERT_EQ(j.at("results").size(), 5u);
+
+  // The same schedules on threads: one process per rank must compute the very same numbers.
+  std::vector<std::string> threads{compass_binary()};
+  for (const auto& a : run_args(c.op, c.p, "threads")) threads.push_back(a);
+  const Timed thr = run_timed(threads, 120);
+  ASSERT_EQ(thr.result.exit_code, 0) << thr.result.err;
+  const auto t = nlohmann::json::parse(thr.result.out);
+  ASSERT_EQ(t.at("results").size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    const auto& m = j.at("results")[i];
+    const auto& h = t.at("results")[i];
+    EXPECT_EQ(m.at("strategy"), h.at("strategy"));
+    EXPECT_TRUE(m.at("check").at("pass").get<bool>()) << m.at("strategy");
+    // Both runs add the same partial products in the same order: bit-identical outputs.
+    EXPECT_EQ(m.at("check").at("max_abs_error").get<double>(),
+              h.at("check").at("max_abs_error").get<double>())
+        << m.at("strategy");
+    EXPECT_EQ(m.at("threads"), h.at("threads")) << m.at("strategy");
+  }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const char* op : {"ag_gemm", "gemm_rs", "gemm_ar"})
+    for (int p : {2, 3, 4}) out.push_back({op, p});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(OpsAndRanks, MpiRun, ::testing::ValuesIn(cases()),
+                         [](const auto& info) {
+                           return info.param.op + "_p" + std::to_string(info.param.p);
+                         });
+
+// A task of `rank` in the schedule `compass schedule` prints for these arguments.
+int task_of_rank(const std::vector<std::string>& schedule_args, int rank) {
+  std::vector<std::string> argv{compass_binary(), "schedule"};
+  argv.insert(argv.end(), schedule_args.begin(), schedule_args.end());
+  argv.push_back("--json");
+  const Timed t = run_timed(argv, 60);
+  EXPECT_EQ(t.result.exit_code, 0) << t.result.err;
+  const auto j = nlohmann::json::parse(t.result.out);
+  int found = -1;
+  for (const auto& task : j.at("tasks"))
+    if (task.at("rank") == rank && task.at("kind") == "gemm") found = task.at("id");
+  return found;  // the last GEMM of that rank: everyone else is waiting by then
+}
+
+TEST(MpiFailure, OneRankFailsEveryRankExitsNamingIt) {
+  REQUIRE_MPIRUN();
+  const std::vector<std::string> shape{"--op", "gemm_rs", "--m", "96", "--n", "48", "--k", "36",
+                                       "--tp", "4", "--strategy", "fuse:ring"};
+  const int task = task_of_rank(shape, 2);
+  ASSERT_GE(task, 0);
+  std::vector<std::string> args{"run", "--backend", "cpu", "--launch", "mpi", "--repeat", "1",
+                                "--warmup", "0", "--fault-task", std::to_string(task)};
+  args.insert(args.end(), shape.begin(), shape.end());
+  const Timed t = run_timed(mpirun(4, args), 60);
+  ASSERT_FALSE(t.result.timed_out);
+  EXPECT_NE(t.result.exit_code, 0);
+  RecordProperty("seconds", std::to_string(t.seconds));
+  // Every process reports, and every report names the failing rank's task.
+  const std::string failing = "rank 2 task " + std::to_string(task) + " ";
+  for (int r = 0; r < 4; ++r) {
+    const std::string tag = "[rank " + std::to_string(r) + " of 4]";
+    const auto at = t.result.err.find(tag);
+    ASSERT_NE(at, std::string::npos) << tag << " missing in:\n" << t.result.err;
+    const std::string line = t.result.err.substr(at, t.result.err.find('\n', at) - at);
+    EXPECT_NE(line.find(failing), std::string::npos) << line;
+  }
+  // mpirun itself takes about a second to start and stop four processes here.
+  EXPECT_LT(t.seconds, 15.0) << t.result.err;
+}
+
+TEST(MpiFailure, ARankThatNeverStartsIsATimeoutNotAHang) {
+  REQUIRE_MPIRUN();
+  const std::vector<std::string> args{"run", "--backend", "cpu", "--launch", "mpi",
+                                      "--op", "ag_gemm", "--m", "96", "--n", "48", "--k", "36",
+                                      "--tp", "3", "--strategy", "sequential",
+                                      "--launch-timeout", "3", "--fault-stall-rank", "1"};
+  const Timed t = run_timed(mpirun(3, args), 90);
+  ASSERT_FALSE(t.result.timed_out) << "the job hung";
+  EXPECT_NE(t.result.exit_code, 0);
+  EXPECT_NE(t.result.err.find("never started"), std::string::npos) << t.result.err;
+  EXPECT_LT(t.seconds, 30.0);
+}
+
+TEST(MpiFailure, WrongProcessCountIsAnError) {
+  REQUIRE_MPIRUN();
+  std::vector<std::string> args = run_args("ag_gemm", 3, "mpi");
+  const Timed t = run_timed(mpirun(2, args), 60);
+  ASSERT_FALSE(t.result.timed_out);
+  EXPECT_NE(t.result.exit_code, 0);
+  EXPECT_NE(t.result.err.find("2 processes were started but --tp is 3"), std::string::npos)
+      << t.result.err;
+}
+
+// ---- --launch env: processes started as torchrun starts them, on loopback ---------------------
+
+// A TCP port that was free a moment ago.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Starts `world` processes with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (through
+// env(1), since run_process passes no environment), skipping ranks in `absent`.
+std::vector<Timed> run_env_world(int world, const std::vector<std::string>& compass_args,
+                                 const std::vector<int>& absent = {}, double timeout_s = 240) {
+  const int port = free_port();
+  std::vector<std::future<Timed>> procs;
+  for (int r = 0; r < world; ++r) {
+    if (std::find(absent.begin(), absent.end(), r) != absent.end()) continue;
+    std::vector<std::string> argv{"/usr/bin/env",
+                                  "RANK=" + std::to_string(r),
+                                  "WORLD_SIZE=" + std::to_string(world),
+                                  "LOCAL_RANK=" + std::to_string(r),
+                                  "MASTER_ADDR=127.0.0.1",
+                                  "MASTER_PORT=" + std::to_string(port),
+                                  compass_binary()};
+    argv.insert(argv.end(), compass_args.begin(), compass_args.end());
+    procs.push_back(std::async(std::launch::async, [argv, timeout_s] { return run_timed(argv, timeout_s); }));
+  }
+  std::vector<Timed> out;
+  for (auto& p : procs) out.push_back(p.get());
+  return out;
+}
+
+class EnvRun : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EnvRun, EveryStrategyPassesTheCheck) {
+  const Case c = GetParam();
+  const std::vector<Timed> procs = run_env_world(c.p, run_args(c.op, c.p, "env"));
+  ASSERT_EQ(procs.size(), static_cast<std::size_t>(c.p));
+  for (std::size_t r = 0; r < procs.size(); ++r) {
+    ASSERT_FALSE(procs[r].result.timed_out) << "rank " << r;
+    ASSERT_EQ(procs[r].result.exit_code, 0) << "rank " << r << ": " << procs[r].result.err;
+    if (r > 0) {
+      EXPECT_TRUE(procs[r].result.out.empty()) << "only rank 0 reports";
+    }
+  }
+  const auto j = nlohmann::json::parse(procs[0].result.out);
+  EXPECT_EQ(j.at("launch"), "env");
+  EXPECT_TRUE(j.at("passed").get<bool>());
+  ASSERT_EQ(j.at("results").size(), 5u);
+  for (const auto& res : j.at("results"))
+    EXPECT_TRUE(res.at("check").at("pass").get<bool>()) << res.at("strategy");
+}
+
+std::vector<Case> env_cases() {
+  std::vector<Case> out;
+  for (const char* op : {"ag_gemm", "gemm_rs", "gemm_ar"}) out.push_back({op, 3});
+  out.push_back({"gemm_rs", 2});
+  out.push_back({"ag_gemm", 4});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(OpsAndRanks, EnvRun, ::testing::ValuesIn(env_cases()),
+                         [](const auto& info) {
+                           return info.param.op + "_p" + std::to_string(info.param.p);
+                         });
+
+TEST(EnvFailure, OneRankFailsEveryRankExitsNamingIt) {
+  const std::vector<std::string> shape{"--op", "ag_gemm", "--m", "96", "--n", "48", "--k", "36",
+                                       "--tp", "3", "--strategy", "fuse:double-ring"};
+  const int task = task_of_rank(shape, 1);
+  ASSERT_GE(task, 0);
+  std::vector<std::string> args{"run", "--backend", "cpu", "--launch", "env", "--repeat", "1",
+                                "--warmup", "0", "--fault-task", std::to_string(task)};
+  args.insert(args.end(), shape.begin(), shape.end());
+  const std::vector<Timed> procs = run_env_world(3, args, {}, 60);
+  const std::string failing = "rank 1 task " + std::to_string(task) + " ";
+  for (std::size_t r = 0; r < procs.size(); ++r) {
+    ASSERT_FALSE(procs[r].result.timed_out) << "rank " << r << " hung";
+    EXPECT_EQ(procs[r].result.exit_code, 2) << "rank " << r;
+    EXPECT_NE(procs[r].result.err.find("[rank " + std::to_string(r) + " of 3]"), std::string::npos)
+        << procs[r].result.err;
+    EXPECT_NE(procs[r].result.err.find(failing), std::string::npos) << procs[r].result.err;
+    EXPECT_LT(procs[r].seconds, 10.0) << procs[r].result.err;
+  }
+}
+
+TEST(EnvFailure, ARankThatNeverStartsIsATimeoutNotAHang) {
+  std::vector<std::string> args = run_args("ag_gemm", 3, "env");
+  args.insert(args.end(), {"--launch-timeout", "2"});
+  const std::vector<Timed> procs = run_env_world(3, args, {2}, 60);
+  ASSERT_EQ(procs.size(), 2u);
+  for (std::size_t r = 0; r < procs.size(); ++r) {
+    ASSERT_FALSE(procs[r].result.timed_out) << "rank " << r << " hung";
+    EXPECT_EQ(procs[r].result.exit_code, 2) << "rank " << r;
+    EXPECT_NE(procs[r].result.err.find("[rank " + std::to_string(r) + " of 3]"), std::string::npos)
+        << procs[r].result.err;
+    EXPECT_LT(procs[r].seconds, 20.0);
+  }
+}
+
+TEST(EnvFailure, MissingVariableIsNamed) {
+  const Timed t = run_timed({"/usr/bin/env", "-u", "RANK", "-u", "MASTER_ADDR", "WORLD_SIZE=2",
+                             compass_binary(), "run", "--backend", "cpu", "--launch", "env",
+                             "--op", "ag_gemm", "--m", "8", "--n", "4", "--k", "4", "--tp", "2"},
+                            30);
+  EXPECT_EQ(t.result.exit_code, 2);
+  EXPECT_NE(t.result.err.find("RANK is not set"), std::string::npos) << t.result.err;
+}
+
+}  // namespace
+}  // namespace compass::testing
