@@ -4,11 +4,20 @@
 
 #include "compass/hardware/presets.hpp"
 #include "compass/model/comm_model.hpp"
-#include "compass/model/gemm_model.hpp"
+#include "compass/hardware/gemm_cost.hpp"
 #include "test_helpers.hpp"
 
 namespace compass::model {
 namespace {
+
+using hardware::gemm_compute_s;
+using hardware::gemm_roofline;
+using hardware::gemm_time_s;
+using hardware::GemmRoofline;
+using hardware::kDefaultGemmEfficiency;
+using hardware::kTileKOverhead;
+using hardware::large_gemm_efficiency;
+using hardware::peak_flops;
 
 using testing::uniform_switch;
 

@@ -8,7 +8,7 @@
 #include "compass/hardware/presets.hpp"
 #include "compass/model/comm_model.hpp"
 #include "compass/model/estimate.hpp"
-#include "compass/model/gemm_model.hpp"
+#include "compass/hardware/gemm_cost.hpp"
 #include "compass/model/odp.hpp"
 #include "compass/model/selector.hpp"
 #include "compass/workload/layer_ops.hpp"
@@ -41,7 +41,7 @@ TEST(Estimate, SequentialAgGemmByHand) {
   const double block = 256.0 * 448 * 2;                       // one shard
   const double step = 2e-6 + block / 10e9 + 3e-6;             // latency + bytes/bw + copy issue
   const double own_copy = block / (1e15 / 2);                 // x -> gathered buffer
-  const double gemm = gemm_compute_s(p, 1024, 256, 448, DType::bf16);
+  const double gemm = hardware::gemm_compute_s(p, 1024, 256, 448, DType::bf16);
   const double expect = 10e-6 + own_copy + 3 * step + 5e-6 + gemm;
   EXPECT_NEAR(e->total_s, expect, 1e-12);
   EXPECT_NEAR(e->compute_s, gemm, 1e-9);
@@ -57,7 +57,7 @@ TEST(Estimate, FusedRingHidesCommUnderGemm) {
   const schedule::CommPlan plan = schedule::default_comm_plan(4);
   const Estimate seq = *estimate(p, op, Strategy{StrategyKind::sequential, 0}, plan);
   const Estimate ring = *estimate(p, op, Strategy{StrategyKind::fuse_ring, 0}, plan);
-  const double chunk = gemm_compute_s(p, 256, 256, 448, DType::bf16);
+  const double chunk = hardware::gemm_compute_s(p, 256, 256, 448, DType::bf16);
   // Own chunk while the first step lands; every later chunk has arrived when the GEMM is free.
   const double expect = 5e-6 + 4 * (chunk * (1 + kFusedTileReorderOverhead) + 1e-6);
   EXPECT_NEAR(ring.total_s, expect, 1e-12);
@@ -74,7 +74,7 @@ TEST(Estimate, FusedGemmIsSlowedOnlyWhileCommunicationRuns) {
   const auto op = op_of(OpKind::ag_gemm, 1024, 512, 448, 2);
   const schedule::CommPlan plan = schedule::default_comm_plan(2);
   const Estimate ring = *estimate(p, op, Strategy{StrategyKind::fuse_ring, 0}, plan);
-  const double w = gemm_compute_s(p, 512, 256, 448, DType::bf16) * (1 + kFusedTileReorderOverhead);
+  const double w = hardware::gemm_compute_s(p, 512, 256, 448, DType::bf16) * (1 + kFusedTileReorderOverhead);
   const double comm_end = 2e-6 + 512.0 * 448 * 2 / 100e9 + 3e-6;  // latency + bytes/bw + issue
   const double launch = 5e-6, flag = 1e-6;
   ASSERT_GT(launch + 2.0 * w, comm_end);  // the copy ends inside the first chunk

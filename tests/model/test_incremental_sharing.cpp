@@ -21,7 +21,7 @@
 namespace compass::model {
 namespace {
 
-namespace hd = hardware::detail;
+namespace hd = hardware::sharing;
 using testing::uniform_switch;
 
 // Progressive filling over every direction (ascending ids, strict '<') and every flow.

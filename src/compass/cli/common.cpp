@@ -103,12 +103,7 @@ std::vector<int> select_group(const hardware::Profile& p, int tp, const std::str
   return group;
 }
 
-std::string format_seconds(double s) {
-  double a = std::fabs(s);
-  if (a < 1e-3) return fmt::format("{:.1f} us", s * 1e6);
-  if (a < 1.0) return fmt::format("{:.3f} ms", s * 1e3);
-  return fmt::format("{:.3f} s", s);
-}
+std::string format_seconds(double s) { return format_duration(s, 3); }
 
 std::string format_bandwidth(double b) { return fmt::format("{:.1f} GB/s", b / 1e9); }
 

@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "compass/core/format.hpp"
 #include "compass/core/result.hpp"
 #include "compass/hardware/profile.hpp"
 #include "compass/workload/operator.hpp"
@@ -58,7 +59,8 @@ std::vector<int> parse_gpu_list(const std::string& text);
 /// 0..tp-1, else every GPU of the profile. Errors when tp exceeds the machine.
 std::vector<int> select_group(const hardware::Profile& p, int tp, const std::string& gpus);
 
-/// Human formatting of seconds ("12.3 us", "4.56 ms", "1.23 s").
+/// Human formatting of seconds in the CLI's tables: format_duration with 3 decimals
+/// ("12.3 us", "4.567 ms", "1.234 s").
 std::string format_seconds(double s);
 /// Human formatting of bytes/s ("25.0 GB/s").
 std::string format_bandwidth(double bytes_per_s);

@@ -33,7 +33,7 @@ std::string ring_text(const std::vector<int>& ring, const std::vector<int>& gpus
 
 void print_human(const model::OperatorChoice& c, const schedule::CommPlan& plan,
                  const std::string& profile) {
-  using model::format_duration;
+  using compass::format_duration;
   fmt::print("operator  {} on {}\n", workload::describe(c.op), profile);
   fmt::print("ring      {}\n", ring_text(plan.ring, plan.gpus));
   fmt::print("ring2     {}\n\n", ring_text(plan.ring2, plan.gpus));

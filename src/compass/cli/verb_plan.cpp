@@ -27,7 +27,7 @@ struct PlanOptions {
 };
 
 void print_human(const plan::LayerPlan& lp) {
-  using model::format_duration;
+  using compass::format_duration;
   using schedule::StrategyKind;
   fmt::print("plan      {} on {}, tp {}, seq {}, micro-batch {}, sequence parallel {}\n",
              lp.model.name, lp.profile, lp.parallel.tp, lp.parallel.seq, lp.parallel.micro_batch,

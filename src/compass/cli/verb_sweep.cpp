@@ -144,7 +144,7 @@ nlohmann::json sim_json(const plan::SweepResult& r, const std::vector<SimRow>& r
 }
 
 void print_rows(const plan::SweepResult& r) {
-  using model::format_duration;
+  using compass::format_duration;
   fmt::print("{:>3} {:<10} {:<5} {:>3} {:>6} {:>10} {:>10} {:>3} {:>10} {:>10} {:>10} {:>10}  {}\n",
              "#", "model", "layer", "tp", "M", "sequential", "decomp:d*", "d*", "decomp:4",
              "all2all", "ring", "dbl-ring", "choice");

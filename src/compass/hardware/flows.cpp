@@ -14,7 +14,7 @@
 #include <limits>
 
 namespace compass::hardware {
-namespace detail {
+namespace sharing {
 
 int dir_id(const Hop& h) {
   return h.link * 2 + (h.forward ? 0 : 1);
@@ -295,17 +295,17 @@ std::vector<double> simulate(const std::vector<double>& cap, std::vector<FlowPat
   return finish;
 }
 
-}  // namespace detail
+}  // namespace sharing
 
 namespace {
 
 // The per-flow paths of `flows`; flows with no bytes or src == dst are inactive.
-std::vector<detail::FlowPath> paths_of(const Profile& p, const std::vector<Flow>& flows) {
-  std::vector<detail::FlowPath> paths(flows.size());
+std::vector<sharing::FlowPath> paths_of(const Profile& p, const std::vector<Flow>& flows) {
+  std::vector<sharing::FlowPath> paths(flows.size());
   for (std::size_t f = 0; f < flows.size(); ++f) {
     const Flow& fl = flows[f];
     paths[f].active = fl.bytes > 0 && fl.src != fl.dst;
-    if (paths[f].active) paths[f].dirs = detail::route_dirs(p, fl.src, fl.dst);
+    if (paths[f].active) paths[f].dirs = sharing::route_dirs(p, fl.src, fl.dst);
   }
   return paths;
 }
@@ -313,11 +313,11 @@ std::vector<detail::FlowPath> paths_of(const Profile& p, const std::vector<Flow>
 }  // namespace
 
 std::vector<double> maxmin_rates(const Profile& p, const std::vector<Flow>& flows) {
-  return detail::maxmin(detail::dir_capacities(p), paths_of(p, flows));
+  return sharing::maxmin(sharing::dir_capacities(p), paths_of(p, flows));
 }
 
 FlowOutcome run_flows(const Profile& p, const std::vector<Flow>& flows) {
-  const std::vector<double> cap = detail::dir_capacities(p);
+  const std::vector<double> cap = sharing::dir_capacities(p);
   const std::size_t nf = flows.size();
   std::vector<double> bytes(nf), latency_s(nf, 0.0);
   for (std::size_t f = 0; f < nf; ++f) {
@@ -325,7 +325,7 @@ FlowOutcome run_flows(const Profile& p, const std::vector<Flow>& flows) {
     if (flows[f].src != flows[f].dst) latency_s[f] = p.route_latency_s(flows[f].src, flows[f].dst);
   }
   FlowOutcome out;
-  out.finish_s = detail::simulate(cap, paths_of(p, flows), bytes, latency_s);
+  out.finish_s = sharing::simulate(cap, paths_of(p, flows), bytes, latency_s);
   for (double t : out.finish_s) out.makespan_s = std::max(out.makespan_s, t);
 
   // Loads: every byte of every active flow crosses every hop of its route.
@@ -333,7 +333,7 @@ FlowOutcome run_flows(const Profile& p, const std::vector<Flow>& flows) {
   std::vector<int> count(cap.size(), 0);
   for (std::size_t f = 0; f < nf; ++f) {
     if (!(flows[f].bytes > 0 && flows[f].src != flows[f].dst)) continue;
-    for (int d : detail::route_dirs(p, flows[f].src, flows[f].dst)) {
+    for (int d : sharing::route_dirs(p, flows[f].src, flows[f].dst)) {
       dir_bytes[d] += flows[f].bytes;
       ++count[d];
     }
@@ -341,7 +341,7 @@ FlowOutcome run_flows(const Profile& p, const std::vector<Flow>& flows) {
   for (std::size_t d = 0; d < cap.size(); ++d) {
     if (count[d] == 0) continue;
     HopLoad l;
-    l.hop = detail::dir_hop(static_cast<int>(d));
+    l.hop = sharing::dir_hop(static_cast<int>(d));
     l.name = p.hop_name(l.hop);
     l.bytes = dir_bytes[d];
     l.flows = count[d];
@@ -355,7 +355,7 @@ FlowOutcome run_flows(const Profile& p, const std::vector<Flow>& flows) {
 void sort_loads(std::vector<HopLoad>& loads) {
   std::stable_sort(loads.begin(), loads.end(), [](const HopLoad& a, const HopLoad& b) {
     if (a.busy_s != b.busy_s) return a.busy_s > b.busy_s;
-    return detail::dir_id(a.hop) < detail::dir_id(b.hop);
+    return sharing::dir_id(a.hop) < sharing::dir_id(b.hop);
   });
 }
 

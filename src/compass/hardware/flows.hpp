@@ -46,8 +46,10 @@ FlowOutcome run_flows(const Profile& p, const std::vector<Flow>& flows);
 /// Orders loads heaviest busy_s first; ties by link index, forward direction first.
 void sort_loads(std::vector<HopLoad>& loads);
 
-// Building blocks shared with the ring search (rings.cpp); not part of the public contract.
-namespace detail {
+// Link-direction building blocks: flow paths as dense direction ids, max-min sharing
+// (batch and incremental) and flow-level simulation. Used by the ring search (rings.cpp),
+// the communication model and the CPU backend's paced links.
+namespace sharing {
 
 /// A flow as the list of link-direction ids (link * 2 + (forward ? 0 : 1)) it crosses.
 struct FlowPath {
@@ -132,6 +134,6 @@ class IncrementalMaxmin {
 std::vector<double> simulate(const std::vector<double>& cap, std::vector<FlowPath> flows,
                              const std::vector<double>& bytes, const std::vector<double>& latency_s);
 
-}  // namespace detail
+}  // namespace sharing
 
 }  // namespace compass::hardware

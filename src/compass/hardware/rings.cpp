@@ -61,7 +61,7 @@ GroupInfo make_info(const Profile& p, const std::vector<int>& gpus) {
   GroupInfo g;
   g.n = static_cast<int>(gpus.size());
   g.gpus = gpus;
-  g.cap = detail::dir_capacities(p);
+  g.cap = sharing::dir_capacities(p);
   g.dirs.assign(g.n * g.n, {});
   g.bw.assign(g.n * g.n, 0.0);
   g.lat_s.assign(g.n * g.n, 0.0);
@@ -70,7 +70,7 @@ GroupInfo make_info(const Profile& p, const std::vector<int>& gpus) {
     for (int b = 0; b < g.n; ++b) {
       if (a == b) continue;
       int k = g.idx(a, b);
-      g.dirs[k] = detail::route_dirs(p, gpus[a], gpus[b]);
+      g.dirs[k] = sharing::route_dirs(p, gpus[a], gpus[b]);
       g.bw[k] = p.route_bandwidth(gpus[a], gpus[b]);
       g.lat_s[k] = p.route_latency_s(gpus[a], gpus[b]);
       for (int d : g.dirs[k])
@@ -111,7 +111,7 @@ GroupInfo make_info(const Profile& p, const std::vector<int>& gpus) {
 
 /// Exact step makespan of a set of concurrent transfers (local index pairs), each `bytes`.
 double step_time(const GroupInfo& g, const std::vector<std::pair<int, int>>& edges, double bytes) {
-  std::vector<detail::FlowPath> paths(edges.size());
+  std::vector<sharing::FlowPath> paths(edges.size());
   std::vector<double> b(edges.size(), bytes), lat(edges.size(), 0.0);
   for (std::size_t i = 0; i < edges.size(); ++i) {
     auto [s, d] = edges[i];
@@ -122,7 +122,7 @@ double step_time(const GroupInfo& g, const std::vector<std::pair<int, int>>& edg
     }
   }
   double makespan = 0;
-  for (double t : detail::simulate(g.cap, std::move(paths), b, lat))
+  for (double t : sharing::simulate(g.cap, std::move(paths), b, lat))
     makespan = std::max(makespan, t);
   return makespan;
 }

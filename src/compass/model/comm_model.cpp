@@ -183,8 +183,8 @@ namespace {
 
 // Buffers of run_released_flows, kept per thread so the planner's event loops do not allocate.
 struct ReleasedWorkspace {
-  hardware::detail::FlatPaths paths;
-  hardware::detail::IncrementalMaxmin sharing;  // its active(): released, not finished
+  hardware::sharing::FlatPaths paths;
+  hardware::sharing::IncrementalMaxmin sharing;  // its active(): released, not finished
   std::vector<double> remaining, latency;
   std::vector<int> ended;                    // flows finishing at this event
   std::vector<int> next_of, first_next;      // flows waiting for flow i: linked list
@@ -198,7 +198,7 @@ std::uint64_t bits(double x) { return std::bit_cast<std::uint64_t>(x); }
 // max-min over all flows, scan every flow for dt and progress) with the same arithmetic in the
 // same order, but bookkeeping that touches only what changes: a heap of known release times,
 // the ascending list of active flows, and max-min re-computed only where flows came or went
-// (hardware::detail::IncrementalMaxmin, bit-identical to maxmin over all flows with these
+// (hardware::sharing::IncrementalMaxmin, bit-identical to maxmin over all flows with these
 // active). Reads ws.paths and ws.latency.
 std::vector<double> released_events(const std::vector<double>& cap,
                                     const std::vector<TimedFlow>& flows, ReleasedWorkspace& ws) {
@@ -297,7 +297,7 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
     COMPASS_CHECK(flows[i].after < 0 || static_cast<std::size_t>(flows[i].after) < i,
                   "flow {} waits for a later flow", i);
   thread_local ReleasedWorkspace ws;
-  const std::vector<double> cap = hardware::detail::dir_capacities(p);
+  const std::vector<double> cap = hardware::sharing::dir_capacities(p);
   // Paths and latencies, and the memo key: every input the event loop reads, bit for bit (the
   // flows with their paths and latencies, and the capacity of every direction).
   ws.paths.offset.assign(1, 0);
@@ -315,9 +315,9 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
                            ws.paths.dirs.begin() + ws.paths.offset[a + 1]);
       ws.latency[i] = ws.latency[a];
     } else if (f.src != f.dst) {
-      // The route's distinct directions, sorted (as hardware::detail::route_dirs).
+      // The route's distinct directions, sorted (as hardware::sharing::route_dirs).
       for (const hardware::Hop& h : p.route(f.src, f.dst).hops)
-        ws.paths.dirs.push_back(hardware::detail::dir_id(h));
+        ws.paths.dirs.push_back(hardware::sharing::dir_id(h));
       std::sort(ws.paths.dirs.begin() + static_cast<std::ptrdiff_t>(b), ws.paths.dirs.end());
       ws.paths.dirs.erase(
           std::unique(ws.paths.dirs.begin() + static_cast<std::ptrdiff_t>(b), ws.paths.dirs.end()),

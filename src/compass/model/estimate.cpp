@@ -11,7 +11,7 @@
 
 #include "compass/hardware/rings.hpp"
 #include "compass/model/comm_model.hpp"
-#include "compass/model/gemm_model.hpp"
+#include "compass/hardware/gemm_cost.hpp"
 
 namespace compass::model {
 
@@ -67,7 +67,7 @@ struct Ctx {
 
   // GEMM work without launch (the model of one GEMM's tiles).
   double gemm(std::int64_t m, std::int64_t n, std::int64_t k) const {
-    return gemm_compute_s(prof, m, n, k, op.dtype, gpus.front());
+    return hardware::gemm_compute_s(prof, m, n, k, op.dtype, gpus.front());
   }
   // Reduction of a received partial into the local one: read both, write one.
   double add(double bytes) const { return mem_bw > 0 ? 3.0 * bytes / mem_bw : 0.0; }

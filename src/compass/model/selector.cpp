@@ -1,5 +1,7 @@
 #include "compass/model/selector.hpp"
 
+#include "compass/core/format.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -7,13 +9,6 @@ namespace compass::model {
 
 using schedule::Strategy;
 using schedule::StrategyKind;
-
-std::string format_duration(double s) {
-  const double a = std::fabs(s);
-  if (a < 1e-3) return fmt::format("{:.1f} us", s * 1e6);
-  if (a < 1.0) return fmt::format("{:.2f} ms", s * 1e3);
-  return fmt::format("{:.2f} s", s);
-}
 
 std::size_t select_fastest(const std::vector<Estimate>& estimates, double tie_tolerance) {
   COMPASS_CHECK(!estimates.empty(), "select_fastest: no estimates");

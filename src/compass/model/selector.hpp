@@ -41,7 +41,5 @@ Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
 /// The one-line explanation of estimates[chosen].
 std::string explain_choice(const std::vector<Estimate>& estimates, std::size_t chosen);
 
-/// "12.3 us", "4.56 ms", "1.23 s".
-std::string format_duration(double s);
 
 }  // namespace compass::model

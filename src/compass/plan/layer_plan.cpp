@@ -4,7 +4,7 @@
 #include <numeric>
 #include <set>
 
-#include "compass/model/gemm_model.hpp"
+#include "compass/hardware/gemm_cost.hpp"
 
 namespace compass::plan {
 
@@ -84,7 +84,7 @@ OtherWork other_work(const hardware::Profile& p, const workload::ModelConfig& mc
   const double attn_fwd_flops = 0.5 * 4.0 * static_cast<double>(pc.micro_batch) * pc.seq *
                                 pc.seq * mc.head_dim() * heads_per_rank;
   const double attn_rate =
-      model::peak_flops(p, pc.dtype) * model::large_gemm_efficiency(p) * kAttentionEfficiencyRatio;
+      hardware::peak_flops(p, pc.dtype) * hardware::large_gemm_efficiency(p) * kAttentionEfficiencyRatio;
   w.attention_fwd_s = attn_fwd_flops / attn_rate + launch;
   w.attention_bwd_s = kAttentionBackwardRatio * attn_fwd_flops / attn_rate + launch;
   // Memory-bound kernels: 2 norms (read + write h), 2 residual adds (read 2, write 1), the
@@ -97,7 +97,7 @@ OtherWork other_work(const hardware::Profile& p, const workload::ModelConfig& mc
   w.elementwise_bwd_s = 2 * fwd_bytes / bw + 10 * launch;
   for (const LayerGemm& g : layer_gemms(mc, tokens, tp)) {
     if (tp_roles.count(g.role)) continue;
-    const double t = model::gemm_time_s(p, g.m, g.n, g.k, pc.dtype);
+    const double t = hardware::gemm_time_s(p, g.m, g.n, g.k, pc.dtype);
     (g.pass == workload::Pass::forward ? w.plain_gemm_fwd_s : w.plain_gemm_bwd_s) += t;
   }
   return w;
@@ -137,7 +137,7 @@ Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelCo
   const std::int64_t tokens = parallel.seq * parallel.micro_batch;
   const bool vocab_split = model.vocab % parallel.tp == 0;
   const std::int64_t vocab_rank = vocab_split ? model.vocab / parallel.tp : model.vocab;
-  lp.lm_head_s = 3 * model::gemm_time_s(p, tokens, vocab_rank, model.hidden, parallel.dtype);
+  lp.lm_head_s = 3 * hardware::gemm_time_s(p, tokens, vocab_rank, model.hidden, parallel.dtype);
   for (IterationEstimate* it : {&lp.megatron, &lp.te, &lp.compass}) {
     it->layer_s = it->tp_ops_s + lp.other.total_s();
     it->total_s = model.layers * it->layer_s + lp.lm_head_s;

@@ -9,7 +9,7 @@
 #include "compass/backends/cpu/operator_data.hpp"
 #include "compass/backends/cpu/paced_links.hpp"
 #include "compass/model/estimate.hpp"
-#include "compass/model/gemm_model.hpp"
+#include "compass/hardware/gemm_cost.hpp"
 #include "compass/model/odp.hpp"
 #include "compass/model/selector.hpp"
 #include "compass/schedule/generate.hpp"
@@ -125,8 +125,8 @@ double auto_link_scale(const std::vector<GridConfig>& grid, const hardware::Prof
     const std::int64_t kk = c.op.kind == workload::OpKind::ag_gemm ? c.op.k : c.op.k / c.op.tp;
     const std::int64_t mm =
         model::rows_per_rank(c.op) * (c.op.kind == workload::OpKind::ag_gemm ? c.op.tp : 1);
-    const double gpu = model::gemm_time_s(topology, mm, nn, kk, DType::bf16);
-    const double cpu_t = model::gemm_time_s(calibrated, mm, nn, kk, DType::fp32);
+    const double gpu = hardware::gemm_time_s(topology, mm, nn, kk, DType::bf16);
+    const double cpu_t = hardware::gemm_time_s(calibrated, mm, nn, kk, DType::fp32);
     if (gpu > 0 && cpu_t > 0) {
       log_sum += std::log(2.0 * gpu / cpu_t);
       ++n;

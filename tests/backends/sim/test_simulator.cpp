@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "compass/backends/sim/simulator.hpp"
-#include "compass/model/gemm_model.hpp"
+#include "compass/hardware/gemm_cost.hpp"
 #include "sim_fixtures.hpp"
 
 namespace compass::backends::sim {
@@ -98,7 +98,7 @@ TEST(Simulator, GemmTakesTheModelTime) {
   ScheduleBuilder b(2, 4096, kCols);
   const int g = b.gemm(0, 4096, kCols, kCols);
   const SimResult r = run(p, b.s);
-  EXPECT_NEAR(duration(r, g), model::gemm_time_s(p, 4096, kCols, kCols, DType::bf16, 0), 1e-9);
+  EXPECT_NEAR(duration(r, g), hardware::gemm_time_s(p, 4096, kCols, kCols, DType::bf16, 0), 1e-9);
   // Rank 1 has no compute work: all of the time is exposed for it, none for rank 0.
   ASSERT_EQ(r.exposed_comm_s_per_rank.size(), 2u);
   EXPECT_NEAR(r.exposed_comm_s_per_rank[0], 0.0, 1e-12);
@@ -112,7 +112,7 @@ TEST(Simulator, GemmSlowsOnlyWhileACopyEngineOfItsRankIsActive) {
   const int g = b.gemm(0, 4096, 4 * kCols, kCols);
   const int t = b.transfer(0, 1, 64, 0);
   const SimResult r = run(p, b.s);
-  const double work = model::gemm_compute_s(p, 4096, 4 * kCols, kCols, DType::bf16, 0);
+  const double work = hardware::gemm_compute_s(p, 4096, 4 * kCols, kCols, DType::bf16, 0);
   const double tc = duration(r, t);
   ASSERT_LT(tc * 1.5, work);
   EXPECT_NEAR(tc, 2 * kLat + 64.0 * kCols * 2 / kBw, 1e-9);

@@ -180,7 +180,7 @@ Result<CpuCalibration> calibrate(const CpuCalibrateOptions& o) {
 
 hardware::Profile apply_calibration(const hardware::Profile& base, const CpuCalibration& c) {
   hardware::Profile p = base;
-  // The table is "launch included" (model::gemm_compute_s subtracts the launch): add the
+  // The table is "launch included" (hardware::gemm_compute_s subtracts the launch): add the
   // executor's per-task cost to the bare BLAS times.
   p.calibration.gemm = c.gemm;
   for (auto& g : p.calibration.gemm) g.time_s += c.task_overhead_s;

@@ -9,7 +9,7 @@
 
 namespace compass::backends::cpu {
 
-namespace hd = hardware::detail;
+namespace hd = hardware::sharing;
 
 Result<LinkPacer> LinkPacer::create(const hardware::Profile& p, std::vector<int> rank_gpus,
                                     double link_scale) {

@@ -45,7 +45,7 @@ class LinkPacer {
 
  private:
   struct Flow {
-    std::vector<int> dirs;    // link directions (hardware::detail::dir_id)
+    std::vector<int> dirs;    // link directions (hardware::sharing::dir_id)
     double byte_start_s = 0;  // start + route latency
     double remaining = 0;     // bytes not yet moved at last_s_
     double rate = 0;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "compass/backends/sim/prepared.hpp"
-#include "compass/model/gemm_model.hpp"
+#include "compass/hardware/gemm_cost.hpp"
 
 namespace compass::backends::sim {
 namespace detail {
@@ -128,7 +128,7 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
     out.resource_tasks[slot].push_back(t.id);
 
     if (t.kind == TaskKind::gemm) {
-      c.gemm_s = model::gemm_compute_s(p, t.dst.rows, t.dst.cols, t.src.cols, s.op.dtype, gpu);
+      c.gemm_s = hardware::gemm_compute_s(p, t.dst.rows, t.dst.cols, t.src.cols, s.op.dtype, gpu);
       // One launch per GEMM kernel; a fused kernel launches once and then waits on a flag
       // before each further chunk.
       const bool first = !rank_has_gemm[t.resource.rank];

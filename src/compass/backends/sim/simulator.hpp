@@ -2,7 +2,7 @@
 // The SimGrid backend: executes a Schedule on a machine modelled from a Profile (SimGrid 3.32,
 // S4U API, CM02 network model without cross-traffic, split-duplex links, routes exactly as the
 // Profile gives them). Links are shared by max-min fairness, so congestion appears by itself;
-// GEMM durations come from the GEMM model (model::gemm_compute_s plus the launch overheads the
+// GEMM durations come from the GEMM model (hardware::gemm_compute_s plus the launch overheads the
 // strategy really pays) and the Profile's interference factors are
 // applied on top (SimGrid does not model compute slowed by communication). See
 // docs/simulator.md for the translation rules.
@@ -121,7 +121,7 @@ Result<SimResult> simulate(const hardware::Profile& profile, const schedule::Sch
 
 /// Seconds one task takes alone on the machine (no sharing, no interference); for tests and
 /// reports. Transfers: their launch overhead + route latency + bytes / route bottleneck; GEMMs:
-/// their overhead + model::gemm_compute_s (a lone GEMM of a rank: model::gemm_time_s).
+/// their overhead + hardware::gemm_compute_s (a lone GEMM of a rank: hardware::gemm_time_s).
 double isolated_task_time_s(const hardware::Profile& profile, const schedule::Schedule& s,
                             const schedule::Task& t);
 

@@ -1,11 +1,11 @@
-#include "compass/model/gemm_model.hpp"
+#include "compass/hardware/gemm_cost.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 
-namespace compass::model {
+namespace compass::hardware {
 
 double peak_flops(const hardware::Profile& p, DType dtype, int gpu) {
   const hardware::DeviceSpec& dev = p.gpu_device(gpu);
@@ -97,4 +97,4 @@ double gemm_time_s(const hardware::Profile& p, std::int64_t m, std::int64_t n, s
   return gemm_compute_s(p, m, n, k, dtype, gpu) + p.overheads.kernel_launch_s;
 }
 
-}  // namespace compass::model
+}  // namespace compass::hardware

@@ -1,5 +1,5 @@
 #pragma once
-// GEMM time model: the Profile's calibration table when present (interpolated), else a
+// GEMM cost, the one home of how long a GEMM takes (used by the model and the simulator): the Profile's calibration table when present (interpolated), else a
 // roofline with wave quantisation over SMs, small-shape inefficiency and launch overhead.
 // Formulas, defaults and their sources: docs/model.md, section "GEMM".
 
@@ -8,7 +8,7 @@
 #include "compass/core/dtype.hpp"
 #include "compass/hardware/profile.hpp"
 
-namespace compass::model {
+namespace compass::hardware {
 
 /// Output tile one SM computes at a time in the roofline model (cuBLAS/CUTLASS-typical).
 inline constexpr std::int64_t kTileRows = 128;
@@ -48,4 +48,4 @@ double large_gemm_efficiency(const hardware::Profile& p);
 /// Peak FLOP/s of GPU `gpu` for `dtype`; falls back to bf16, then to the largest entry.
 double peak_flops(const hardware::Profile& p, DType dtype, int gpu = 0);
 
-}  // namespace compass::model
+}  // namespace compass::hardware
