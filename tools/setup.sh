@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config git
           libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libsimgrid-dev libopenblas-pthread-dev python3 python3-pip python3-matplotlib
+          libsimgrid-dev libopenblas-pthread-dev python3 python3-pip python3-matplotlib python3-yaml
           clang libclang-rt-14-dev
           openmpi-bin libopenmpi-dev)
 missing=()
@@ -29,6 +29,15 @@ if ! python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("cutlass_
   echo "setup: installing the nvidia-cutlass headers (pip)" >&2
   python3 -m pip install -q --no-deps nvidia-cutlass ||
     python3 -m pip install -q --no-deps --break-system-packages nvidia-cutlass
+fi
+
+# Python: pytest runs the tpcompass tests in CTest; scikit-build-core and nanobind build the
+# package with `pip install .` (pip fetches them itself too, but having them speeds rebuilds).
+python_pkgs=("scikit-build-core>=0.10" "nanobind>=2.0" "pytest>=7" "pyyaml")
+if ! python3 -c "import scikit_build_core, nanobind, pytest, yaml" >/dev/null 2>&1; then
+  echo "setup: installing ${python_pkgs[*]} with pip" >&2
+  python3 -m pip install -q "${python_pkgs[@]}" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "${python_pkgs[@]}"
 fi
 
 # The CUDA toolkit is optional: when nvcc is present the CUDA backend is built too.

@@ -1,8 +1,15 @@
 #include "compass/cli/common.hpp"
 
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 
@@ -103,6 +110,40 @@ std::vector<int> select_group(const hardware::Profile& p, int tp, const std::str
   return group;
 }
 
+void add_layer_plan_flags(CLI::App* sub, LayerPlanFlags& f) {
+  sub->add_option("--profile", f.profile, "Preset name or profile JSON file")->capture_default_str();
+  sub->add_option("--model", f.model, "Built-in model name or model JSON file")
+      ->capture_default_str();
+  f.tp_option = sub->add_option("--tp", f.tp, "Tensor-parallel degree (default: 8, or the size "
+                                              "of --gpus)");
+  sub->add_option("--gpus", f.gpus, "GPU ordinals of the TP group, e.g. 0,1,4,5 (default 0..tp-1)");
+  sub->add_option("--seq", f.seq, "Sequence length")->capture_default_str();
+  sub->add_option("--mbs", f.mbs, "Micro-batch size")->capture_default_str();
+  sub->add_flag("--no-sp", f.no_sp, "Without sequence parallelism (GEMM + AllReduce)");
+}
+
+PlannedLayer plan_from_flags(const LayerPlanFlags& f, DType dtype) {
+  hardware::Profile profile = load_profile(f.profile);
+  const workload::ModelConfig model = unwrap(workload::resolve_model(f.model));
+  const bool tp_given = f.tp_option != nullptr && f.tp_option->count() > 0;
+  if (tp_given && f.tp <= 0) throw UsageError(fmt::format("--tp: must be positive, got {}", f.tp));
+  std::vector<int> group;
+  if (!f.gpus.empty()) {
+    group = select_group(profile, tp_given ? f.tp : 0, f.gpus);
+  } else if (f.tp > profile.gpu_count()) {
+    throw UsageError(fmt::format("--tp {} exceeds the {} GPUs of '{}'", f.tp, profile.gpu_count(),
+                                 profile.name));
+  }
+  workload::ParallelConfig pc;
+  pc.tp = group.empty() ? f.tp : static_cast<int>(group.size());
+  pc.seq = f.seq;
+  pc.micro_batch = f.mbs;
+  pc.sequence_parallel = !f.no_sp;
+  pc.dtype = dtype;
+  plan::LayerPlan lp = unwrap(plan::plan_layer(profile, model, pc, group));
+  return PlannedLayer{std::move(profile), std::move(lp)};
+}
+
 std::string format_seconds(double s) { return format_duration(s, 3); }
 
 std::string format_bandwidth(double b) { return fmt::format("{:.1f} GB/s", b / 1e9); }
@@ -125,6 +166,124 @@ void write_file(const std::string& path, const std::string& text, bool overwrite
   if (!f) throw UsageError(fmt::format("{}: write failed", path));
 }
 
+void JsonOutput::add_to(CLI::App* sub, const std::string& what) {
+  json_opt_ = sub->add_option("--json", json_value_,
+                              fmt::format("Print {} as JSON on stdout (and nothing else there); "
+                                          "'--json FILE' is the older spelling of --json-out",
+                                          what))
+                  ->expected(0, 1);
+  sub->add_option("--json-out", json_out_, fmt::format("Write {} as JSON to this file", what));
+}
+
+bool JsonOutput::to_stdout() const {
+  return (json_opt_ != nullptr && json_opt_->count() > 0 &&
+          (json_value_.empty() || json_value_ == "-")) ||
+         json_out_ == "-";
+}
+
+std::string JsonOutput::file() const {
+  if (!json_out_.empty() && json_out_ != "-") return json_out_;
+  if (json_opt_ != nullptr && json_opt_->count() > 0 && !json_value_.empty() && json_value_ != "-")
+    return json_value_;
+  return "";
+}
+
+void JsonOutput::check_writable(bool force) const {
+  const std::string f = file();
+  std::error_code ec;
+  if (!f.empty() && !force && std::filesystem::exists(f, ec))
+    throw UsageError(fmt::format("{}: file exists; pass --force to overwrite it", f));
+}
+
+void JsonOutput::emit(const nlohmann::json& j, bool force) const {
+  if (to_stdout()) fmt::print("{}\n", j.dump(2));
+  if (!file().empty()) write_file(file(), j.dump(2) + "\n", force);
+}
+
+void JsonOutput::emit(const nlohmann::ordered_json& j, bool force) const {
+  if (to_stdout()) fmt::print("{}\n", j.dump(2));
+  if (!file().empty()) write_file(file(), j.dump(2) + "\n", force);
+}
+
+int run_program(const std::vector<std::string>& argv, bool quiet) {
+  if (argv.empty()) return -1;
+  std::vector<std::string> storage = argv;
+  std::vector<char*> args;
+  for (std::string& a : storage) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string python_with_matplotlib(const std::string& flag) {
+  for (const char* candidate : {"python3", "/usr/bin/python3"})
+    if (run_program({candidate, "-c", "import matplotlib"}, /*quiet=*/true) == 0) return candidate;
+  throw UsageError(fmt::format(
+      "{} needs python3 with matplotlib (Debian: apt install python3-matplotlib)", flag));
+}
+
+std::string find_script(const std::string& name, const std::string& relative,
+                        const std::string& flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (const char* d = std::getenv("COMPASS_TOOLS_DIR")) {
+    const fs::path p = fs::path(d) / name;
+    if (fs::exists(p, ec)) return p.string();
+  }
+  const fs::path exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  fs::path dir = exe_dir;
+  for (int i = 0; i < 4 && !dir.empty(); ++i, dir = dir.parent_path()) {
+    const fs::path p = dir / relative;
+    if (fs::exists(p, ec)) return p.string();
+    if (dir == dir.parent_path()) break;
+  }
+  const fs::path installed = exe_dir.parent_path() / "share" / "compass" / name;
+  if (fs::exists(installed, ec)) return installed.string();
+  throw UsageError(fmt::format("{}: {} not found (set COMPASS_TOOLS_DIR)", flag, relative));
+}
+
 bool stderr_is_terminal() { return isatty(STDERR_FILENO) != 0; }
+
+ProgressBar::ProgressBar(std::string label, bool quiet)
+    : label_(std::move(label)), enabled_(!quiet && stderr_is_terminal()) {}
+
+ProgressBar::~ProgressBar() { finish(); }
+
+void ProgressBar::update(double fraction, std::size_t done, std::size_t total) {
+  if (!enabled_) return;
+  fraction = std::clamp(fraction, 0.0, 1.0);
+  const int permille = static_cast<int>(fraction * 1000);
+  if (permille == last_permille_) return;  // redraw only when the bar changes
+  last_permille_ = permille;
+  constexpr int kWidth = 30;
+  const int n = static_cast<int>(fraction * kWidth);
+  std::string counts = total > 0 ? fmt::format(" {}/{}", done, total) : "";
+  fmt::print(stderr, "\r{} [{}{}] {:3.0f}%{}", label_, std::string(n, '#'),
+             std::string(kWidth - n, ' '), 100 * fraction, counts);
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void ProgressBar::finish() {
+  if (!drawn_) return;
+  fmt::print(stderr, "\r\033[K");
+  std::fflush(stderr);
+  drawn_ = false;
+}
 
 }  // namespace compass::cli

@@ -8,10 +8,12 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "compass/core/format.hpp"
 #include "compass/core/result.hpp"
 #include "compass/hardware/profile.hpp"
+#include "compass/plan/layer_plan.hpp"
 #include "compass/workload/operator.hpp"
 
 namespace compass::cli {
@@ -59,6 +61,29 @@ std::vector<int> parse_gpu_list(const std::string& text);
 /// 0..tp-1, else every GPU of the profile. Errors when tp exceeds the machine.
 std::vector<int> select_group(const hardware::Profile& p, int tp, const std::string& gpus);
 
+/// The flags that describe one layer plan (plan, export te): --profile, --model, --tp, --gpus,
+/// --seq, --mbs, --no-sp.
+struct LayerPlanFlags {
+  std::string profile = "a6000x8";
+  std::string model = "llama2-13b";
+  int tp = 8;
+  std::string gpus;
+  std::int64_t seq = 4096;
+  std::int64_t mbs = 1;
+  bool no_sp = false;
+  const CLI::Option* tp_option = nullptr;  ///< to tell an explicit --tp from the default
+};
+void add_layer_plan_flags(CLI::App* sub, LayerPlanFlags& f);
+
+/// A layer plan with the machine it was planned on.
+struct PlannedLayer {
+  hardware::Profile profile;
+  plan::LayerPlan plan;
+};
+/// Plans the layer the flags describe (`dtype` for the GEMMs). --gpus without --tp sets tp to
+/// the group's size; with both, the sizes must agree.
+PlannedLayer plan_from_flags(const LayerPlanFlags& f, DType dtype = DType::bf16);
+
 /// Human formatting of seconds in the CLI's tables: format_duration with 3 decimals
 /// ("12.3 us", "4.567 ms", "1.234 s").
 std::string format_seconds(double s);
@@ -67,11 +92,78 @@ std::string format_bandwidth(double bytes_per_s);
 /// Human formatting of bytes ("1.00 GiB").
 std::string format_bytes(double bytes);
 
+/// The JSON output every verb shares. `--json` prints the verb's result as JSON on stdout and
+/// nothing else goes to stdout; `--json-out FILE` writes the same JSON to a file (never
+/// overwritten without --force) while stdout keeps the human output. The older spelling
+/// `--json FILE` still means `--json-out FILE`, and `--json -` means `--json`.
+class JsonOutput {
+ public:
+  /// Adds --json and --json-out to `sub`.
+  void add_to(CLI::App* sub, const std::string& what = "the result");
+  /// JSON goes to stdout (the human output is suppressed).
+  bool to_stdout() const;
+  /// The file to write, or "" for none.
+  std::string file() const;
+  bool any() const { return to_stdout() || !file().empty(); }
+  /// Prints `j` on stdout and/or writes it to the file, as requested.
+  void emit(const nlohmann::json& j, bool force) const;
+  /// Same for an ordered document.
+  void emit(const nlohmann::ordered_json& j, bool force) const;
+  /// Refuses early when the output file exists and `force` is false.
+  void check_writable(bool force) const;
+
+ private:
+  std::string json_value_;
+  std::string json_out_;
+  const CLI::Option* json_opt_ = nullptr;
+};
+
 /// Writes text to a file; refuses to overwrite an existing file unless `overwrite`.
 void write_file(const std::string& path, const std::string& text, bool overwrite);
 
+/// Runs a program with an argument vector (no shell; argv[0] is looked up in PATH when it has
+/// no slash), stdin from /dev/null, stdout and stderr inherited or (quiet) discarded. Returns
+/// its exit code, or -1 when it could not be started.
+int run_program(const std::vector<std::string>& argv, bool quiet = false);
+
+/// A python3 that can import matplotlib ("python3" on PATH, else /usr/bin/python3); throws
+/// UsageError naming `flag` when there is none.
+std::string python_with_matplotlib(const std::string& flag);
+
+/// A script shipped with Compass: $COMPASS_TOOLS_DIR/<name>, else <relative> found walking up
+/// from the binary's directory (the source tree around a build), else the binary's
+/// ../share/compass/<name> (an installation). Throws UsageError naming `flag` when missing.
+std::string find_script(const std::string& name, const std::string& relative,
+                        const std::string& flag);
+
 /// True when stderr is a terminal (for progress indicators).
 bool stderr_is_terminal();
+
+/// A one-line progress bar on stderr ("label [#####     ]  50% 3/6"), drawn only when stderr
+/// is a terminal and not `quiet`; the line is cleared when the work is done. (No maintained
+/// terminal-progress library is packaged for Debian 12, so this is our own, in one place.)
+class ProgressBar {
+ public:
+  ProgressBar(std::string label, bool quiet);
+  ~ProgressBar();
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+  bool enabled() const { return enabled_; }
+  /// Draws `fraction` (0..1) of the work, with "done/total" when total > 0.
+  void update(double fraction, std::size_t done = 0, std::size_t total = 0);
+  /// Clears the line (also done by the destructor).
+  void finish();
+
+ private:
+  std::string label_;
+  bool enabled_;
+  bool drawn_ = false;
+  int last_permille_ = -1;
+};
+
+/// Runs the compass application on argv (argv[0] is the program name) and returns the exit
+/// code: 0, 1 for a failed check, 2 for bad input (one line on stderr).
+int run_app(int argc, char** argv);
 
 // Verb registration: each adds one subcommand to the app (one file per verb).
 void add_list_verb(CLI::App& app);
@@ -87,5 +179,7 @@ void add_validate_verb(CLI::App& app);
 void add_profile_verb(CLI::App& app);
 void add_discover_verb(CLI::App& app);
 void add_doctor_verb(CLI::App& app);
+void add_export_verb(CLI::App& app);
+void add_plot_verb(CLI::App& app);
 
 }  // namespace compass::cli

@@ -25,6 +25,7 @@ struct CalibrateArgs {
   bool force = false;
   bool quick = false;
   bool json = false;
+  bool quiet = false;
   int device = 0;
   std::vector<std::string> nccl_logs;
 };
@@ -100,16 +101,10 @@ void run_calibrate_cpu(const CalibrateArgs& a) {
   options.shapes = study::grid_gemm_shapes(grid, base);
   options.concurrency = a.tp;
   options.quick = a.quick;
-  const bool bar = stderr_is_terminal();
-  if (bar)
-    options.progress = [](double f) {
-      const int w = 40, n = static_cast<int>(f * w);
-      fmt::print(stderr, "\rcalibrating [{}{}] {:3.0f}%", std::string(n, '#'),
-                 std::string(w - n, ' '), 100 * f);
-      std::fflush(stderr);
-    };
+  ProgressBar bar("calibrating", a.quiet);
+  if (bar.enabled()) options.progress = [&bar](double f) { bar.update(f); };
   const cpu::CpuCalibration c = unwrap(cpu::calibrate(options));
-  if (bar) fmt::print(stderr, "\n");
+  bar.finish();
   hardware::Profile measured = cpu::apply_calibration(base, c);
   measured.name = "cpu-calibrated";
   measured.description = fmt::format("this CPU measured by compass calibrate --backend cpu "
@@ -196,6 +191,7 @@ void add_calibrate_verb(CLI::App& app) {
   sub->add_option("--tp", args->tp, "cpu: GEMMs measured at once (= ranks of the runs)")
       ->capture_default_str();
   sub->add_flag("--force", args->force, "overwrite --out if it exists");
+  sub->add_flag("--quiet", args->quiet, "no progress bar (there is none when stderr is not a terminal)");
   sub->add_flag("--quick", args->quick, "fewer shapes and repeats (well under a minute)");
   sub->add_flag("--json", args->json, "print the measurements as JSON");
   sub->callback([args] {

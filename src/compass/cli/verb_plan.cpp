@@ -1,4 +1,4 @@
-// compass plan [--profile P] [--model M] [--tp N] [--seq S] [--mbs B] [--no-sp] [--json]:
+// compass plan [--profile P] [--model M] [--tp N | --gpus LIST] [--seq S] [--mbs B] [--no-sp] [--json]:
 // every TP operator of one layer (forward and backward) with all strategies' predictions and
 // Compass's choice, and the end-to-end iteration estimate of Megatron-LM (all sequential),
 // TransformerEngine's defaults and Compass side by side, with speedups.
@@ -17,12 +17,7 @@ namespace compass::cli {
 namespace {
 
 struct PlanOptions {
-  std::string profile = "a6000x8";
-  std::string model = "llama2-13b";
-  int tp = 8;
-  std::int64_t seq = 4096;
-  std::int64_t mbs = 1;
-  bool no_sp = false;
+  LayerPlanFlags layer;
   bool json = false;
 };
 
@@ -80,18 +75,7 @@ void print_human(const plan::LayerPlan& lp) {
 }
 
 void run(const PlanOptions& o) {
-  const hardware::Profile profile = load_profile(o.profile);
-  const workload::ModelConfig model = unwrap(workload::resolve_model(o.model));
-  if (o.tp <= 0) throw UsageError(fmt::format("--tp: must be positive, got {}", o.tp));
-  if (o.tp > profile.gpu_count())
-    throw UsageError(fmt::format("--tp {} exceeds the {} GPUs of '{}'", o.tp, profile.gpu_count(),
-                                 profile.name));
-  workload::ParallelConfig pc;
-  pc.tp = o.tp;
-  pc.seq = o.seq;
-  pc.micro_batch = o.mbs;
-  pc.sequence_parallel = !o.no_sp;
-  const plan::LayerPlan lp = unwrap(plan::plan_layer(profile, model, pc));
+  const plan::LayerPlan lp = plan_from_flags(o.layer).plan;
   if (o.json) {
     fmt::print("{}\n", plan::to_json(lp).dump(2));
   } else {
@@ -105,14 +89,7 @@ void add_plan_verb(CLI::App& app) {
   auto opts = std::make_shared<PlanOptions>();
   auto* sub = app.add_subcommand(
       "plan", "Plan every TP operator of a model's layer and estimate a training iteration");
-  sub->add_option("--profile", opts->profile, "Preset name or profile JSON file")
-      ->capture_default_str();
-  sub->add_option("--model", opts->model, "Built-in model name or model JSON file")
-      ->capture_default_str();
-  sub->add_option("--tp", opts->tp, "Tensor-parallel degree")->capture_default_str();
-  sub->add_option("--seq", opts->seq, "Sequence length")->capture_default_str();
-  sub->add_option("--mbs", opts->mbs, "Micro-batch size")->capture_default_str();
-  sub->add_flag("--no-sp", opts->no_sp, "Without sequence parallelism (GEMM + AllReduce)");
+  add_layer_plan_flags(sub, opts->layer);
   sub->add_flag("--json", opts->json, "Machine-readable output");
   sub->callback([opts] { run(*opts); });
 }

@@ -27,6 +27,7 @@ struct ScheduleArgs {
   std::string op;
   std::int64_t m = 0, n = 0, k = 0;
   int tp = 0;
+  std::string gpus;
   std::string dtype = "bf16";
   std::string strategy = "sequential";
   std::string profile = "a6000x8";
@@ -140,7 +141,9 @@ void print_human(const Schedule& s, const schedule::CommPlan& plan, const std::s
 }
 
 void run_schedule(const ScheduleArgs& a) {
-  const workload::OperatorSpec op = operator_from_flags(a.op, a.m, a.n, a.k, a.tp, a.dtype);
+  if (a.tp == 0 && a.gpus.empty()) throw UsageError("--tp or --gpus is required");
+  const int tp = a.tp == 0 ? static_cast<int>(parse_gpu_list(a.gpus).size()) : a.tp;
+  const workload::OperatorSpec op = operator_from_flags(a.op, a.m, a.n, a.k, tp, a.dtype);
   if (a.limit < 0) throw UsageError(fmt::format("--limit: must not be negative, got {}", a.limit));
   if (a.strategy == "all")
     throw UsageError(
@@ -150,7 +153,7 @@ void run_schedule(const ScheduleArgs& a) {
   unwrap(workload::validate(op));
 
   const hardware::Profile profile = load_profile(a.profile);
-  const std::vector<int> group = select_group(profile, a.tp, "");
+  const std::vector<int> group = select_group(profile, tp, a.gpus);
   const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(profile, group));
   const Schedule s = unwrap(schedule::generate(op, strategy, plan));
   if (a.json) {
@@ -172,7 +175,8 @@ void add_schedule_verb(CLI::App& app) {
   sub->add_option("--m", args->m, "tokens M (global rows)")->required();
   sub->add_option("--n", args->n, "output features N")->required();
   sub->add_option("--k", args->k, "input features K")->required();
-  sub->add_option("--tp", args->tp, "tensor-parallel degree p")->required();
+  sub->add_option("--tp", args->tp, "tensor-parallel degree p (default: the size of --gpus)");
+  sub->add_option("--gpus", args->gpus, "GPU ordinals of the TP group, e.g. 0,1,4,5 (default 0..tp-1)");
   sub->add_option("--dtype", args->dtype, "element type: fp32, fp16, bf16, fp8")
       ->capture_default_str();
   sub->add_option("--strategy", args->strategy,

@@ -1,8 +1,9 @@
-// compass sweep [--profile P] [--grid paper] [--csv F] [--json F] [--summary] [--force]:
-// every configuration of the grid, every strategy's prediction and the choice, then a summary
-// (wins per strategy and speedup distributions). Without --csv/--json the table and the summary
-// go to stdout; with either, the rows go to the file(s) and stdout gets the summary only
-// (--summary prints only the summary too). "-" as a file name means stdout.
+// compass sweep [--profile P] [--grid paper] [--gpus LIST] [--csv F] [--json | --json-out F]
+// [--summary] [--force]: every configuration of the grid, every strategy's prediction and the
+// choice, then a summary (wins per strategy and speedup distributions). Without files the table
+// and the summary go to stdout; with --csv F or --json-out F the rows go to the file(s) and
+// stdout gets the summary only (--summary prints only the summary too). --json (or --csv -)
+// puts the data alone on stdout.
 // With --sim every row's strategies also run on the SimGrid backend (sequentially: one forked
 // simulation at a time) and the summary adds the model's accuracy against the simulation.
 // --limit N / --stride S take a subset of the grid (rows 1, 1+S, ... up to N rows) for quick runs
@@ -32,7 +33,9 @@ struct SweepOptions {
   std::string profile = "a6000x8";
   std::string grid = "paper";
   std::string csv;
-  std::string json;
+  JsonOutput json;
+  std::string gpus;  // TP groups: the first tp GPUs of this list
+  bool quiet = false;
   bool summary_only = false;
   bool force = false;
   bool sim = false;
@@ -196,13 +199,21 @@ void run(const SweepOptions& o) {
   const hardware::Profile profile = load_profile(o.profile);
   if (o.limit < 0) throw UsageError(fmt::format("--limit: must be >= 0, got {}", o.limit));
   if (o.stride < 1) throw UsageError(fmt::format("--stride: must be >= 1, got {}", o.stride));
+  std::vector<int> gpus;
+  if (!o.gpus.empty()) gpus = select_group(profile, 0, o.gpus);
+  const int group_limit = gpus.empty() ? profile.gpu_count() : static_cast<int>(gpus.size());
+  // Machine-readable output on stdout leaves no room for anything else there.
+  const bool stdout_data = o.json.to_stdout() || o.csv == "-";
+  if (o.json.to_stdout() && o.csv == "-")
+    throw UsageError("--json and --csv - both want stdout; write one of them to a file");
+  o.json.check_writable(o.force);
   std::vector<workload::GridEntry> grid;
   std::size_t skipped = 0;
   {
     const std::vector<workload::GridEntry> all = workload::paper_grid();
     for (std::size_t i = 0; i < all.size(); i += static_cast<std::size_t>(o.stride)) {
       if (o.limit > 0 && grid.size() >= static_cast<std::size_t>(o.limit)) break;
-      if (all[i].op.tp > profile.gpu_count()) {
+      if (all[i].op.tp > group_limit) {
         ++skipped;
         continue;
       }
@@ -214,30 +225,31 @@ void run(const SweepOptions& o) {
                                  "tp >= 2, so nothing can be swept",
                                  profile.name, profile.gpu_count()));
   if (skipped > 0)
-    fmt::print("note: skipped {} grid rows with tp > {} (the GPUs of '{}')\n", skipped,
-               profile.gpu_count(), profile.name);
+    fmt::print(stdout_data ? stderr : stdout,
+               "note: skipped {} grid rows with tp > {} (the GPUs of {})\n", skipped, group_limit,
+               gpus.empty() ? fmt::format("'{}'", profile.name) : "--gpus");
   if (o.sim && !backends::sim::compiled_in())
     throw UsageError("--sim: this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
-  const bool progress = stderr_is_terminal();
-  auto report = [progress](std::size_t done, std::size_t total) {
-    if (!progress) return;
-    fmt::print(stderr, "\rsweep {}/{}", done, total);
-    if (done == total) fmt::print(stderr, "\r{:20}\r", "");
-  };
-  const plan::SweepResult r = unwrap(plan::run_sweep(profile, grid, report));
+  plan::SweepResult r;
+  {
+    ProgressBar bar("planning", o.quiet);
+    auto report = [&bar](std::size_t done, std::size_t total) {
+      bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
+    };
+    r = unwrap(plan::run_sweep(profile, grid, report, gpus));
+  }
   std::vector<SimRow> sim_rows;
   if (o.sim) {
-    auto sim_progress = [progress](std::size_t done, std::size_t total) {
-      if (!progress) return;
-      fmt::print(stderr, "\rsimulate {}/{}", done, total);
-      if (done == total) fmt::print(stderr, "\r{:24}\r", "");
+    ProgressBar bar("simulating", o.quiet);
+    auto sim_progress = [&bar](std::size_t done, std::size_t total) {
+      bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
     };
-    sim_rows = unwrap(study::simulate_sweep(profile, r, sim_progress));
+    sim_rows = unwrap(study::simulate_sweep(profile, r, sim_progress, gpus));
   }
   if (!o.csv.empty()) emit(o.csv, o.sim ? sim_csv(r, sim_rows) : plan::sweep_csv(r), o.force);
-  if (!o.json.empty())
-    emit(o.json, (o.sim ? sim_json(r, sim_rows) : plan::to_json(r)).dump(2) + "\n", o.force);
-  if (o.csv.empty() && o.json.empty() && !o.summary_only) print_rows(r);
+  if (o.json.any()) o.json.emit(o.sim ? sim_json(r, sim_rows) : plan::to_json(r), o.force);
+  if (stdout_data) return;
+  if (o.csv.empty() && !o.json.any() && !o.summary_only) print_rows(r);
   print_summary(r);
   if (o.sim) print_sim_summary(r, sim_rows);
 }
@@ -252,9 +264,12 @@ void add_sweep_verb(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--grid", opts->grid, "Grid of operator configurations")->capture_default_str();
   sub->add_option("--csv", opts->csv, "Write every row as CSV to this file ('-' for stdout)");
-  sub->add_option("--json", opts->json, "Write rows and summary as JSON to this file ('-' for stdout)");
+  opts->json.add_to(sub, "rows and summary");
+  sub->add_option("--gpus", opts->gpus,
+                  "GPUs to place TP groups on: a row of degree tp uses the first tp of them");
   sub->add_flag("--summary", opts->summary_only, "Print only the summary");
   sub->add_flag("--force", opts->force, "Overwrite existing output files");
+  sub->add_flag("--quiet", opts->quiet, "No progress bar (there is none when stderr is not a terminal)");
   sub->add_flag("--sim", opts->sim,
                 "Also simulate every row's strategies (SimGrid) and report the model's accuracy");
   sub->add_option("--limit", opts->limit, "Sweep at most this many rows (0: all)");

@@ -31,7 +31,9 @@ struct ValidateArgs {
   int warmup = 1;
   int tp = 2;
   std::string stat = "median";
-  std::string csv, json, plot, profile_out;
+  std::string csv, plot, profile_out;
+  JsonOutput json;
+  bool quiet = false;
   bool force = false;
 };
 
@@ -107,47 +109,18 @@ void print_table(const ValidateArgs& a, const hardware::Profile& predicted,
   fmt::print("outputs match the FP64 reference: {}\n", r.outputs_ok ? "yes" : "NO");
 }
 
-// tools/plot_validate.py next to the binary's tree (build dir inside the repository) or in
-// $COMPASS_TOOLS_DIR.
-std::string find_plot_script() {
-  namespace fs = std::filesystem;
-  if (const char* d = std::getenv("COMPASS_TOOLS_DIR")) {
-    fs::path p = fs::path(d) / "plot_validate.py";
-    if (fs::exists(p)) return p.string();
-  }
-  std::error_code ec;
-  fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  for (int i = 0; i < 4 && !dir.empty(); ++i, dir = dir.parent_path()) {
-    fs::path p = dir / "tools" / "plot_validate.py";
-    if (fs::exists(p, ec)) return p.string();
-    if (dir == dir.parent_path()) break;
-  }
-  throw UsageError("--plot: tools/plot_validate.py not found (set COMPASS_TOOLS_DIR)");
-}
-
 void plot(const ValidateResult& r, const std::string& out, bool force) {
   namespace fs = std::filesystem;
   if (!force && fs::exists(out))
     throw UsageError(fmt::format("--plot: '{}' exists (use --force to overwrite)", out));
-  const std::string script = find_plot_script();
-  // The first python3 on PATH may be a private one without Debian's matplotlib.
-  std::string python;
-  for (const char* candidate : {"python3", "/usr/bin/python3"})
-    if (std::system(fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", candidate).c_str()) ==
-        0) {
-      python = candidate;
-      break;
-    }
-  if (python.empty())
-    throw UsageError(
-        "--plot needs python3 with matplotlib (Debian: apt install python3-matplotlib)");
+  const std::string script = find_script("plot_validate.py", "tools/plot_validate.py", "--plot");
+  const std::string python = python_with_matplotlib("--plot");
   const fs::path tmp =
       fs::temp_directory_path() / fmt::format("compass-validate-{}.csv", ::getpid());
   write_file(tmp.string(), csv_text(r), true);
-  const std::string cmd = fmt::format("{} '{}' '{}' '{}'", python, script, tmp.string(), out);
-  const int rc = std::system(cmd.c_str());
+  const int rc = run_program({python, script, tmp.string(), out});
   fs::remove(tmp);
-  if (rc != 0) throw UsageError(fmt::format("--plot: '{}' failed", cmd));
+  if (rc != 0) throw UsageError(fmt::format("--plot: {} {} failed (exit {})", python, script, rc));
 }
 
 void run_validate(const ValidateArgs& a) {
@@ -160,9 +133,9 @@ void run_validate(const ValidateArgs& a) {
   if (a.tp < 2) throw UsageError(fmt::format("--tp: must be at least 2, got {}", a.tp));
   const std::string links = parse_links_option(a.links);
   const std::optional<double> scale = parse_link_scale(a.link_scale);
-  for (const auto& [flag, path] : {std::pair{"--csv", a.csv}, {"--json", a.json}})
-    if (!path.empty() && !a.force && std::filesystem::exists(path))
-      throw UsageError(fmt::format("{}: '{}' exists (use --force to overwrite)", flag, path));
+  if (!a.csv.empty() && !a.force && std::filesystem::exists(a.csv))
+    throw UsageError(fmt::format("--csv: '{}' exists (use --force to overwrite)", a.csv));
+  a.json.check_writable(a.force);
   if (!a.plot.empty() && !a.force && std::filesystem::exists(a.plot))
     throw UsageError(fmt::format("--plot: '{}' exists (use --force to overwrite)", a.plot));
   const hardware::Profile topology = load_profile(links);
@@ -185,19 +158,13 @@ void run_validate(const ValidateArgs& a) {
   const hardware::Profile predicted = study::emulated_profile(topology, calibrated, o.link_scale);
   if (!a.profile_out.empty())
     unwrap(hardware::save_profile_file(predicted, a.profile_out, a.force));
-  const bool bar = stderr_is_terminal();
-  if (bar)
-    o.progress = [](double f) {
-      const int w = 40, n = static_cast<int>(f * w);
-      fmt::print(stderr, "\rvalidating [{}{}] {:3.0f}%", std::string(n, '#'),
-                 std::string(w - n, ' '), 100 * f);
-      std::fflush(stderr);
-    };
+  ProgressBar bar("validating", a.quiet);
+  if (bar.enabled()) o.progress = [&bar](double f) { bar.update(f); };
   const ValidateResult r = unwrap(study::run_validation(grid, topology, predicted, o));
-  if (bar) fmt::print(stderr, "\n");
-  print_table(a, predicted, r);
+  bar.finish();
+  if (!a.json.to_stdout()) print_table(a, predicted, r);
   if (!a.csv.empty()) write_file(a.csv, csv_text(r), a.force);
-  if (!a.json.empty()) write_file(a.json, json_of(a, r).dump(2) + "\n", a.force);
+  if (a.json.any()) a.json.emit(json_of(a, r), a.force);
   if (!a.plot.empty()) plot(r, a.plot, a.force);
 }
 
@@ -229,11 +196,12 @@ void add_validate_verb(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--warmup", args->warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--csv", args->csv, "write every (configuration, strategy) point as CSV");
-  sub->add_option("--json", args->json, "write the results as JSON");
+  args->json.add_to(sub, "the results");
   sub->add_option("--plot", args->plot, "write a predicted-vs-measured PNG (python3-matplotlib)");
   sub->add_option("--profile-out", args->profile_out,
                   "write the planner's profile of the emulated machine (for compass op/plan)");
   sub->add_flag("--force", args->force, "overwrite output files");
+  sub->add_flag("--quiet", args->quiet, "no progress bar (there is none when stderr is not a terminal)");
   sub->callback([args] { run_validate(*args); });
 }
 

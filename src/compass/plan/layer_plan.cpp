@@ -106,7 +106,8 @@ OtherWork other_work(const hardware::Profile& p, const workload::ModelConfig& mc
 }  // namespace
 
 Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelConfig& model,
-                             const workload::ParallelConfig& parallel) {
+                             const workload::ParallelConfig& parallel,
+                             const std::vector<int>& gpus) {
   if (parallel.tp < 1) return make_error("tp={} must be at least 1", parallel.tp);
   if (parallel.tp > p.gpu_count())
     return make_error("tp={} exceeds the {} GPUs of '{}'", parallel.tp, p.gpu_count(), p.name);
@@ -116,9 +117,14 @@ Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelCo
   lp.parallel = parallel;
   COMPASS_ASSIGN(const std::vector<workload::LayerOp> ops,
                  workload::layer_operators(model, parallel));
-  std::vector<int> gpus(parallel.tp);
-  std::iota(gpus.begin(), gpus.end(), 0);
-  COMPASS_ASSIGN(lp.plan, schedule::comm_plan_for(p, gpus));
+  std::vector<int> group = gpus;
+  if (group.empty()) {
+    group.resize(parallel.tp);
+    std::iota(group.begin(), group.end(), 0);
+  }
+  if (static_cast<int>(group.size()) != parallel.tp)
+    return make_error("the TP group lists {} GPUs but tp={}", group.size(), parallel.tp);
+  COMPASS_ASSIGN(lp.plan, schedule::comm_plan_for(p, group));
   lp.te_plan = rank_order_plan(lp.plan);
   std::set<std::string> roles;
   for (const workload::LayerOp& lo : ops) {

@@ -78,9 +78,11 @@ struct LayerPlan {
   static std::vector<std::string> left_out();
 };
 
-/// Plans one layer of `model` with `parallel` on GPUs 0..tp-1 of `p`. Errors: TP larger than
-/// the machine, shapes not divisible by tp (from workload::layer_operators), bad profile.
+/// Plans one layer of `model` with `parallel` on the TP group `gpus` of `p` (GPUs 0..tp-1 when
+/// empty). Errors: TP larger than the machine, a group whose size is not tp or that names a
+/// GPU the machine lacks, shapes not divisible by tp (from workload::layer_operators).
 Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelConfig& model,
-                             const workload::ParallelConfig& parallel);
+                             const workload::ParallelConfig& parallel,
+                             const std::vector<int>& gpus = {});
 
 }  // namespace compass::plan

@@ -51,7 +51,8 @@ SweepSummary summarise(const std::vector<SweepRow>& rows) {
 
 Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::vector<workload::GridEntry>& grid,
-                              const std::function<void(std::size_t, std::size_t)>& progress) {
+                              const std::function<void(std::size_t, std::size_t)>& progress,
+                              const std::vector<int>& gpus) {
   SweepResult res;
   res.profile = p.name;
   std::map<int, schedule::CommPlan> plans;  // one topology-aware plan per TP degree
@@ -62,11 +63,18 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
     if (tp < 1 || tp > p.gpu_count())
       return make_error("grid row {} ({} {}): tp={} exceeds the {} GPUs of '{}'", i, g.model,
                         g.layer, tp, p.gpu_count(), p.name);
+    if (!gpus.empty() && tp > static_cast<int>(gpus.size()))
+      return make_error("grid row {} ({} {}): tp={} exceeds the {} GPUs given", i, g.model,
+                        g.layer, tp, gpus.size());
     auto it = plans.find(tp);
     if (it == plans.end()) {
-      std::vector<int> gpus(tp);
-      std::iota(gpus.begin(), gpus.end(), 0);
-      COMPASS_ASSIGN(schedule::CommPlan cp, schedule::comm_plan_for(p, gpus));
+      std::vector<int> group(tp);
+      if (gpus.empty()) {
+        std::iota(group.begin(), group.end(), 0);
+      } else {
+        std::copy(gpus.begin(), gpus.begin() + tp, group.begin());
+      }
+      COMPASS_ASSIGN(schedule::CommPlan cp, schedule::comm_plan_for(p, group));
       it = plans.emplace(tp, std::move(cp)).first;
     }
     SweepRow row;

@@ -46,12 +46,14 @@ struct SweepResult {
   SweepSummary summary;
 };
 
-/// Plans every entry on GPUs 0..tp-1 of `p` with the topology-aware comm plan. `progress`
-/// (optional) is called after each row with (done, total). Errors: an entry whose tp exceeds
-/// the machine or whose shapes are invalid (the error names the row).
+/// Plans every entry with the topology-aware comm plan of its TP group: the first tp GPUs of
+/// `gpus` (GPUs 0..tp-1 of `p` when empty). `progress` (optional) is called after each row with
+/// (done, total). Errors: an entry whose tp exceeds the machine or the group, or whose shapes
+/// are invalid (the error names the row).
 Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::vector<workload::GridEntry>& grid,
-                              const std::function<void(std::size_t, std::size_t)>& progress = {});
+                              const std::function<void(std::size_t, std::size_t)>& progress = {},
+                              const std::vector<int>& gpus = {});
 
 /// The summary of a set of rows.
 SweepSummary summarise(const std::vector<SweepRow>& rows);

@@ -37,7 +37,8 @@ ConfigTimes config_times(const SimRow& row) {
 
 Result<std::vector<SimRow>> simulate_sweep(
     const hardware::Profile& profile, const plan::SweepResult& r,
-    const std::function<void(std::size_t, std::size_t)>& progress) {
+    const std::function<void(std::size_t, std::size_t)>& progress,
+    const std::vector<int>& gpus) {
   namespace sim = backends::sim;
   if (!sim::compiled_in())
     return make_error("this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
@@ -59,9 +60,13 @@ Result<std::vector<SimRow>> simulate_sweep(
     const model::OperatorChoice& c = r.rows[i].choice;
     auto it = plans.find(c.op.tp);
     if (it == plans.end()) {
-      std::vector<int> gpus(static_cast<std::size_t>(c.op.tp));
-      for (int g = 0; g < c.op.tp; ++g) gpus[static_cast<std::size_t>(g)] = g;
-      COMPASS_ASSIGN(schedule::CommPlan plan, schedule::comm_plan_for(profile, gpus));
+      if (!gpus.empty() && c.op.tp > static_cast<int>(gpus.size()))
+        return make_error("row {} ({}): tp={} exceeds the {} GPUs given", i + 1, row_label(r, i),
+                          c.op.tp, gpus.size());
+      std::vector<int> group(static_cast<std::size_t>(c.op.tp));
+      for (int g = 0; g < c.op.tp; ++g)
+        group[static_cast<std::size_t>(g)] = gpus.empty() ? g : gpus[static_cast<std::size_t>(g)];
+      COMPASS_ASSIGN(schedule::CommPlan plan, schedule::comm_plan_for(profile, group));
       it = plans.emplace(c.op.tp, std::move(plan)).first;
     }
     SimRow row;

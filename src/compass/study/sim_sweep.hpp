@@ -42,11 +42,14 @@ struct SimRow {
 ConfigTimes config_times(const SimRow& row);
 
 /// Simulates every row's candidates, one forked SimGrid run at a time (the simulations are
-/// CPU bound). `progress` (optional) is called after each row with (done, total). Errors name
-/// the row and the strategy; "this build has no simulator" when the backend is not compiled in.
+/// CPU bound), on the TP group of each row: the first tp GPUs of `gpus` (GPUs 0..tp-1 when
+/// empty), as plan::run_sweep planned it. `progress` (optional) is called after each row with
+/// (done, total). Errors name the row and the strategy; "this build has no simulator" when the
+/// backend is not compiled in.
 Result<std::vector<SimRow>> simulate_sweep(
     const hardware::Profile& profile, const plan::SweepResult& r,
-    const std::function<void(std::size_t, std::size_t)>& progress = {});
+    const std::function<void(std::size_t, std::size_t)>& progress = {},
+    const std::vector<int>& gpus = {});
 
 /// The model's accuracy against the simulation and the simulated speedup distributions.
 struct SimSummary {

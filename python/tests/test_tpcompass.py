@@ -1,0 +1,114 @@
+"""The Python API against the command line: same defaults, same errors, plain results.
+
+Runs on whichever backend tpcompass picks (the native module after `pip install .`, or the
+compass binary named by COMPASS_CLI, as CTest sets it)."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import tpcompass
+
+
+def cli_json(*args):
+    """The CLI's own JSON for the same question (through tpcompass.run, no parsing of ours)."""
+    return json.loads(tpcompass.run([*args, "--json"]))
+
+
+def test_plan_defaults_match_cli():
+    p = tpcompass.plan()
+    j = cli_json("plan")
+    assert (p.profile, p.model, p.tp, p.seq, p.micro_batch) == ("a6000x8", "llama2-13b", 8, 4096, 1)
+    assert p.speedup == j["speedup"]["compass_over_megatron"]
+    assert p.speedup > 1.0
+    assert p.speedup_over_te == j["speedup"]["compass_over_te_default"]
+    assert len(p.records()) == len(j["ops"]) == 10
+    rec = p.records()[0]
+    assert {"role", "choice", "megatron_s", "te_default_s", "sequential_s"} <= set(rec)
+
+
+def test_plan_arguments_and_gpus():
+    p = tpcompass.plan(model="llama2-7b", gpus=[0, 1, 4, 5], seq=2048)
+    assert p.tp == 4 and p.seq == 2048 and p.model == "llama2-7b"
+    q = tpcompass.plan(model="gpt3-6.7b", tp=4, seq=2048, sp=False)
+    assert not q.sequence_parallel
+
+
+def test_errors_are_the_cli_message():
+    with pytest.raises(tpcompass.CompassError) as e:
+        tpcompass.plan(tp=16)
+    assert str(e.value) == "--tp 16 exceeds the 8 GPUs of 'a6000x8'"
+    assert e.value.exit_code == 2
+    with pytest.raises(tpcompass.CompassError, match="unknown preset|no such|profile"):
+        tpcompass.plan(profile="no-such-machine")
+    with pytest.raises(tpcompass.CompassError, match="sequence parallelism"):
+        tpcompass.export_te(sp=False)
+    with pytest.raises(tpcompass.CompassError, match="needs FP8"):
+        tpcompass.export_te(atomic_gemm=True)
+
+
+def test_op_and_sweep():
+    r = tpcompass.op("gemm_rs", m=8192, n=5120, k=13824, tp=8)
+    assert r == cli_json("op", "--op", "gemm_rs", "--m", "8192", "--n", "5120", "--k", "13824",
+                         "--tp", "8")
+    s = tpcompass.sweep(limit=5)
+    assert len(s.rows) == 5 and len(s.records()) == 5
+    assert "times_s.fuse:ring" in s.records()[0]
+    assert sum(s.summary["wins"].values()) == 5
+
+
+def test_profiles(tmp_path):
+    names = [p["name"] for p in tpcompass.presets()]
+    assert "a6000x8" in names and "h100x8" in names
+    prof = tpcompass.profile_load("a6000x8")
+    assert prof["name"] == "a6000x8"
+    out = tmp_path / "m.json"
+    tpcompass.profile_dump(prof, str(out))
+    assert tpcompass.profile_load(str(out)) == prof
+    with pytest.raises(tpcompass.CompassError, match="--force"):
+        tpcompass.profile_dump("a6000x8", str(out))
+    tpcompass.profile_dump("a6000x4", str(out), force=True)
+    assert tpcompass.profile_load(str(out))["name"] == "a6000x4"
+    assert any(m["name"] == "llama2-70b" for m in tpcompass.models())
+
+
+def test_topo_and_simulate():
+    t = tpcompass.topo("a6000x8", tp=4)
+    assert t == cli_json("topo", "a6000x8", "--tp", "4")
+    try:
+        r = tpcompass.simulate("ag_gemm", m=1024, n=512, k=256, tp=2, strategy="sequential")
+    except tpcompass.CompassError as e:  # a build without the simulator says so
+        assert "simulator" in str(e)
+    else:
+        assert r
+
+
+def test_export_te(tmp_path):
+    e = tpcompass.export_te()
+    assert e.env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    assert sorted(e.device_order) == list(range(8))
+    assert "--tp-comm-overlap" in e.megatron_args
+    assert set(e.config) >= {"qkv_fprop", "proj_fprop", "fc1_fprop", "fc2_fprop"}
+    assert e.config["qkv_fprop"]["method"] == "ring_exchange"
+    assert len(e.records()) == 10
+    e.write(str(tmp_path) + "/")
+    assert (tmp_path / "tp_comm_overlap.yaml").exists() and (tmp_path / "launch.sh").exists()
+    with pytest.raises(tpcompass.CompassError, match="--force"):
+        e.write(str(tmp_path) + "/")
+
+
+def test_records_convert_to_pandas():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(tpcompass.plan().records())
+    assert len(df) == 10 and "choice" in df.columns
+
+
+def test_plot(tmp_path):
+    out = tmp_path / "plan.png"
+    assert tpcompass.plot(tpcompass.plan(), str(out)) == "plan"
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10000
+    assert tpcompass.plot(tpcompass.sweep(limit=8), str(tmp_path / "s.png")) == "sweep"
+    with pytest.raises(tpcompass.CompassError, match="--force"):
+        tpcompass.plot(tpcompass.plan(), str(out))

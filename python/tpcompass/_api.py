@@ -1,0 +1,374 @@
+"""The Python API of Compass.
+
+Every function runs the compass application (in-process through the native module, or the
+``compass`` binary named by ``COMPASS_CLI`` when the module is not built) with the same flags
+the command line takes, asks for ``--json`` and returns plain Python objects. Arguments left at
+``None`` are not passed, so the defaults are exactly the CLI's; bad input raises
+:class:`CompassError` carrying the CLI's one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence, Union
+
+try:  # the native module, built by `pip install .`
+    from . import _core  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on how the package was installed
+    _core = None
+
+_ERROR_PREFIX = "compass: error: "
+
+
+class CompassError(ValueError):
+    """Bad input or a failed run: the message is the CLI's one line (without its prefix)."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def backend() -> str:
+    """Which runner the API uses: ``"native"`` (the built module) or the binary's path.
+
+    >>> import tpcompass
+    >>> tpcompass.backend() in ("native",) or tpcompass.backend().endswith("compass")
+    True
+    """
+    if _core is not None and not os.environ.get("COMPASS_CLI"):
+        return "native"
+    return _binary()
+
+
+def _binary() -> str:
+    path = os.environ.get("COMPASS_CLI") or shutil.which("compass")
+    if not path:
+        raise CompassError(
+            "tpcompass: the native module is not built and no compass binary was found "
+            "(pip install . builds the module; or set COMPASS_CLI to build/release/compass)")
+    return path
+
+
+def run(args: Sequence[str]) -> str:
+    """Runs ``compass <args...>`` and returns its stdout; raises CompassError on failure.
+
+    >>> import tpcompass
+    >>> "a6000x8" in tpcompass.run(["list", "presets"])
+    True
+    """
+    args = [str(a) for a in args]
+    if backend() == "native":  # the in-process run reads os.environ through getenv
+        rc, out, err = _core.run(args)
+    else:
+        proc = subprocess.run([_binary(), *args], capture_output=True, text=True, check=False)
+        rc, out, err = proc.returncode, proc.stdout, proc.stderr
+    if rc != 0:
+        lines = [l for l in err.splitlines() if l.strip()]
+        message = lines[-1] if lines else f"compass exited with code {rc}"
+        if message.startswith(_ERROR_PREFIX):
+            message = message[len(_ERROR_PREFIX):]
+        elif message.startswith("compass: "):
+            message = message[len("compass: "):]
+        raise CompassError(message, rc)
+    return out
+
+
+def _json(args: Sequence[str]) -> Any:
+    return json.loads(run([*args, "--json"]))
+
+
+def _flags(**kwargs: Any) -> list[str]:
+    """--name value for every argument that is not None (True flags without a value)."""
+    out: list[str] = []
+    for name, value in kwargs.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif isinstance(value, (list, tuple)):
+            out += [flag, ",".join(str(v) for v in value)]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def _records(rows: list[dict]) -> list[dict]:
+    """Flattens nested dicts into dotted keys (one level per nesting), for pandas."""
+    flat = []
+    for row in rows:
+        out: dict = {}
+
+        def put(prefix: str, value: Any) -> None:
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    put(f"{prefix}.{k}" if prefix else k, v)
+            else:
+                out[prefix] = value
+
+        put("", row)
+        flat.append(out)
+    return flat
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A layer plan: every TP operator, the choice per operator, and the iteration estimate
+    of Megatron-LM, TransformerEngine's defaults and Compass side by side."""
+
+    profile: str
+    model: str
+    tp: int
+    seq: int
+    micro_batch: int
+    sequence_parallel: bool
+    speedup: float  #: Compass over Megatron-LM (iteration estimate)
+    speedup_over_te: float  #: Compass over TransformerEngine's defaults
+    ops: list = field(repr=False)
+    data: dict = field(repr=False)  #: the full JSON document of ``compass plan --json``
+
+    def records(self) -> list[dict]:
+        """One flat dict per operator (role, shape, choice, every strategy's time), e.g.
+        ``pandas.DataFrame(plan.records())``."""
+        rows = []
+        for o in self.ops:
+            r = {"role": o["op"]["role"], "pass": o["pass"], "kind": o["op"]["kind"],
+                 "m": o["op"]["m"], "n": o["op"]["n"], "k": o["op"]["k"], "tp": o["op"]["tp"],
+                 "choice": o["choice"], "megatron_s": o["megatron"]["total_s"],
+                 "te_default_s": o["te_default"]["total_s"]}
+            for e in o["estimates"]:
+                name = "decompose:d*" if e["strategy"].startswith("decompose") else e["strategy"]
+                r[f"{name}_s"] = e["total_s"]
+            rows.append(r)
+        return rows
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Every configuration of a grid with every strategy's prediction, and the summary."""
+
+    profile: str
+    rows: list = field(repr=False)
+    summary: dict = field(repr=False)
+
+    def records(self) -> list[dict]:
+        """One flat dict per configuration (``op.m``, ``times_s.fuse:ring``, ...)."""
+        return _records(self.rows)
+
+
+@dataclass(frozen=True)
+class TeExport:
+    """TransformerEngine's overlap configuration and Megatron-LM's launch settings."""
+
+    config: dict  #: what --tp-comm-overlap-cfg reads: TE layer name -> settings
+    env: dict  #: environment variables (CUDA_DEVICE_MAX_CONNECTIONS, CUDA_VISIBLE_DEVICES, ...)
+    megatron_args: list
+    device_order: list
+    layers: list = field(repr=False)  #: per operator: Compass, exported and TE-default times
+    data: dict = field(repr=False)
+
+    def records(self) -> list[dict]:
+        return [dict(l) for l in self.layers]
+
+    def write(self, out: str, fmt: str = "yaml", force: bool = False) -> None:
+        """Writes the configuration and launch script like ``compass export te --out``."""
+        args = ["export", "te", *self._plan_args, "--format", fmt, "--out", out]
+        if force:
+            args.append("--force")
+        run(args)
+
+    _plan_args: tuple = field(default=(), repr=False)
+
+
+# ----------------------------------------------------------------------------- functions
+
+
+ProfileArg = Optional[str]
+Gpus = Optional[Sequence[int]]
+
+
+def presets() -> list[dict]:
+    """The built-in machines.
+
+    >>> import tpcompass
+    >>> [p["name"] for p in tpcompass.presets()][:2]
+    ['a6000x8', 'a6000x4']
+    """
+    return _json(["list", "presets"])
+
+
+def models() -> list[dict]:
+    """The built-in models (hidden, ffn, heads, ...).
+
+    >>> import tpcompass
+    >>> any(m["name"] == "llama2-13b" for m in tpcompass.models())
+    True
+    """
+    return _json(["list", "models"])
+
+
+def profile_load(profile: str) -> dict:
+    """A machine profile (preset name or JSON file), validated, as a dict.
+
+    >>> import tpcompass
+    >>> tpcompass.profile_load("a6000x8")["name"]
+    'a6000x8'
+    """
+    return json.loads(run(["profile", "dump", profile]))
+
+
+def profile_dump(profile: Union[str, dict], path: str, force: bool = False) -> None:
+    """Writes a profile (preset name, file, or a dict in the profile format) to ``path`` as
+    canonical JSON, validating it first; never overwrites without ``force``.
+
+    >>> import tpcompass, tempfile, os
+    >>> d = tempfile.mkdtemp(); tpcompass.profile_dump("a6000x4", os.path.join(d, "m.json"))
+    """
+    if isinstance(profile, dict):
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(profile, f)
+            src = f.name
+        try:
+            run(["profile", "dump", src, "--out", path, *(["--force"] if force else [])])
+        finally:
+            os.unlink(src)
+    else:
+        run(["profile", "dump", profile, "--out", path, *(["--force"] if force else [])])
+
+
+def _plan_args(profile, model, tp, gpus, seq, mbs, sp) -> list[str]:
+    return _flags(profile=profile, model=model, tp=tp, gpus=gpus, seq=seq, mbs=mbs,
+                  no_sp=(sp is False))
+
+
+def plan(profile: ProfileArg = None, model: Optional[str] = None, tp: Optional[int] = None,
+         gpus: Gpus = None, seq: Optional[int] = None, mbs: Optional[int] = None,
+         sp: bool = True) -> Plan:
+    """Plans every TP operator of one layer (defaults: llama2-13b on a6000x8, tp 8, seq 4096).
+
+    >>> import tpcompass
+    >>> p = tpcompass.plan()
+    >>> p.speedup > 1
+    True
+    """
+    j = _json(["plan", *_plan_args(profile, model, tp, gpus, seq, mbs, sp)])
+    return Plan(profile=j["profile"], model=j["model"], tp=j["tp"], seq=j["seq"],
+                micro_batch=j["micro_batch"], sequence_parallel=j["sequence_parallel"],
+                speedup=j["speedup"]["compass_over_megatron"],
+                speedup_over_te=j["speedup"]["compass_over_te_default"], ops=j["ops"], data=j)
+
+
+def op(op: str, m: int, n: int, k: int, tp: int, dtype: Optional[str] = None,
+       profile: ProfileArg = None, gpus: Gpus = None) -> dict:
+    """Every strategy's prediction for one operator, the ODP result and the choice.
+
+    >>> import tpcompass
+    >>> r = tpcompass.op("gemm_rs", m=8192, n=5120, k=13824, tp=8)
+    >>> r["choice"] in [e["strategy"] for e in r["estimates"]]
+    True
+    """
+    return _json(["op", *_flags(op=op, m=m, n=n, k=k, tp=tp, dtype=dtype, profile=profile,
+                                gpus=gpus)])
+
+
+def sweep(profile: ProfileArg = None, grid: Optional[str] = None, limit: Optional[int] = None,
+          stride: Optional[int] = None, gpus: Gpus = None, sim: bool = False) -> Sweep:
+    """The paper's grid (or a subset: ``limit`` rows, every ``stride``-th).
+
+    >>> import tpcompass
+    >>> s = tpcompass.sweep(limit=4)
+    >>> len(s.rows)
+    4
+    """
+    j = _json(["sweep", *_flags(profile=profile, grid=grid, limit=limit, stride=stride,
+                                gpus=gpus, sim=sim)])
+    return Sweep(profile=j["profile"], rows=j["rows"], summary=j["summary"])
+
+
+def simulate(op: str, m: int, n: int, k: int, tp: Optional[int] = None, gpus: Gpus = None,
+             strategy: Optional[str] = None, dtype: Optional[str] = None,
+             profile: ProfileArg = None) -> Any:
+    """Simulates one operator on SimGrid (needs a build with the simulator).
+
+    >>> import tpcompass
+    >>> r = tpcompass.simulate("ag_gemm", m=1024, n=512, k=256, tp=2, strategy="sequential")
+    >>> isinstance(r, (dict, list))
+    True
+    """
+    return _json(["simulate", *_flags(op=op, m=m, n=n, k=k, tp=tp, gpus=gpus,
+                                      strategy=strategy, dtype=dtype, profile=profile)])
+
+
+def topo(profile: ProfileArg = None, tp: Optional[int] = None, gpus: Gpus = None,
+         size: Optional[int] = None) -> dict:
+    """A machine's devices and links, its rings and each all-gather pattern's time.
+
+    >>> import tpcompass
+    >>> "ring" in str(tpcompass.topo("a6000x8", tp=4))
+    True
+    """
+    return _json(["topo", *_flags(profile=profile, tp=tp, gpus=gpus, size=size)])
+
+
+def export_te(profile: ProfileArg = None, model: Optional[str] = None, tp: Optional[int] = None,
+              gpus: Gpus = None, seq: Optional[int] = None, mbs: Optional[int] = None,
+              sp: bool = True, fp8: bool = False, atomic_gemm: bool = False) -> TeExport:
+    """TransformerEngine's tp-comm-overlap configuration and Megatron-LM's launch settings
+    for the plan of one layer (docs/te-export.md).
+
+    >>> import tpcompass
+    >>> e = tpcompass.export_te()
+    >>> e.env["CUDA_DEVICE_MAX_CONNECTIONS"]
+    '1'
+    """
+    plan_args = [*_plan_args(profile, model, tp, gpus, seq, mbs, sp),
+                 *_flags(fp8=fp8, atomic_gemm=atomic_gemm)]
+    j = _json(["export", "te", *plan_args])
+    return TeExport(config=j["config"], env=j["env"], megatron_args=j["megatron_args"],
+                    device_order=j["device_order"], layers=j["layers"], data=j,
+                    _plan_args=tuple(plan_args))
+
+
+def plot(data: Union[str, dict, "Plan", "Sweep"], out: str, force: bool = False) -> str:
+    """Draws a plan, a sweep or a simulation trace into an image with ``compass plot`` and
+    returns the kind drawn (``"plan"``, ``"sweep"`` or ``"timeline"``). ``data`` is a result of
+    :func:`plan` or :func:`sweep`, a parsed JSON document, or the path of one.
+
+    >>> import tpcompass, tempfile, os
+    >>> out = os.path.join(tempfile.mkdtemp(), "plan.png")
+    >>> tpcompass.plot(tpcompass.plan(), out)  # doctest: +SKIP
+    'plan'
+    """
+    if isinstance(data, Plan):
+        data = data.data
+    elif isinstance(data, Sweep):
+        data = {"profile": data.profile, "rows": data.rows, "summary": data.summary}
+    env_key = "COMPASS_TOOLS_DIR"
+    here = os.path.dirname(os.path.abspath(__file__))
+    previous = os.environ.get(env_key)
+    os.environ[env_key] = here  # plots.py ships in this package
+    src = None
+    try:
+        if isinstance(data, str):
+            path = data
+        else:
+            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                json.dump(data, f)
+                src = path = f.name
+        return json.loads(run(["plot", path, "--out", out, "--json",
+                               *(["--force"] if force else [])]))["kind"]
+    finally:
+        if src:
+            os.unlink(src)
+        if previous is None:
+            os.environ.pop(env_key, None)
+        else:
+            os.environ[env_key] = previous

@@ -1,0 +1,83 @@
+// compass plot DATA.json --out F.png [--force] [--json]: draws a result with matplotlib —
+// `compass plan --json` as per-operator stacked bars (GEMM, exposed communication, overheads)
+// for Megatron-LM / TE defaults / Compass, `compass sweep --json` as per-strategy speedup
+// distributions, `compass simulate --trace` as a timeline per rank and resource. The drawing is
+// python/tpcompass/plots.py, run as a child process with an argument vector (no shell).
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "compass/cli/common.hpp"
+
+namespace compass::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PlotOptions {
+  std::string data;
+  std::string out;
+  bool force = false;
+  bool json = false;
+};
+
+// The kind plots.py will draw (the same recognition rules), or a UsageError.
+std::string kind_of(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw UsageError(fmt::format("{}: cannot open", path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format("{}: not valid JSON", path));
+  }
+  if (j.is_object() && j.contains("ops") && j.contains("iteration")) return "plan";
+  if (j.is_object() && j.contains("rows") && j.contains("summary")) return "sweep";
+  if (j.is_object() && j.contains("traceEvents")) return "timeline";
+  throw UsageError(fmt::format(
+      "{}: not a plan, sweep or simulation trace (compass plan --json, compass sweep --json, "
+      "compass simulate --trace)",
+      path));
+}
+
+void run(const PlotOptions& o) {
+  const std::string kind = kind_of(o.data);
+  std::error_code ec;
+  if (!o.force && fs::exists(o.out, ec))
+    throw UsageError(fmt::format("{}: file exists; pass --force to overwrite it", o.out));
+  const std::string script = find_script("plots.py", "python/tpcompass/plots.py", "plot");
+  const std::string python = python_with_matplotlib("plot");
+  const int rc = run_program({python, script, o.data, o.out}, /*quiet=*/true);
+  if (rc != 0) throw UsageError(fmt::format("plot: {} {} failed (exit {})", python, script, rc));
+  if (fs::file_size(o.out, ec) == 0 || ec)
+    throw UsageError(fmt::format("plot: {} was not written", o.out));
+  if (o.json) {
+    fmt::print("{}\n", nlohmann::json{{"out", o.out}, {"kind", kind},
+                                      {"bytes", fs::file_size(o.out, ec)}}
+                           .dump(2));
+  } else {
+    fmt::print("wrote {} ({})\n", o.out, kind);
+  }
+}
+
+}  // namespace
+
+void add_plot_verb(CLI::App& app) {
+  auto opts = std::make_shared<PlotOptions>();
+  auto* sub = app.add_subcommand(
+      "plot", "Draw a plan, a sweep or a simulation trace (JSON) as a PNG with matplotlib");
+  sub->add_option("data", opts->data,
+                  "compass plan --json, compass sweep --json or compass simulate --trace output")
+      ->required();
+  sub->add_option("--out", opts->out, "Image file to write (.png, .pdf, .svg)")->required();
+  sub->add_flag("--force", opts->force, "Overwrite --out if it exists");
+  sub->add_flag("--json", opts->json, "Machine-readable output");
+  sub->callback([opts] { run(*opts); });
+}
+
+}  // namespace compass::cli

@@ -1,0 +1,144 @@
+// One CLI behaviour on every verb: --json puts exactly one JSON document on stdout and nothing
+// else; files are written only through options that name them and never overwritten without
+// --force; --gpus is accepted wherever --tp is.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "subprocess.hpp"
+
+namespace compass::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+ProcessResult compass_in(const std::string& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{compass_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcessResult r = run_process(argv, dir, 300);
+  EXPECT_TRUE(r.spawn_error.empty()) << r.spawn_error;
+  EXPECT_FALSE(r.timed_out);
+  return r;
+}
+
+// Runs a verb with --json and checks that stdout is one JSON document and nothing else.
+nlohmann::json json_of(const std::vector<std::string>& args) {
+  TempDir dir;
+  std::vector<std::string> a = args;
+  a.push_back("--json");
+  const ProcessResult r = compass_in(dir.path(), a);
+  EXPECT_EQ(r.exit_code, 0) << args.front() << ": " << r.err;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(r.out);  // throws on anything before or after the document
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << args.front() << ": stdout is not one JSON document: " << e.what() << "\n"
+                  << r.out.substr(0, 400);
+  }
+  EXPECT_FALSE(j.is_null()) << args.front();
+  return j;
+}
+
+TEST(CliConsistency, ListJson) { EXPECT_TRUE(json_of({"list", "presets"}).is_array()); }
+TEST(CliConsistency, TopoJson) { EXPECT_TRUE(json_of({"topo", "a6000x8", "--tp", "4"}).is_object()); }
+TEST(CliConsistency, ScheduleJson) {
+  EXPECT_TRUE(json_of({"schedule", "--op", "ag_gemm", "--m", "64", "--n", "32", "--k", "16",
+                       "--tp", "2"})
+                  .is_object());
+}
+TEST(CliConsistency, OpJson) {
+  EXPECT_TRUE(json_of({"op", "--op", "gemm_rs", "--m", "8192", "--n", "5120", "--k", "13824",
+                       "--tp", "8"})
+                  .is_object());
+}
+TEST(CliConsistency, PlanJson) { EXPECT_TRUE(json_of({"plan"}).contains("speedup")); }
+TEST(CliConsistency, ExportJson) { EXPECT_TRUE(json_of({"export", "te"}).contains("config")); }
+TEST(CliConsistency, SweepJson) {
+  const nlohmann::json j = json_of({"sweep", "--limit", "3"});
+  EXPECT_EQ(j["rows"].size(), 3u);
+  // --summary with --json used to mix the table into the JSON.
+  EXPECT_TRUE(json_of({"sweep", "--limit", "3", "--summary"}).contains("summary"));
+  // A note about skipped rows goes to stderr when JSON owns stdout.
+  EXPECT_TRUE(json_of({"sweep", "--profile", "a6000x4", "--limit", "40"}).contains("rows"));
+}
+TEST(CliConsistency, SimulateJson) {
+  EXPECT_TRUE(json_of({"simulate", "--op", "ag_gemm", "--m", "1024", "--n", "512", "--k", "256",
+                       "--tp", "2", "--strategy", "sequential"})
+                  .is_object());
+}
+TEST(CliConsistency, RunJson) {
+  EXPECT_TRUE(json_of({"run", "--backend", "cpu", "--op", "gemm_rs", "--m", "64", "--n", "32",
+                       "--k", "16", "--tp", "2", "--repeat", "1", "--warmup", "0"})
+                  .is_object());
+}
+
+// calibrate and validate measure for seconds to minutes; their --json is checked for the
+// refusal paths: bad input still gives one line on stderr, exit 2 and nothing on stdout.
+TEST(CliConsistency, CalibrateAndValidateJsonErrors) {
+  TempDir dir;
+  ProcessResult r = compass_in(dir.path(), {"calibrate", "--backend", "nope", "--out", "x.json",
+                                            "--json"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  r = compass_in(dir.path(), {"validate", "--calibration", "missing.json", "--json"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(CliConsistency, JsonOutFilesAndForce) {
+  TempDir dir;
+  // --json-out writes the file; stdout keeps the human summary.
+  ProcessResult r = compass_in(dir.path(), {"sweep", "--limit", "2", "--json-out", "s.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("summary"), std::string::npos);
+  std::ifstream f(fs::path(dir.path()) / "s.json");
+  EXPECT_EQ(nlohmann::json::parse(f)["rows"].size(), 2u);
+  // Never overwritten without --force; the older spelling --json FILE means the same.
+  r = compass_in(dir.path(), {"sweep", "--limit", "2", "--json-out", "s.json"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--force"), std::string::npos);
+  r = compass_in(dir.path(), {"sweep", "--limit", "2", "--json", "s.json"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = compass_in(dir.path(), {"sweep", "--limit", "2", "--json", "s.json", "--force"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // export te: the configuration file is refused the same way.
+  r = compass_in(dir.path(), {"export", "te", "--out", "te.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(fs::path(dir.path()) / "te.launch.sh"));
+  r = compass_in(dir.path(), {"export", "te", "--out", "te.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--force"), std::string::npos);
+  // Both JSON and CSV on stdout cannot be honoured.
+  r = compass_in(dir.path(), {"sweep", "--limit", "2", "--json", "--csv", "-"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST(CliConsistency, GpusWhereverTp) {
+  // plan: --gpus alone sets the TP degree; the ring is over the named GPUs.
+  const nlohmann::json plan = json_of({"plan", "--gpus", "0,1,4,5", "--model", "llama2-7b"});
+  EXPECT_EQ(plan["tp"], 4);
+  EXPECT_EQ(plan["ring"].size(), 4u);
+  const nlohmann::json sched = json_of({"schedule", "--op", "ag_gemm", "--m", "64", "--n", "32",
+                                        "--k", "16", "--gpus", "2,3"});
+  EXPECT_TRUE(sched.is_object());
+  const nlohmann::json sweep = json_of({"sweep", "--limit", "3", "--gpus", "4,5,6,7,0,1,2,3"});
+  EXPECT_EQ(sweep["rows"].size(), 3u);
+  // Sizes that disagree are one-line errors.
+  TempDir dir;
+  ProcessResult r = compass_in(dir.path(), {"plan", "--tp", "2", "--gpus", "0,1,2,3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--gpus lists 4 GPUs but --tp is 2"), std::string::npos) << r.err;
+  r = compass_in(dir.path(), {"schedule", "--op", "ag_gemm", "--m", "64", "--n", "32", "--k",
+                              "16", "--tp", "4", "--gpus", "0,1"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = compass_in(dir.path(), {"plan", "--gpus", "0,9"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("GPU 9 does not exist"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace compass::testing
