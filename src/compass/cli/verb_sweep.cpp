@@ -7,6 +7,9 @@
 // simulation at a time) and the summary adds the model's accuracy against the simulation.
 // --limit N / --stride S take a subset of the grid (rows 1, 1+S, ... up to N rows) for quick runs
 // and tests. Rows whose tp exceeds the machine are skipped with a note.
+// --profiles a,b,c (with --sim) sweeps every listed machine and prints one table: per profile
+// the rows, MAPE, how often the choice is the simulated best, mean and worst regret, and which
+// accuracy targets it misses.
 
 #include <algorithm>
 #include <cmath>
@@ -30,6 +33,7 @@ namespace {
 
 struct SweepOptions {
   std::string profile = "a6000x8";
+  std::string profiles;  // comma-separated: one accuracy table over several machines
   std::string grid = "paper";
   std::string csv;
   std::string json;
@@ -190,50 +194,63 @@ void emit(const std::string& path, const std::string& text, bool force) {
   }
 }
 
-void run(const SweepOptions& o) {
-  if (o.grid != "paper")
-    throw UsageError(fmt::format("--grid: unknown grid '{}' (expected paper)", o.grid));
-  const hardware::Profile profile = load_profile(o.profile);
-  if (o.limit < 0) throw UsageError(fmt::format("--limit: must be >= 0, got {}", o.limit));
-  if (o.stride < 1) throw UsageError(fmt::format("--stride: must be >= 1, got {}", o.stride));
+// The grid rows of --limit/--stride that fit the machine, and how many were skipped for tp.
+std::pair<std::vector<workload::GridEntry>, std::size_t> select_grid(const SweepOptions& o,
+                                                                     const hardware::Profile& profile) {
   std::vector<workload::GridEntry> grid;
   std::size_t skipped = 0;
-  {
-    const std::vector<workload::GridEntry> all = workload::paper_grid();
-    for (std::size_t i = 0; i < all.size(); i += static_cast<std::size_t>(o.stride)) {
-      if (o.limit > 0 && grid.size() >= static_cast<std::size_t>(o.limit)) break;
-      if (all[i].op.tp > profile.gpu_count()) {
-        ++skipped;
-        continue;
-      }
-      grid.push_back(all[i]);
+  const std::vector<workload::GridEntry> all = workload::paper_grid();
+  for (std::size_t i = 0; i < all.size(); i += static_cast<std::size_t>(o.stride)) {
+    if (o.limit > 0 && grid.size() >= static_cast<std::size_t>(o.limit)) break;
+    if (all[i].op.tp > profile.gpu_count()) {
+      ++skipped;
+      continue;
     }
+    grid.push_back(all[i]);
   }
   if (grid.empty())
     throw UsageError(fmt::format("--profile: '{}' has {} GPU(s); every selected grid row needs "
                                  "tp >= 2, so nothing can be swept",
                                  profile.name, profile.gpu_count()));
+  return {std::move(grid), skipped};
+}
+
+void check_options(const SweepOptions& o) {
+  if (o.grid != "paper")
+    throw UsageError(fmt::format("--grid: unknown grid '{}' (expected paper)", o.grid));
+  if (o.limit < 0) throw UsageError(fmt::format("--limit: must be >= 0, got {}", o.limit));
+  if (o.stride < 1) throw UsageError(fmt::format("--stride: must be >= 1, got {}", o.stride));
+}
+
+auto sweep_progress(bool progress) {
+  return [progress](std::size_t done, std::size_t total) {
+    if (!progress) return;
+    fmt::print(stderr, "\rsweep {}/{}", done, total);
+    if (done == total) fmt::print(stderr, "\r{:20}\r", "");
+  };
+}
+
+auto simulate_progress(bool progress) {
+  return [progress](std::size_t done, std::size_t total) {
+    if (!progress) return;
+    fmt::print(stderr, "\rsimulate {}/{}", done, total);
+    if (done == total) fmt::print(stderr, "\r{:24}\r", "");
+  };
+}
+
+void run(const SweepOptions& o) {
+  check_options(o);
+  const hardware::Profile profile = load_profile(o.profile);
+  const auto [grid, skipped] = select_grid(o, profile);
   if (skipped > 0)
     fmt::print("note: skipped {} grid rows with tp > {} (the GPUs of '{}')\n", skipped,
                profile.gpu_count(), profile.name);
   if (o.sim && !backends::sim::compiled_in())
     throw UsageError("--sim: this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
   const bool progress = stderr_is_terminal();
-  auto report = [progress](std::size_t done, std::size_t total) {
-    if (!progress) return;
-    fmt::print(stderr, "\rsweep {}/{}", done, total);
-    if (done == total) fmt::print(stderr, "\r{:20}\r", "");
-  };
-  const plan::SweepResult r = unwrap(plan::run_sweep(profile, grid, report));
+  const plan::SweepResult r = unwrap(plan::run_sweep(profile, grid, sweep_progress(progress)));
   std::vector<SimRow> sim_rows;
-  if (o.sim) {
-    auto sim_progress = [progress](std::size_t done, std::size_t total) {
-      if (!progress) return;
-      fmt::print(stderr, "\rsimulate {}/{}", done, total);
-      if (done == total) fmt::print(stderr, "\r{:24}\r", "");
-    };
-    sim_rows = unwrap(study::simulate_sweep(profile, r, sim_progress));
-  }
+  if (o.sim) sim_rows = unwrap(study::simulate_sweep(profile, r, simulate_progress(progress)));
   if (!o.csv.empty()) emit(o.csv, o.sim ? sim_csv(r, sim_rows) : plan::sweep_csv(r), o.force);
   if (!o.json.empty())
     emit(o.json, (o.sim ? sim_json(r, sim_rows) : plan::to_json(r)).dump(2) + "\n", o.force);
@@ -242,14 +259,74 @@ void run(const SweepOptions& o) {
   if (o.sim) print_sim_summary(r, sim_rows);
 }
 
+// Accuracy targets of the model against the simulation (docs/results.md).
+constexpr double kTargetMape = 0.03;
+constexpr double kTargetChoice = 0.97;
+constexpr double kTargetMeanRegret = 0.005;
+constexpr double kTargetWorstRegret = 0.05;
+
+// --profiles: one accuracy row per machine.
+void run_many(const SweepOptions& o) {
+  check_options(o);
+  if (!o.sim) throw UsageError("--profiles: needs --sim (the table compares model and simulation)");
+  if (!backends::sim::compiled_in())
+    throw UsageError("--sim: this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
+  if (!o.csv.empty() || !o.json.empty())
+    throw UsageError("--profiles: --csv and --json are for one profile (use --profile)");
+  std::vector<std::string> names;
+  for (std::size_t pos = 0; pos <= o.profiles.size();) {
+    const std::size_t comma = std::min(o.profiles.find(',', pos), o.profiles.size());
+    const std::string name = o.profiles.substr(pos, comma - pos);
+    if (name.empty()) throw UsageError(fmt::format("--profiles: empty item in '{}'", o.profiles));
+    names.push_back(name);
+    pos = comma + 1;
+  }
+  // Load and check every machine before the long part.
+  std::vector<hardware::Profile> profiles;
+  for (const std::string& n : names) {
+    profiles.push_back(load_profile(n));
+    select_grid(o, profiles.back());
+  }
+  const bool progress = stderr_is_terminal();
+  fmt::print("{:<22} {:>5} {:>7} {:>12} {:>12} {:>13}  {}\n", "profile", "rows", "MAPE",
+             "choice=best", "mean regret", "worst regret", "targets missed");
+  for (const hardware::Profile& profile : profiles) {
+    const auto [grid, skipped] = select_grid(o, profile);
+    const plan::SweepResult r = unwrap(plan::run_sweep(profile, grid, sweep_progress(progress)));
+    const std::vector<SimRow> rows =
+        unwrap(study::simulate_sweep(profile, r, simulate_progress(progress)));
+    const study::Accuracy a = study::summarise(rows).accuracy;
+    const double choice = rows.empty() ? 0.0 : static_cast<double>(a.choice_is_best) / rows.size();
+    std::string missed;
+    auto miss = [&](bool ok, const char* what) {
+      if (!ok) missed += fmt::format("{}{}", missed.empty() ? "" : ", ", what);
+    };
+    miss(a.mape <= kTargetMape, "MAPE");
+    miss(choice >= kTargetChoice, "choice");
+    miss(a.mean_regret <= kTargetMeanRegret, "mean regret");
+    miss(a.worst_regret.value <= kTargetWorstRegret, "worst regret");
+    fmt::print("{:<22} {:>5} {:>6.2f}% {:>11.1f}% {:>11.2f}% {:>12.2f}%  {}\n", profile.name,
+               rows.size(), 100 * a.mape, 100 * choice, 100 * a.mean_regret,
+               100 * a.worst_regret.value, missed.empty() ? "none" : missed);
+    std::fflush(stdout);
+  }
+  fmt::print("targets: MAPE <= {:.0f}%, choice = simulated best >= {:.0f}%, mean regret <= "
+             "{:.1f}%, worst regret <= {:.0f}%\n",
+             100 * kTargetMape, 100 * kTargetChoice, 100 * kTargetMeanRegret,
+             100 * kTargetWorstRegret);
+}
+
 }  // namespace
 
 void add_sweep_verb(CLI::App& app) {
   auto opts = std::make_shared<SweepOptions>();
   auto* sub = app.add_subcommand(
       "sweep", "Predict and choose for every configuration of a grid (the paper's 288)");
-  sub->add_option("--profile", opts->profile, "Preset name or profile JSON file")
-      ->capture_default_str();
+  auto* one = sub->add_option("--profile", opts->profile, "Preset name or profile JSON file")
+                  ->capture_default_str();
+  sub->add_option("--profiles", opts->profiles,
+                  "Comma-separated presets or files: one accuracy table (needs --sim)")
+      ->excludes(one);
   sub->add_option("--grid", opts->grid, "Grid of operator configurations")->capture_default_str();
   sub->add_option("--csv", opts->csv, "Write every row as CSV to this file ('-' for stdout)");
   sub->add_option("--json", opts->json, "Write rows and summary as JSON to this file ('-' for stdout)");
@@ -259,7 +336,12 @@ void add_sweep_verb(CLI::App& app) {
                 "Also simulate every row's strategies (SimGrid) and report the model's accuracy");
   sub->add_option("--limit", opts->limit, "Sweep at most this many rows (0: all)");
   sub->add_option("--stride", opts->stride, "Take every S-th grid row")->capture_default_str();
-  sub->callback([opts] { run(*opts); });
+  sub->callback([opts] {
+    if (opts->profiles.empty())
+      run(*opts);
+    else
+      run_many(*opts);
+  });
 }
 
 }  // namespace compass::cli
