@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "compass/backends/sim/simulator.hpp"
+#include "compass/hardware/random_topology.hpp"
+#include "compass/model/comm_model.hpp"
 #include "compass/model/estimate.hpp"
 #include "compass/model/gemm_model.hpp"
 #include "compass/schedule/generate.hpp"
@@ -111,6 +113,24 @@ TEST(Simulator, ModelAndSimulatorAgreeOnDecomposeWithoutSharing) {
       EXPECT_NEAR(model, sim, 1e-9 * sim)
           << schedule::to_string(st) << (interference ? " with" : " without") << " interference";
     }
+  }
+}
+
+// Property on random machines of every family (p2p-off staging, NVSwitch, PCIe trees with
+// NVLink bridges): a transfer alone takes its issue, its route's latency and its bytes at the
+// route's bottleneck, in the simulator as in the model.
+TEST(Simulator, LoneTransferOnRandomMachinesMatchesTheModel) {
+  for (std::uint64_t seed = 1; seed <= 24; ++seed) {
+    const hardware::Profile p = hardware::random_topology(seed, 2 + static_cast<int>(seed % 7));
+    const int from = static_cast<int>(seed % p.gpu_count());
+    const int to = static_cast<int>((seed / 3 + 1 + from) % p.gpu_count());
+    if (from == to) continue;
+    ScheduleBuilder b(p.gpu_count(), 256, kCols);
+    const int t = b.transfer(from, to, 256, 0);
+    const SimResult r = run(p, b.s);
+    const double bytes = 256.0 * kCols * 2;
+    const double expect = p.overheads.copy_launch_s + model::transfer_time_s(p, from, to, bytes);
+    EXPECT_NEAR(duration(r, t), expect, 1e-9 * expect) << "seed " << seed << " " << p.name;
   }
 }
 
