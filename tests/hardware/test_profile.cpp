@@ -494,6 +494,58 @@ TEST(RouteComputation, NoP2pGoesThroughHostMemory) {
             "route gpu0->gpu1: p2p is false but the route does not pass through host memory");
 }
 
+// NVLink-bridged pairs on a machine with PCIe peer-to-peer off: the bridged pairs route over the
+// bridge, every other pair through host memory.
+TEST(RouteComputation, P2pPairsRouteDirectlyAndTheRestThroughHostMemory) {
+  const std::string text = R"({
+    "version": 1, "name": "pairs", "p2p": false, "p2p_pairs": [["gpu2", "gpu3"], ["gpu0", "gpu1"]],
+    "devices": [{"name": "d", "sm_count": 4, "peak_flops": {"bf16": 1e12},
+                 "memory_bandwidth_bytes_per_s": 1e11, "memory_bytes": 1e9, "copy_engines": 1}],
+    "nodes": [{"name": "gpu0", "kind": "gpu", "device": "d"}, {"name": "gpu1", "kind": "gpu", "device": "d"},
+              {"name": "gpu2", "kind": "gpu", "device": "d"}, {"name": "gpu3", "kind": "gpu", "device": "d"},
+              {"name": "rc", "kind": "root_complex"}, {"name": "mem", "kind": "host_memory"}],
+    "links": [{"name": "p0", "kind": "pcie", "a": "gpu0", "b": "rc", "bandwidth_bytes_per_s": 2e10},
+              {"name": "p1", "kind": "pcie", "a": "gpu1", "b": "rc", "bandwidth_bytes_per_s": 2e10},
+              {"name": "p2", "kind": "pcie", "a": "gpu2", "b": "rc", "bandwidth_bytes_per_s": 2e10},
+              {"name": "p3", "kind": "pcie", "a": "gpu3", "b": "rc", "bandwidth_bytes_per_s": 2e10},
+              {"name": "mem", "kind": "memory", "a": "rc", "b": "mem", "bandwidth_bytes_per_s": 1e11},
+              {"name": "nv01", "kind": "nvlink", "a": "gpu0", "b": "gpu1", "bandwidth_bytes_per_s": 5e10},
+              {"name": "nv23", "kind": "nvlink", "a": "gpu2", "b": "gpu3", "bandwidth_bytes_per_s": 5e10}]
+  })";
+  const Result<Profile> p = profile_from_json(text, "pairs.json");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->p2p_pairs, (std::vector<std::pair<int, int>>{{0, 1}, {2, 3}}));
+  EXPECT_TRUE(p->peer_access(1, 0));
+  EXPECT_FALSE(p->peer_access(0, 2));
+  auto links = [&](int s, int d) {
+    std::vector<std::string> out;
+    for (const Hop& h : p->route(s, d).hops) out.push_back(p->links[h.link].name);
+    return out;
+  };
+  EXPECT_EQ(links(0, 1), (std::vector<std::string>{"nv01"}));
+  EXPECT_EQ(links(3, 2), (std::vector<std::string>{"nv23"}));
+  EXPECT_EQ(links(0, 2), (std::vector<std::string>{"p0", "mem", "mem", "p2"}));
+  // Saved with the pairs and loaded back identical.
+  const Result<Profile> again = profile_from_json(profile_to_json(*p), "saved.json");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(*again, *p);
+  // Errors name the field.
+  auto error_of = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    const Result<Profile> r = profile_from_json(t, "pairs.json");
+    return r.ok() ? std::string("loaded") : r.error().message;
+  };
+  EXPECT_EQ(error_of(R"(["gpu2", "gpu3"])", R"(["gpu2", "gpu9"])"),
+            "pairs.json: p2p_pairs[0][1]: unknown GPU 'gpu9'");
+  EXPECT_EQ(error_of(R"(["gpu2", "gpu3"])", R"(["gpu1", "gpu0"])"),
+            "pairs.json: p2p_pairs: GPU pair gpu0-gpu1 appears twice");
+  EXPECT_EQ(error_of(R"("p2p": false)", R"("p2p": true)"),
+            "pairs.json: p2p_pairs: listed, but p2p is true (every pair has peer access already)");
+  // Profiles without the field load as before and save without it.
+  EXPECT_EQ(profile_to_json(*hardware::make_preset("rtx4090x8")).find("p2p_pairs"), std::string::npos);
+}
+
 TEST(RouteComputation, ExistingRoutesAreKeptAndSorted) {
   Graph g(3);
   g.add("sw", NodeKind::pcie_switch);

@@ -21,6 +21,7 @@ using schedule::Strategy;
 using schedule::StrategyKind;
 using testing::uniform_switch;
 using workload::OpKind;
+using hardware::gemm_compute_s;
 
 workload::OperatorSpec op_of(OpKind kind, std::int64_t m, std::int64_t n, std::int64_t k, int tp) {
   workload::OperatorSpec op;
@@ -39,9 +40,10 @@ TEST(Estimate, SequentialAgGemmByHand) {
   const Result<Estimate> e = estimate(p, op, Strategy{StrategyKind::sequential, 0}, plan);
   ASSERT_TRUE(e.ok()) << e.error().message;
   const double block = 256.0 * 448 * 2;                       // one shard
-  const double step = 2e-6 + block / 10e9 + 3e-6;             // latency + bytes/bw + copy issue
-  const double own_copy = block / (1e15 / 2);                 // x -> gathered buffer
-  const double gemm = hardware::gemm_compute_s(p, 1024, 256, 448, DType::bf16);
+  // NCCL-style ring: the collective's launch once, no issue per step (as the simulator).
+  const double step = 2e-6 + block / 10e9;                    // latency + bytes/bw
+  const double own_copy = 3e-6 + block / (1e15 / 2);          // issue + x -> gathered buffer
+  const double gemm = gemm_compute_s(p, 1024, 256, 448, DType::bf16);
   const double expect = 10e-6 + own_copy + 3 * step + 5e-6 + gemm;
   EXPECT_NEAR(e->total_s, expect, 1e-12);
   EXPECT_NEAR(e->compute_s, gemm, 1e-9);
@@ -57,12 +59,32 @@ TEST(Estimate, FusedRingHidesCommUnderGemm) {
   const schedule::CommPlan plan = schedule::default_comm_plan(4);
   const Estimate seq = *estimate(p, op, Strategy{StrategyKind::sequential, 0}, plan);
   const Estimate ring = *estimate(p, op, Strategy{StrategyKind::fuse_ring, 0}, plan);
-  const double chunk = hardware::gemm_compute_s(p, 256, 256, 448, DType::bf16);
+  // One fused kernel: its four chunks share the waves of one 1024-row GEMM.
+  const double whole = gemm_compute_s(p, 1024, 256, 448, DType::bf16);
   // Own chunk while the first step lands; every later chunk has arrived when the GEMM is free.
-  const double expect = 5e-6 + 4 * (chunk * (1 + kFusedTileReorderOverhead) + 1e-6);
+  const double expect = 5e-6 + whole + 4 * 1e-6;
   EXPECT_NEAR(ring.total_s, expect, 1e-12);
   EXPECT_LT(ring.total_s, seq.total_s);
   EXPECT_NEAR(ring.exposed_comm_s, 0.0, 1e-12);
+}
+
+TEST(Estimate, FusedKernelChunksShareOneGemmsWaves) {
+  // 108 SMs, AG-GEMM M=2048 over 8 ranks (256-row shards), 1024 output columns per rank: a
+  // shard is 16 tiles and a half-shard 8, each far less than a wave, so costing every chunk as
+  // its own GEMM would pay a wave per chunk (8 for the ring, 15 for the double ring) where the
+  // whole GEMM needs 2. A fused kernel schedules tiles: both rings' chunks
+  // share one GEMM's waves, and with a fast network both take one GEMM's time.
+  const hardware::Profile p = uniform_switch(8, 1000e9, 1e-6, /*sms=*/108);
+  const auto op = op_of(OpKind::ag_gemm, 2048, 8192, 3328, 8);
+  const schedule::CommPlan plan = schedule::default_comm_plan(8);
+  const Estimate ring = *estimate(p, op, Strategy{StrategyKind::fuse_ring, 0}, plan);
+  const Estimate dring = *estimate(p, op, Strategy{StrategyKind::fuse_double_ring, 0}, plan);
+  const double whole = gemm_compute_s(p, 2048, 1024, 3328, DType::bf16);
+  ASSERT_GT(8 * gemm_compute_s(p, 256, 1024, 3328, DType::bf16), 1.5 * whole);  // waves matter
+  EXPECT_NEAR(ring.compute_s, whole, 1e-12);
+  EXPECT_NEAR(dring.compute_s, whole, 1e-12);
+  // Beyond the GEMM only launches and flag waits: 8 flags for the ring, 15 for the double ring.
+  EXPECT_NEAR(dring.total_s - ring.total_s, 7 * 1e-6, 1e-9);
 }
 
 TEST(Estimate, FusedGemmIsSlowedOnlyWhileCommunicationRuns) {
@@ -74,7 +96,7 @@ TEST(Estimate, FusedGemmIsSlowedOnlyWhileCommunicationRuns) {
   const auto op = op_of(OpKind::ag_gemm, 1024, 512, 448, 2);
   const schedule::CommPlan plan = schedule::default_comm_plan(2);
   const Estimate ring = *estimate(p, op, Strategy{StrategyKind::fuse_ring, 0}, plan);
-  const double w = hardware::gemm_compute_s(p, 512, 256, 448, DType::bf16) * (1 + kFusedTileReorderOverhead);
+  const double w = gemm_compute_s(p, 1024, 256, 448, DType::bf16) / 2;  // half of one kernel
   const double comm_end = 2e-6 + 512.0 * 448 * 2 / 100e9 + 3e-6;  // latency + bytes/bw + issue
   const double launch = 5e-6, flag = 1e-6;
   ASSERT_GT(launch + 2.0 * w, comm_end);  // the copy ends inside the first chunk

@@ -8,6 +8,9 @@
 // simulation at a time) and the summary adds the model's accuracy against the simulation.
 // --limit N / --stride S take a subset of the grid (rows 1, 1+S, ... up to N rows) for quick runs
 // and tests. Rows whose tp exceeds the machine are skipped with a note.
+// --profiles a,b,c (with --sim) sweeps every listed machine and prints one table: per profile
+// the rows, MAPE, how often the choice is the simulated best, mean and worst regret, and which
+// accuracy targets it misses.
 
 #include <algorithm>
 #include <cmath>
@@ -31,6 +34,7 @@ namespace {
 
 struct SweepOptions {
   std::string profile = "a6000x8";
+  std::string profiles;  // comma-separated: one accuracy table over several machines
   std::string grid = "paper";
   std::string csv;
   JsonOutput json;
@@ -193,12 +197,38 @@ void emit(const std::string& path, const std::string& text, bool force) {
   }
 }
 
-void run(const SweepOptions& o) {
+// The grid rows of --limit/--stride whose tp fits `group_limit` GPUs, and how many were skipped.
+std::pair<std::vector<workload::GridEntry>, std::size_t> select_grid(const SweepOptions& o,
+                                                                     const hardware::Profile& profile,
+                                                                     int group_limit) {
+  std::vector<workload::GridEntry> grid;
+  std::size_t skipped = 0;
+  const std::vector<workload::GridEntry> all = workload::paper_grid();
+  for (std::size_t i = 0; i < all.size(); i += static_cast<std::size_t>(o.stride)) {
+    if (o.limit > 0 && grid.size() >= static_cast<std::size_t>(o.limit)) break;
+    if (all[i].op.tp > group_limit) {
+      ++skipped;
+      continue;
+    }
+    grid.push_back(all[i]);
+  }
+  if (grid.empty())
+    throw UsageError(fmt::format("--profile: '{}' has {} GPU(s); every selected grid row needs "
+                                 "tp >= 2, so nothing can be swept",
+                                 profile.name, profile.gpu_count()));
+  return {std::move(grid), skipped};
+}
+
+void check_options(const SweepOptions& o) {
   if (o.grid != "paper")
     throw UsageError(fmt::format("--grid: unknown grid '{}' (expected paper)", o.grid));
-  const hardware::Profile profile = load_profile(o.profile);
   if (o.limit < 0) throw UsageError(fmt::format("--limit: must be >= 0, got {}", o.limit));
   if (o.stride < 1) throw UsageError(fmt::format("--stride: must be >= 1, got {}", o.stride));
+}
+
+void run(const SweepOptions& o) {
+  check_options(o);
+  const hardware::Profile profile = load_profile(o.profile);
   std::vector<int> gpus;
   if (!o.gpus.empty()) gpus = select_group(profile, 0, o.gpus);
   const int group_limit = gpus.empty() ? profile.gpu_count() : static_cast<int>(gpus.size());
@@ -207,23 +237,7 @@ void run(const SweepOptions& o) {
   if (o.json.to_stdout() && o.csv == "-")
     throw UsageError("--json and --csv - both want stdout; write one of them to a file");
   o.json.check_writable(o.force);
-  std::vector<workload::GridEntry> grid;
-  std::size_t skipped = 0;
-  {
-    const std::vector<workload::GridEntry> all = workload::paper_grid();
-    for (std::size_t i = 0; i < all.size(); i += static_cast<std::size_t>(o.stride)) {
-      if (o.limit > 0 && grid.size() >= static_cast<std::size_t>(o.limit)) break;
-      if (all[i].op.tp > group_limit) {
-        ++skipped;
-        continue;
-      }
-      grid.push_back(all[i]);
-    }
-  }
-  if (grid.empty())
-    throw UsageError(fmt::format("--profile: '{}' has {} GPU(s); every selected grid row needs "
-                                 "tp >= 2, so nothing can be swept",
-                                 profile.name, profile.gpu_count()));
+  const auto [grid, skipped] = select_grid(o, profile, group_limit);
   if (skipped > 0)
     fmt::print(stdout_data ? stderr : stdout,
                "note: skipped {} grid rows with tp > {} (the GPUs of {})\n", skipped, group_limit,
@@ -254,14 +268,84 @@ void run(const SweepOptions& o) {
   if (o.sim) print_sim_summary(r, sim_rows);
 }
 
+// Accuracy targets of the model against the simulation (docs/results.md).
+constexpr double kTargetMape = 0.03;
+constexpr double kTargetChoice = 0.97;
+constexpr double kTargetMeanRegret = 0.005;
+constexpr double kTargetWorstRegret = 0.05;
+
+// --profiles: one accuracy row per machine.
+void run_many(const SweepOptions& o) {
+  check_options(o);
+  if (!o.sim) throw UsageError("--profiles: needs --sim (the table compares model and simulation)");
+  if (!backends::sim::compiled_in())
+    throw UsageError("--sim: this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
+  if (!o.csv.empty() || o.json.any())
+    throw UsageError("--profiles: --csv and --json are for one profile (use --profile)");
+  std::vector<std::string> names;
+  for (std::size_t pos = 0; pos <= o.profiles.size();) {
+    const std::size_t comma = std::min(o.profiles.find(',', pos), o.profiles.size());
+    const std::string name = o.profiles.substr(pos, comma - pos);
+    if (name.empty()) throw UsageError(fmt::format("--profiles: empty item in '{}'", o.profiles));
+    names.push_back(name);
+    pos = comma + 1;
+  }
+  // Load and check every machine before the long part.
+  std::vector<hardware::Profile> profiles;
+  for (const std::string& n : names) {
+    profiles.push_back(load_profile(n));
+    select_grid(o, profiles.back(), profiles.back().gpu_count());
+  }
+  fmt::print("{:<22} {:>5} {:>7} {:>12} {:>12} {:>13}  {}\n", "profile", "rows", "MAPE",
+             "choice=best", "mean regret", "worst regret", "targets missed");
+  for (const hardware::Profile& profile : profiles) {
+    const auto [grid, skipped] = select_grid(o, profile, profile.gpu_count());
+    plan::SweepResult r;
+    std::vector<SimRow> rows;
+    {
+      ProgressBar bar(fmt::format("{}: planning", profile.name), o.quiet);
+      r = unwrap(plan::run_sweep(profile, grid, [&bar](std::size_t done, std::size_t total) {
+        bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
+      }));
+    }
+    {
+      ProgressBar bar(fmt::format("{}: simulating", profile.name), o.quiet);
+      rows = unwrap(study::simulate_sweep(profile, r, [&bar](std::size_t done, std::size_t total) {
+        bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
+      }));
+    }
+    const study::Accuracy a = study::summarise(rows).accuracy;
+    const double choice = rows.empty() ? 0.0 : static_cast<double>(a.choice_is_best) / rows.size();
+    std::string missed;
+    auto miss = [&](bool ok, const char* what) {
+      if (!ok) missed += fmt::format("{}{}", missed.empty() ? "" : ", ", what);
+    };
+    miss(a.mape <= kTargetMape, "MAPE");
+    miss(choice >= kTargetChoice, "choice");
+    miss(a.mean_regret <= kTargetMeanRegret, "mean regret");
+    miss(a.worst_regret.value <= kTargetWorstRegret, "worst regret");
+    fmt::print("{:<22} {:>5} {:>6.2f}% {:>11.1f}% {:>11.2f}% {:>12.2f}%  {}\n", profile.name,
+               rows.size(), 100 * a.mape, 100 * choice, 100 * a.mean_regret,
+               100 * a.worst_regret.value, missed.empty() ? "none" : missed);
+    std::fflush(stdout);
+  }
+  fmt::print("targets: MAPE <= {:.0f}%, choice = simulated best >= {:.0f}%, mean regret <= "
+             "{:.1f}%, worst regret <= {:.0f}%\n",
+             100 * kTargetMape, 100 * kTargetChoice, 100 * kTargetMeanRegret,
+             100 * kTargetWorstRegret);
+}
+
 }  // namespace
 
 void add_sweep_verb(CLI::App& app) {
   auto opts = std::make_shared<SweepOptions>();
   auto* sub = app.add_subcommand(
       "sweep", "Predict and choose for every configuration of a grid (the paper's 288)");
-  sub->add_option("--profile", opts->profile, "Preset name or profile JSON file")
-      ->capture_default_str();
+  auto* one = sub->add_option("--profile", opts->profile, "Preset name or profile JSON file")
+                  ->capture_default_str();
+  sub->add_option("--profiles", opts->profiles,
+                  "Comma-separated presets or files: one accuracy table (needs --sim)")
+      ->excludes(one);
   sub->add_option("--grid", opts->grid, "Grid of operator configurations")->capture_default_str();
   sub->add_option("--csv", opts->csv, "Write every row as CSV to this file ('-' for stdout)");
   opts->json.add_to(sub, "rows and summary");
@@ -274,7 +358,12 @@ void add_sweep_verb(CLI::App& app) {
                 "Also simulate every row's strategies (SimGrid) and report the model's accuracy");
   sub->add_option("--limit", opts->limit, "Sweep at most this many rows (0: all)");
   sub->add_option("--stride", opts->stride, "Take every S-th grid row")->capture_default_str();
-  sub->callback([opts] { run(*opts); });
+  sub->callback([opts] {
+    if (opts->profiles.empty())
+      run(*opts);
+    else
+      run_many(*opts);
+  });
 }
 
 }  // namespace compass::cli

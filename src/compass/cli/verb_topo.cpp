@@ -68,7 +68,14 @@ void print_human(const TopoReport& r, double size_bytes) {
   const Profile& p = r.profile;
   fmt::print("machine: {}\n", p.name);
   if (!p.description.empty()) fmt::print("  {}\n", p.description);
-  fmt::print("  peer-to-peer: {}\n", p.p2p ? "yes" : "no (staged through host memory)");
+  std::string pairs;
+  for (const auto& [x, y] : p.p2p_pairs)
+    pairs += fmt::format("{}{}-{}", pairs.empty() ? "" : ", ", p.nodes[p.gpu_node(x)].name,
+                         p.nodes[p.gpu_node(y)].name);
+  fmt::print("  peer-to-peer: {}\n",
+             p.p2p ? "yes"
+                   : pairs.empty() ? std::string("no (staged through host memory)")
+                                   : "only " + pairs + " (the rest staged through host memory)");
   for (const std::string& n : p.notes) fmt::print("  note: {}\n", n);
 
   fmt::print("\ndevices:\n");

@@ -269,11 +269,13 @@ Result<CutBound> cut_bound(const Profile& p, const std::vector<int>& gpus, doubl
       flow_between(p, w, from, to, reversed, &best.cut_hops);
     }
   };
+  const bool staged_only = !p.p2p && p.p2p_pairs.empty();
   auto evaluate = [&](const std::vector<char>& subset) {
     std::vector<int> a, b;
     for (int i = 0; i < n; ++i) (subset[i] ? a : b).push_back(p.gpu_node(gpus[i]));
     const double k = static_cast<double>(a.size());
-    if (p.p2p) {
+    // Some pairs with peer access: data may cross any cut directly, so only the plain cut holds.
+    if (!staged_only) {
       if (a.empty() || b.empty()) return;
       consider(reversed ? "into GPUs {} from the rest" : "out of GPUs {} to the rest", a, b,
                k * shard, subset);
@@ -296,7 +298,7 @@ Result<CutBound> cut_bound(const Profile& p, const std::vector<int>& gpus, doubl
   } else {
     best.exact = false;
     for (const std::vector<char>& s : candidate_subsets(p, gpus)) evaluate(s);
-    if (!p.p2p) evaluate(std::vector<char>(n, 1));
+    if (staged_only) evaluate(std::vector<char>(n, 1));
   }
   best.exact = n <= kCutBoundExactGpus;
   return best;

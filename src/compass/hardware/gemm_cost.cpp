@@ -9,14 +9,12 @@ namespace compass::hardware {
 
 double peak_flops(const hardware::Profile& p, DType dtype, int gpu) {
   const hardware::DeviceSpec& dev = p.gpu_device(gpu);
-  if (auto it = dev.peak_flops.find(dtype); it != dev.peak_flops.end() && it->second > 0)
-    return it->second;
-  if (auto it = dev.peak_flops.find(DType::bf16); it != dev.peak_flops.end() && it->second > 0)
-    return it->second;
-  double best = 0;
-  for (const auto& [t, f] : dev.peak_flops) best = std::max(best, f);
-  COMPASS_CHECK(best > 0, "device '{}' has no peak FLOP/s", dev.name);
-  return best;
+  const auto it = dev.peak_flops.find(dtype);
+  // Callers check hardware::check_peak_flops first; pricing a dtype at another one's peak
+  // (FP8 at the BF16 rate on a GPU without FP8) would be silently wrong.
+  COMPASS_CHECK(it != dev.peak_flops.end() && it->second > 0, "device '{}' has no {} peak FLOP/s",
+                dev.name, to_string(dtype));
+  return it->second;
 }
 
 double large_gemm_efficiency(const hardware::Profile& p) {

@@ -45,7 +45,7 @@ GemmRoofline gemm_roofline(const hardware::Profile& p, std::int64_t m, std::int6
 /// Large-GEMM fraction of peak used by the roofline: Calibration::gemm_efficiency or the default.
 double large_gemm_efficiency(const hardware::Profile& p);
 
-/// Peak FLOP/s of GPU `gpu` for `dtype`; falls back to bf16, then to the largest entry.
+/// Peak FLOP/s of GPU `gpu` for `dtype`; the device must list it (hardware::check_peak_flops).
 double peak_flops(const hardware::Profile& p, DType dtype, int gpu = 0);
 
 }  // namespace compass::hardware

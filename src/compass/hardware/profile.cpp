@@ -201,6 +201,26 @@ std::optional<LinkKind> parse_link_kind(std::string_view s) {
   return std::nullopt;
 }
 
+bool Profile::peer_access(int a, int b) const {
+  if (p2p) return true;
+  const std::pair<int, int> key = a < b ? std::pair(a, b) : std::pair(b, a);
+  return std::binary_search(p2p_pairs.begin(), p2p_pairs.end(), key);
+}
+
+Status check_peak_flops(const Profile& p, DType dtype) {
+  for (int g = 0; g < p.gpu_count(); ++g) {
+    const DeviceSpec& d = p.gpu_device(g);
+    if (auto it = d.peak_flops.find(dtype); it != d.peak_flops.end() && it->second > 0) continue;
+    std::string listed;
+    for (const auto& [t, f] : d.peak_flops)
+      if (f > 0) listed += fmt::format("{}{}", listed.empty() ? "" : ", ", to_string(t));
+    return make_error("dtype {}: profile '{}' has no {} peak FLOP/s for its GPU '{}' (it lists {})",
+                      to_string(dtype), p.name, to_string(dtype), d.name,
+                      listed.empty() ? "none" : listed);
+  }
+  return Status::success();
+}
+
 Status compute_missing_routes(Profile& p) {
   const int node_count = static_cast<int>(p.nodes.size());
   for (const Link& l : p.links)
@@ -220,14 +240,17 @@ Status compute_missing_routes(Profile& p) {
   std::vector<int> host_memories;
   for (int i = 0; i < node_count; ++i)
     if (p.nodes[i].kind == NodeKind::host_memory) host_memories.push_back(i);
-  if (!p.p2p && n > 1 && host_memories.empty())
+  bool all_peers = true;
+  for (int s = 0; s < n && all_peers; ++s)
+    for (int d = s + 1; d < n && all_peers; ++d) all_peers = p.peer_access(s, d);
+  if (!all_peers && host_memories.empty())
     return make_error(
         "p2p is false (traffic staged through host memory) but the topology has no host_memory "
         "node");
 
   const auto adj = adjacency(p);
   std::vector<PathTree> from_memory;
-  if (!p.p2p)
+  if (!all_peers)
     for (int h : host_memories) from_memory.push_back(shortest_paths(p, adj, h));
 
   for (int s = 0; s < n; ++s) {
@@ -240,7 +263,7 @@ Status compute_missing_routes(Profile& p) {
       if (d == s || have[static_cast<std::size_t>(s) * n + d]) continue;
       const int dst_node = gpu_nodes[d];
       Route r{s, d, {}};
-      if (p.p2p) {
+      if (p.peer_access(s, d)) {
         if (from_src.dist[dst_node] < 0)
           return make_error("route {}->{}: no path", p.nodes[gpu_nodes[s]].name,
                             p.nodes[dst_node].name);

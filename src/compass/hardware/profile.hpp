@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compass/core/dtype.hpp"
@@ -117,6 +118,9 @@ struct Profile {
   std::vector<Link> links;
   std::vector<Route> routes;  ///< one per ordered pair of distinct GPUs
   bool p2p = true;            ///< false: GPU-to-GPU traffic is staged through host memory
+  /// With p2p false: GPU pairs (ordinals, first < second, sorted) that still reach each other
+  /// directly, e.g. over an NVLink bridge on a machine with PCIe peer-to-peer disabled.
+  std::vector<std::pair<int, int>> p2p_pairs;
   Overheads overheads;
   Interference interference;
   Calibration calibration;
@@ -124,6 +128,9 @@ struct Profile {
 
   bool operator==(const Profile&) const = default;
 
+  /// Whether GPUs a and b (ordinals) read and write each other's memory directly: p2p, or the
+  /// pair is listed in p2p_pairs.
+  bool peer_access(int a, int b) const;
   /// Number of GPUs; GPU ordinal i is the i-th node of kind gpu.
   int gpu_count() const;
   /// Node index of GPU ordinal `gpu`.
@@ -147,8 +154,13 @@ std::optional<NodeKind> parse_node_kind(std::string_view s);
 std::string_view to_string(LinkKind k);
 std::optional<LinkKind> parse_link_kind(std::string_view s);
 
+/// Success when every GPU of the profile lists a dense peak for `dtype` (the GEMM model prices a
+/// dtype only from its own peak); else an error naming the dtype, the profile and the device.
+Status check_peak_flops(const Profile& p, DType dtype);
+
 /// Computes a route for every ordered GPU pair not yet routed: fewest hops, ties broken by the
-/// widest bottleneck; when `p2p` is false the path is forced through a host_memory node.
+/// widest bottleneck; for pairs without peer access (Profile::peer_access) the path is forced
+/// through a host_memory node.
 /// Errors name the first pair with no path.
 Status compute_missing_routes(Profile& p);
 

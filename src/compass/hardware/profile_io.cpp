@@ -365,7 +365,7 @@ Status check_route(const Profile& p, const Route& r, const std::vector<int>& gpu
   if (at != gpu_nodes[r.dst])
     return make_error("{}: ends at '{}', not at '{}'", name, p.nodes[at].name,
                       p.nodes[gpu_nodes[r.dst]].name);
-  if (!p.p2p && !via_memory)
+  if (!p.peer_access(r.src, r.dst) && !via_memory)
     return make_error("{}: p2p is false but the route does not pass through host memory", name);
   return Status::success();
 }
@@ -679,6 +679,33 @@ Result<Profile> parse_profile(const json& root, ErrorSink& sink) {
     }
   }
 
+  COMPASS_ASSIGN(const json* pairs, r.array("p2p_pairs", false));
+  if (pairs) {
+    if (p.p2p && !pairs->empty())
+      return make_error("p2p_pairs: listed, but p2p is true (every pair has peer access already)");
+    for (std::size_t i = 0; i < pairs->size(); ++i) {
+      const std::string path = indexed("p2p_pairs", i);
+      const json& pj = (*pairs)[i];
+      if (!pj.is_array() || pj.size() != 2 || !pj[0].is_string() || !pj[1].is_string())
+        return make_error("{}: expected [\"gpuA\", \"gpuB\"]", path);
+      int g[2];
+      for (int k = 0; k < 2; ++k) {
+        const auto it = gpu_index.find(pj[k].get<std::string>());
+        if (it == gpu_index.end())
+          return make_error("{}[{}]: unknown GPU '{}'", path, k, pj[k].get<std::string>());
+        g[k] = it->second;
+      }
+      if (g[0] == g[1]) return make_error("{}: a GPU paired with itself", path);
+      p.p2p_pairs.emplace_back(std::min(g[0], g[1]), std::max(g[0], g[1]));
+    }
+    std::sort(p.p2p_pairs.begin(), p.p2p_pairs.end());
+    for (std::size_t i = 1; i < p.p2p_pairs.size(); ++i)
+      if (p.p2p_pairs[i] == p.p2p_pairs[i - 1])
+        return make_error("p2p_pairs: GPU pair {}-{} appears twice",
+                          p.nodes[p.gpu_node(p.p2p_pairs[i].first)].name,
+                          p.nodes[p.gpu_node(p.p2p_pairs[i].second)].name);
+  }
+
   COMPASS_ASSIGN(const json* routes, r.array("routes", false));
   if (routes) {
     const std::size_t n = gpu_index.size();
@@ -737,6 +764,13 @@ ojson to_ordered_json(const Profile& p) {
   j["name"] = p.name;
   j["description"] = p.description;
   j["p2p"] = p.p2p;
+  // Written only when present, so profiles without it save the same bytes as before.
+  if (!p.p2p_pairs.empty()) {
+    ojson pairs = ojson::array();
+    for (const auto& [a, b] : p.p2p_pairs)
+      pairs.push_back(ojson::array({p.nodes[p.gpu_node(a)].name, p.nodes[p.gpu_node(b)].name}));
+    j["p2p_pairs"] = std::move(pairs);
+  }
   ojson devices = ojson::array();
   for (const DeviceSpec& d : p.devices) {
     ojson dj;

@@ -12,8 +12,19 @@
 #include "compass/hardware/rings.hpp"
 #include "compass/model/comm_model.hpp"
 #include "compass/hardware/gemm_cost.hpp"
+#include "compass/hardware/task_costs.hpp"
+
 
 namespace compass::model {
+
+using hardware::add_s;
+using hardware::copy_issue_s;
+using hardware::copy_s;
+using hardware::fused_chunk_compute_s;
+using hardware::gemm_slowdown;
+using hardware::slowed_end;
+using hardware::transfer_issue_s;
+using hardware::Window;
 
 using schedule::StrategyKind;
 using workload::OpKind;
@@ -38,9 +49,9 @@ struct Ctx {
   std::vector<int> ring;        // GPU order of the one-way ring
   std::vector<int> ring2;       // GPU order of the second ring
   int engines = 2;              // copy engines per rank
-  double launch = 0, coll_launch = 0, copy_issue = 0, flag_wait = 0, reorder = 0;
+  double launch = 0, coll_launch = 0, copy_issue = 0, flag_wait = 0;
   double fg = 1, fc = 1;        // interference factors (transfers run on copy engines)
-  double mem_bw = 1, copy_bw = 1;
+  double fg_nccl = 1;           // GEMM beside NCCL-style collectives (sequential, decompose)
 
   Ctx(const hardware::Profile& pr, const workload::OperatorSpec& o,
       const schedule::CommPlan& plan, ModelKnobs k)
@@ -54,25 +65,30 @@ struct Ctx {
       coll_launch = pr.overheads.collective_launch_s;
       copy_issue = pr.overheads.copy_launch_s;
       flag_wait = pr.overheads.flag_wait_s;
-      reorder = kFusedTileReorderOverhead;
     }
     if (k.interference && p > 1) {
-      fg = pr.interference.gemm_slowdown_copy_engine;
+      fg = gemm_slowdown(pr, true, p);
+      fg_nccl = gemm_slowdown(pr, false, p);
       fc = pr.interference.comm_slowdown_beside_gemm;
     }
-    mem_bw = pr.gpu_device(gpus.front()).memory_bandwidth_bytes_per_s;
-    const auto& cal = pr.calibration.copy_bandwidth_bytes_per_s;
-    copy_bw = cal && *cal > 0 ? *cal : mem_bw / 2;  // a copy reads and writes every byte
   }
 
   // GEMM work without launch (the model of one GEMM's tiles).
   double gemm(std::int64_t m, std::int64_t n, std::int64_t k) const {
     return hardware::gemm_compute_s(prof, m, n, k, op.dtype, gpus.front());
   }
+  // A chunk of `rows` rows inside a fused kernel computing all M rows (model::
+  // fused_chunk_compute_s: the kernel's chunks share one GEMM's waves).
+  double fused_chunk(std::int64_t rows, std::int64_t n, std::int64_t k) const {
+    return fused_chunk_compute_s(prof, rows, op.m, n, k, op.dtype, gpus.front());
+  }
   // Reduction of a received partial into the local one: read both, write one.
-  double add(double bytes) const { return mem_bw > 0 ? 3.0 * bytes / mem_bw : 0.0; }
-  // A local copy of `bytes` (staging, own shard).
-  double copy(double bytes) const { return copy_bw > 0 ? bytes / copy_bw : 0.0; }
+  double add(double bytes) const { return add_s(prof, gpus.front(), bytes); }
+  // `count` local copy tasks moving `bytes` in all (staging, own shard): each is one issued
+  // copy (hardware::copy_issue_s, as the executors issue them and the simulator charges them).
+  double copies(int count, double bytes) const {
+    return count * copy_issue + copy_s(prof, gpus.front(), bytes);
+  }
   // One step of the one-way ring: every rank sends `bytes` to its successor.
   StepTime ring_step(double bytes) const {
     return cached_ring_step_time(prof, ring, nullptr, bytes);
@@ -123,7 +139,8 @@ GemmShape local_shape(const workload::OperatorSpec& op) {
 // adds the received block on the compute stream before the next step forwards it.
 
 struct CollectiveCosts {
-  double step_s = 0;     // one ring transfer step (slowed by interference when beside a GEMM)
+  double step_s = 0;     // one ring transfer step
+  double step_beside_gemm_s = 0;  // the same beside a GEMM: its bytes count fc times (latency not)
   double add_s = 0;      // reduce-scatter: the add after each step
   std::string bottleneck;
 };
@@ -134,7 +151,10 @@ CollectiveCosts collective_costs(const Ctx& c, std::int64_t part_rows) {
   const double cols = c.op.kind == OpKind::ag_gemm ? c.op.k : c.op.n;
   const double block = static_cast<double>(part_rows) / c.p * cols * c.e;
   const StepTime st = c.ring_step(block);
-  cc.step_s = st.time_s + c.copy_issue;
+  // NCCL-style: the collective's launch is paid once (coll_launch, at step 0), later steps run
+  // inside the same kernel (hardware::transfer_issue_s).
+  cc.step_s = st.time_s;
+  cc.step_beside_gemm_s = c.fc == 1.0 ? st.time_s : c.ring_step(block * c.fc).time_s;
   cc.bottleneck = st.bottleneck;
   if (c.op.kind != OpKind::ag_gemm) cc.add_s = c.add(block);
   return cc;
@@ -153,47 +173,74 @@ Outcome decompose(const Ctx& c, int d) {
   if (c.op.kind == OpKind::ag_gemm) {
     // Copy engine 0: own shard copy, then the p-1 ring steps of part i; the GEMM of part i waits
     // for its gather; staged outputs are copied back in rank order on the compute stream.
-    const double own_copy = p > 1 ? c.copy(static_cast<double>(part_rows) / p * c.op.k * c.e) : 0;
-    const double out_copy = staged ? c.copy(static_cast<double>(part_rows) * s.n * c.e) : 0;
-    double ce = 0, cs = 0;
-    for (int i = 0; i < d; ++i) {
+    // Per part: one own-block copy on the copy engine; when staged, p copies out of the staging
+    // buffer on the compute stream (one per source rank's rows).
+    const double own_copy = p > 1 ? c.copies(1, static_cast<double>(part_rows) / p * c.op.k * c.e) : 0;
+    const double out_copy = staged ? c.copies(p, static_cast<double>(part_rows) * s.n * c.e) : 0;
+    // The copy engine runs the gathers back to back; it moves data during the own-block copy
+    // (after its issue) and the ring steps (after the collective's launch). GEMM i is slowed
+    // by the proportional rule while later gathers move data.
+    std::vector<double> gathered(d, 0.0);
+    std::vector<Window> busy;
+    double ce = 0;
+    for (int i = 0; i < d && p > 1; ++i) {
       const bool beside_gemm = i >= 1;  // part i's gather runs beside GEMM i-1
-      if (p > 1) ce += c.coll_launch + own_copy + steps * cc.step_s * (beside_gemm ? c.fc : 1.0);
-      const bool beside_comm = i + 1 < d && p > 1;
-      cs = std::max(cs, ce) + c.launch + g * (beside_comm ? c.fg : 1.0) + out_copy;
+      const double copy_end = ce + own_copy;
+      ce = copy_end + c.coll_launch + steps * (beside_gemm ? cc.step_beside_gemm_s : cc.step_s);
+      busy.push_back(Window{copy_end - (own_copy - c.copy_issue), copy_end});
+      busy.push_back(Window{copy_end + c.coll_launch, ce});
+      gathered[i] = ce;
+    }
+    double cs = 0;
+    for (int i = 0; i < d; ++i) {
+      cs = slowed_end(std::max(cs, gathered[i]) + c.launch, g, busy, c.fg_nccl) + out_copy;
       o.compute_s += g + out_copy;
     }
     o.total_s = cs;
-    o.comm_s = d * steps * (cc.step_s - c.copy_issue);
+    o.comm_s = d * steps * cc.step_s;
   } else {
     // Program order of the schedule: GEMM 0, then for each part i: GEMM i+1, then the adds of
     // part i's reduce-scatter (each after its step's transfer); transfers of part i start after
     // GEMM i and each forwards the previous add's result. Ranks are followed one by one (ring
     // position q): the step-s transfer q -> q+1 takes that edge's time under the step's sharing
     // and waits for q's own previous transfer (one copy engine) and its previous add.
-    const double in_copy = staged ? c.copy(static_cast<double>(part_rows) * s.k * c.e) : 0;
-    const double own_copy = p > 1 ? c.copy(static_cast<double>(part_rows) / p * c.op.n * c.e) : 0;
+    const double in_copy = staged ? c.copies(p, static_cast<double>(part_rows) * s.k * c.e) : 0;
+    const double own_copy = p > 1 ? c.copies(1, static_cast<double>(part_rows) / p * c.op.n * c.e) : 0;
     const double block = static_cast<double>(part_rows) / p * c.op.n * c.e;
     const std::vector<double> edge = p > 1 ? c.ring_edges(block, false) : std::vector<double>{};
+    // Beside a GEMM a transfer's bytes count fc times (as the simulator charges them).
+    const std::vector<double> edge_slow =
+        p > 1 && c.fc != 1.0 ? c.ring_edges(block * c.fc, false) : edge;
     std::vector<double> cs(p, 0), ce(p, 0);
     std::vector<double> gemm_end(static_cast<std::size_t>(d) * p, 0);  // [part * p + rank]
     std::vector<double> send(p), engine_free(p), next(p);
-    auto run_gemm = [&](int i, bool beside_comm) {
+    // Per rank: the windows in which its copy engine moves data (the proportional rule slows
+    // its GEMMs inside them). GEMM i+1 runs beside part i's step-0 send (later sends wait for
+    // adds queued behind the GEMM) and, for gemm_ar, the all-gather of part i-1.
+    std::vector<std::vector<Window>> busy(p);
+    auto run_gemm = [&](int i) {
       for (int q = 0; q < p; ++q) {
-        cs[q] += in_copy + c.launch + g * (beside_comm ? c.fg : 1.0);
+        cs[q] = slowed_end(cs[q] + in_copy + c.launch, g, busy[q], c.fg_nccl);
         gemm_end[static_cast<std::size_t>(i) * p + q] = cs[q];
       }
       o.compute_s += g + in_copy;
     };
-    run_gemm(0, false);
+    run_gemm(0);
     double ag_end = 0;
     for (int i = 0; i < d; ++i) {
-      if (i + 1 < d) run_gemm(i + 1, p > 1);
+      if (i + 1 < d) {
+        for (int q = 0; q < p && p > 1; ++q) {
+          const double send0 =
+              std::max(ce[q], gemm_end[static_cast<std::size_t>(i) * p + q]) + c.coll_launch;
+          busy[q].push_back(Window{send0, send0 + edge_slow[q]});
+        }
+        run_gemm(i + 1);
+      }
       if (p == 1) continue;
       for (int q = 0; q < p; ++q) cs[q] += own_copy;
       o.compute_s += own_copy;
       const bool beside_gemm = i + 1 < d;
-      const double f = beside_gemm ? c.fc : 1.0;
+      const std::vector<double>& edge_now = beside_gemm ? edge_slow : edge;
       for (int q = 0; q < p; ++q) {
         send[q] = std::max(ce[q], gemm_end[static_cast<std::size_t>(i) * p + q]) + c.coll_launch;
         engine_free[q] = send[q];
@@ -202,7 +249,7 @@ Outcome decompose(const Ctx& c, int d) {
         for (int q = 0; q < p; ++q) {
           const int from = (q + p - 1) % p;
           const double start = std::max(send[from], engine_free[from]);
-          const double arrive = start + edge[from] * f + c.copy_issue;
+          const double arrive = start + edge_now[from];
           engine_free[from] = arrive;
           cs[q] = std::max(cs[q], arrive) + cc.add_s;
           next[q] = cs[q];  // the next step forwards the sum
@@ -213,8 +260,11 @@ Outcome decompose(const Ctx& c, int d) {
       for (int q = 0; q < p; ++q) {
         ce[q] = std::max(send[q], engine_free[q]);
         if (c.op.kind == OpKind::gemm_ar) {
-          // The all-gather of part i's sums follows on the same copy engine.
-          ce[q] += (p - 1) * cc.step_s;
+          // The all-gather of part i's sums follows on the same copy engine (a second
+          // collective: its own launch).
+          const double from = ce[q] + c.coll_launch;
+          ce[q] = from + (p - 1) * cc.step_s;
+          busy[q].push_back(Window{from, ce[q]});
           ag_end = std::max(ag_end, ce[q]);
         }
       }
@@ -222,7 +272,7 @@ Outcome decompose(const Ctx& c, int d) {
     const double cs_end = *std::max_element(cs.begin(), cs.end());
     o.total_s = std::max(cs_end, ag_end);
     const double coll_steps = c.op.kind == OpKind::gemm_ar ? 2.0 * steps : steps;
-    o.comm_s = d * coll_steps * (cc.step_s - c.copy_issue);
+    o.comm_s = d * coll_steps * cc.step_s;
   }
   return o;
 }
@@ -231,25 +281,19 @@ Outcome decompose(const Ctx& c, int d) {
 
 // One fused kernel (one launch) computing chunks in a fixed order; chunk i waits for its rows
 // (arrivals[i], the own shard at 0) and pays a flag wait; chunks computed while transfers are
-// still landing are slowed by the copy engines; tiles run in arrival order (reorder cost).
+// still landing are slowed by the copy engines (the proportional rule); the chunks share one
+// GEMM's waves (Ctx::fused_chunk).
 double fused_compute(const Ctx& c, const std::vector<double>& arrivals,
                      const std::vector<std::int64_t>& rows, double comm_end, double* compute_acc) {
   const GemmShape s = local_shape(c.op);
   double t = c.launch;
   for (std::size_t i = 0; i < arrivals.size(); ++i) {
     const double start = std::max(t, arrivals[i]);
-    const double work = c.gemm(rows[i], s.n, s.k);
+    const double work = c.fused_chunk(rows[i], s.n, s.k);
     *compute_acc += work;
     // Copy engines slow the GEMM only while they move data (until comm_end): the part of the
     // chunk's work done before then runs at 1/fg, the rest at full speed.
-    const double w = work * (1.0 + c.reorder);
-    double end = start + w;
-    if (start < comm_end && c.fg != 1.0) {
-      const double slowed = w * c.fg;
-      end = start + slowed <= comm_end ? start + slowed
-                                       : comm_end + (w - (comm_end - start) / c.fg);
-    }
-    t = end + c.flag_wait;
+    t = slowed_end(start, work, {Window{0.0, comm_end}}, c.fg) + c.flag_wait;
   }
   return t;
 }
@@ -259,7 +303,11 @@ Outcome fused_ag_ring(const Ctx& c, bool double_ring) {
   const std::int64_t shard_rows = c.op.m / c.p;
   const double shard_bytes = static_cast<double>(shard_rows) * c.op.k * c.e;
   const StepTime st = double_ring ? c.dring_step(shard_bytes / 2) : c.ring_step(shard_bytes);
-  const double step = st.time_s * c.fc + c.copy_issue;
+  // Beside the GEMM each transfer's bytes count fc times (latency does not), as simulated.
+  const double slowed = c.fc == 1.0 ? st.time_s
+                                    : (double_ring ? c.dring_step(shard_bytes * c.fc / 2)
+                                                   : c.ring_step(shard_bytes * c.fc)).time_s;
+  const double step = slowed + c.copy_issue;
   // Own shard first (one GEMM), then per step the chunk (or both half-chunks) that landed.
   std::vector<double> arrivals{0.0};
   std::vector<std::int64_t> rows{shard_rows};
@@ -451,10 +499,10 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
   std::vector<double> release(finish.size(), 0);
   std::vector<double> t(p, c.launch);
   // The same for every rank and step: computed once (gemm_compute_s is the costly part).
-  const double chunk_gemm = c.gemm(chunk_rows, s.n, s.k);
+  const double chunk_gemm = c.fused_chunk(chunk_rows, s.n, s.k);
   double lane_gemm[2] = {0, 0}, lane_add[2] = {0, 0};
   for (int h = 0; h < lanes; ++h) {
-    lane_gemm[h] = c.gemm(lane_rows[h], s.n, s.k);
+    lane_gemm[h] = c.fused_chunk(lane_rows[h], s.n, s.k);
     lane_add[h] = c.add(static_cast<double>(lane_rows[h]) * c.op.n * c.e);
   }
   auto recurrence = [&](bool first_guess) {
@@ -467,7 +515,7 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
         double& tq = t[q];
         auto work = [&](double w, bool beside_comm) {
           if (q == 0) o.compute_s += w;
-          tq += w * (1.0 + c.reorder) * (beside_comm ? c.fg : 1.0);
+          tq += w * (beside_comm ? c.fg : 1.0);
         };
         if (last) work(chunk_gemm, k >= 1);
         for (int h = 0; h < lanes; ++h) {
@@ -527,8 +575,8 @@ Outcome fused_rs_all2all(const Ctx& c) {
   const GemmShape s = local_shape(c.op);
   const std::int64_t chunk_rows = ceil_div(c.op.m, c.p);
   const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
-  const double g = c.gemm(chunk_rows, s.n, s.k);
-  const double g_f = g * (1.0 + c.reorder) * (c.p > 1 ? c.fg : 1.0) + c.flag_wait;
+  const double g = c.fused_chunk(chunk_rows, s.n, s.k);
+  const double g_f = g * (c.p > 1 ? c.fg : 1.0) + c.flag_wait;
   const std::function<double(int, int)> release = [&](int, int k) { return c.launch + k * g_f; };
   const std::vector<double> fin = all2all_pushes(c, chunk_bytes * c.fc, &release);
   const double add_work = c.add(chunk_bytes);
@@ -673,19 +721,19 @@ DecomposeParts decompose_parts(const hardware::Profile& p, const workload::Opera
   const CollectiveCosts cc = collective_costs(c, part_rows);
   const double steps = c.p - 1;
   dp.comm_first = op.kind == OpKind::ag_gemm;
-  dp.gemm_slowdown = c.fg;
+  dp.gemm_slowdown = c.fg_nccl;
   dp.comm_slowdown = c.fc;
   dp.gemm_part_s = c.launch + c.gemm(part_rows, s.n, s.k);
   if (c.p == 1) return dp;
   if (op.kind == OpKind::ag_gemm) {
-    dp.comm_part_s = c.coll_launch + c.copy(static_cast<double>(part_rows) / c.p * op.k * c.e) +
+    dp.comm_part_s = c.coll_launch + c.copies(1, static_cast<double>(part_rows) / c.p * op.k * c.e) +
                      steps * cc.step_s;
-    if (staged) dp.gemm_part_s += c.copy(static_cast<double>(part_rows) * s.n * c.e);
+    if (staged) dp.gemm_part_s += c.copies(c.p, static_cast<double>(part_rows) * s.n * c.e);
   } else {
     dp.comm_part_s = c.coll_launch + steps * (cc.step_s + cc.add_s) +
-                     c.copy(static_cast<double>(part_rows) / c.p * op.n * c.e);
-    if (op.kind == OpKind::gemm_ar) dp.comm_part_s += steps * cc.step_s;
-    if (staged) dp.gemm_part_s += c.copy(static_cast<double>(part_rows) * s.k * c.e);
+                     c.copies(1, static_cast<double>(part_rows) / c.p * op.n * c.e);
+    if (op.kind == OpKind::gemm_ar) dp.comm_part_s += c.coll_launch + steps * cc.step_s;
+    if (staged) dp.gemm_part_s += c.copies(c.p, static_cast<double>(part_rows) * s.k * c.e);
   }
   return dp;
 }

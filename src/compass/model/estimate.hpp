@@ -14,14 +14,10 @@
 
 namespace compass::model {
 
-/// Extra compute a fused kernel spends because tiles run in arrival order rather than the
-/// cache-friendly swizzled order (assumed: 2% of its GEMM work; docs/model.md).
-inline constexpr double kFusedTileReorderOverhead = 0.02;
-
 /// Switches for what-if evaluation and for the breakdown (both on for a real estimate).
 struct ModelKnobs {
   bool interference = true;  ///< apply Profile::interference factors
-  bool overheads = true;     ///< launches, flag waits, copy issue, tile reordering
+  bool overheads = true;     ///< launches, flag waits, copy issue
 };
 
 /// A predicted time with its breakdown. total = compute + exposed_comm + overhead + interference.
@@ -30,7 +26,7 @@ struct Estimate {
   double total_s = 0;
   double compute_s = 0;       ///< GEMM (and reduction-add) work alone on one rank
   double exposed_comm_s = 0;  ///< time not hidden under compute (fill, drain, comm-bound steps)
-  double overhead_s = 0;      ///< launches, flag waits, copy issue, tile reordering
+  double overhead_s = 0;      ///< launches, flag waits, copy issue
   double interference_s = 0;  ///< added by compute/communication slowing each other
   double comm_s = 0;          ///< the communication alone (no overlap, no interference)
   std::string bottleneck;     ///< busiest link direction of the pattern ("" without comm)

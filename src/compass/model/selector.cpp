@@ -79,6 +79,7 @@ std::string explain_choice(const std::vector<Estimate>& estimates, std::size_t c
 Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
                                        const workload::OperatorSpec& op,
                                        const schedule::CommPlan& plan, bool breakdown) {
+  COMPASS_TRY(hardware::check_peak_flops(p, op.dtype));
   OperatorChoice oc;
   oc.op = op;
   COMPASS_ASSIGN(oc.odp, optimise_decomposition(p, op, plan));

@@ -111,6 +111,7 @@ Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelCo
   if (parallel.tp < 1) return make_error("tp={} must be at least 1", parallel.tp);
   if (parallel.tp > p.gpu_count())
     return make_error("tp={} exceeds the {} GPUs of '{}'", parallel.tp, p.gpu_count(), p.name);
+  COMPASS_TRY(hardware::check_peak_flops(p, parallel.dtype));
   LayerPlan lp;
   lp.profile = p.name;
   lp.model = model;

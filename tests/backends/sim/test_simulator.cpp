@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include "compass/backends/sim/simulator.hpp"
+#include "compass/hardware/random_topology.hpp"
+#include "compass/model/comm_model.hpp"
+#include "compass/model/estimate.hpp"
 #include "compass/hardware/gemm_cost.hpp"
+#include "compass/schedule/generate.hpp"
 #include "sim_fixtures.hpp"
 
 namespace compass::backends::sim {
@@ -61,6 +65,72 @@ TEST(Simulator, FlowsShareOneDirectionFairlyAndOppositeDirectionsDoNotInterfere)
     const SimResult r = run(p, b.s);
     EXPECT_NEAR(duration(r, a), 2 * kLat + bytes / kBw, 1e-9);
     EXPECT_NEAR(duration(r, c), 2 * kLat + bytes / kBw, 1e-9);
+  }
+}
+
+// Two flows into GPU 2 share its link; GPU 0's route has twice the latency of GPU 1's. Max-min
+// fair sharing gives each half the link once both are running, whatever their latencies: GPU 1's
+// flow runs alone for the latency difference D, then both share, then GPU 0's finishes alone,
+// so the link is never idle. (SimGrid's CM02 default weights a flow's share by its route
+// latency, which gives GPU 1's flow 3/2 of GPU 0's share here.)
+TEST(Simulator, SharingIsMaxMinFairWhateverTheRouteLatency) {
+  hardware::Profile p = testing::star_profile(3, kBw, kLat);
+  testing::clear_overheads(p);
+  const double extra = 2 * kLat;
+  p.links[0].latency_s = kLat + extra;
+  const double bytes = 512.0 * kCols * 2;
+  ScheduleBuilder b(3, 512, kCols);
+  const int far = b.transfer(0, 2, 512, 0);
+  const int near = b.transfer(1, 2, 512, 1);
+  const SimResult r = run(p, b.s);
+  const double start = 2 * kLat;  // GPU 1's flow leaves its latency phase
+  EXPECT_NEAR(r.tasks.at(near).end_s, start + 2 * bytes / kBw - extra, 1e-9);
+  EXPECT_NEAR(r.tasks.at(far).end_s, start + 2 * bytes / kBw, 1e-9);
+}
+
+// The model and the simulator price every task of sequential and decompose by the same rules
+// (one issue per staging copy, one launch per collective, the proportional interference rule),
+// so on two GPUs, where no link is shared, they agree to rounding.
+TEST(Simulator, ModelAndSimulatorAgreeOnDecomposeWithoutSharing) {
+  for (const bool interference : {false, true}) {
+    hardware::Profile p = testing::star_profile(2, kBw, kLat);
+    p.interference = interference ? hardware::Interference{1.2, 1.5, 1.25}
+                                  : hardware::Interference{1, 1, 1};
+    const schedule::CommPlan plan = *schedule::comm_plan_for(p, {0, 1});
+    workload::OperatorSpec op;
+    op.kind = workload::OpKind::ag_gemm;
+    op.m = 4096;
+    op.n = 4096;
+    op.k = 4096;
+    op.tp = 2;
+    for (const schedule::Strategy st :
+         {schedule::Strategy{schedule::StrategyKind::sequential, 0},
+          schedule::Strategy{schedule::StrategyKind::decompose, 2},
+          schedule::Strategy{schedule::StrategyKind::decompose, 4}}) {
+      const schedule::Schedule s = *schedule::generate(op, st, plan);
+      const double sim = run(p, s).total_s;
+      const double model = model::estimate(p, op, st, plan)->total_s;
+      EXPECT_NEAR(model, sim, 1e-9 * sim)
+          << schedule::to_string(st) << (interference ? " with" : " without") << " interference";
+    }
+  }
+}
+
+// Property on random machines of every family (p2p-off staging, NVSwitch, PCIe trees with
+// NVLink bridges): a transfer alone takes its issue, its route's latency and its bytes at the
+// route's bottleneck, in the simulator as in the model.
+TEST(Simulator, LoneTransferOnRandomMachinesMatchesTheModel) {
+  for (std::uint64_t seed = 1; seed <= 24; ++seed) {
+    const hardware::Profile p = hardware::random_topology(seed, 2 + static_cast<int>(seed % 7));
+    const int from = static_cast<int>(seed % p.gpu_count());
+    const int to = static_cast<int>((seed / 3 + 1 + from) % p.gpu_count());
+    if (from == to) continue;
+    ScheduleBuilder b(p.gpu_count(), 256, kCols);
+    const int t = b.transfer(from, to, 256, 0);
+    const SimResult r = run(p, b.s);
+    const double bytes = 256.0 * kCols * 2;
+    const double expect = p.overheads.copy_launch_s + model::transfer_time_s(p, from, to, bytes);
+    EXPECT_NEAR(duration(r, t), expect, 1e-9 * expect) << "seed " << seed << " " << p.name;
   }
 }
 

@@ -44,7 +44,7 @@ constexpr double kHostSpeed = 1e12;
 constexpr double kUnlimitedBandwidth = 1e20;
 
 // What a task does when its timed part (a timer) ends.
-enum class Phase : std::uint8_t { launch_gemm, launch_comm, end_local };
+enum class Phase : std::uint8_t { launch_gemm, launch_comm, start_flow, end_local };
 
 // A pending timed part: due at `date`; `seq` keeps equal dates in the order they were set.
 struct Sleep {
@@ -92,6 +92,7 @@ struct EngineState {
   std::size_t ended = 0;      ///< tasks finished so far
   std::size_t in_flight = 0;  ///< SimGrid activities running plus timed parts pending
 
+  std::vector<double> flow_bytes;   ///< per task: bytes its flow carries once its latency ends
   std::vector<int> active_copies;  ///< per rank: copy-engine tasks moving data
   std::vector<int> running_gemms;  ///< per rank: 0 or 1
   std::vector<char> slow;          ///< per rank: host is in its slow power state
@@ -177,6 +178,18 @@ void launch_gemm(EngineState& st, int id) {
   task_ended(st, id);
 }
 
+// The bytes of a transfer whose route latency has passed, as a SimGrid flow. Every link of the
+// SimGrid platform has zero latency (see run_engine), so every flow has the same sharing weight.
+void start_flow(EngineState& st, int id) {
+  const TaskCost& c = st.p->costs[id];
+  sg4::CommPtr comm = sg4::Comm::sendto_init(st.rank_host[c.src_rank], st.rank_host[c.dst_rank]);
+  comm->set_payload_size(static_cast<std::uint64_t>(std::llround(st.flow_bytes[id])));
+  comm->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(id) + 1));
+  comm->start();
+  st.running[st.resource_of[id]] = comm;
+  ++st.in_flight;
+}
+
 void launch_comm(EngineState& st, int id) {
   const TaskCost& c = st.p->costs[id];
   copy_engine_enter(st, c.rank);
@@ -187,12 +200,14 @@ void launch_comm(EngineState& st, int id) {
   if (st.p->comm_slowdown != 1.0 &&
       (st.running_gemms[c.src_rank] > 0 || st.running_gemms[c.dst_rank] > 0))
     bytes *= st.p->comm_slowdown;
-  sg4::CommPtr comm = sg4::Comm::sendto_init(st.rank_host[c.src_rank], st.rank_host[c.dst_rank]);
-  comm->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
-  comm->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(id) + 1));
-  comm->start();
-  st.running[st.resource_of[id]] = comm;
-  ++st.in_flight;
+  st.flow_bytes[id] = bytes;
+  // The route's latency first (the data takes no bandwidth meanwhile, as in SimGrid's own
+  // latency phase), then the bytes.
+  const double latency = st.p->routes[c.route].latency_s;
+  if (latency > 0)
+    sleep_then(st, id, latency, Phase::start_flow);
+  else
+    start_flow(st, id);
 }
 
 void end_local(EngineState& st, int id) {
@@ -208,6 +223,9 @@ void continue_task(EngineState& st, int id, Phase phase) {
       break;
     case Phase::launch_comm:
       launch_comm(st, id);
+      break;
+    case Phase::start_flow:
+      start_flow(st, id);
       break;
     case Phase::end_local:
       end_local(st, id);
@@ -383,6 +401,12 @@ Result<RawResult> run_engine(const Prepared& p) {
     sg4::Engine::set_config("network/model:CM02");
     sg4::Engine::set_config("network/crosstraffic:0");
     sg4::Engine::set_config("network/TCP-gamma:0");
+    // CM02 also weights each flow's share by its route latency (the flow's sharing penalty is
+    // the sum of its links' latencies, a TCP round-trip bias): a flow over a 2 us route gets
+    // twice the share of one over a 4 us route. GPU fabrics (NVLink, PCIe) are credit-based,
+    // not RTT-fair, so SimGrid's links get zero latency -- every flow then has the same
+    // penalty and the sharing is max-min fair -- and the engine waits out each route's latency
+    // itself before the flow starts (start_flow).
     sg4::Engine::on_time_advance_cb([](double) {
       if (g_state != nullptr) on_time_advance();
     });
@@ -421,7 +445,8 @@ Result<RawResult> run_engine(const Prepared& p) {
     // SimGrid rejects a zero bandwidth; a direction no route uses may have one.
     auto* sl = zone->create_split_duplex_link(l.name + tag, std::max(l.bandwidth_bytes_per_s, 1.0));
     sl->get_link_down()->set_bandwidth(std::max(l.reverse_bandwidth_bytes_per_s, 1.0));
-    sl->set_latency(l.latency_s);
+    // Latency is the engine's (see the configuration above), not SimGrid's.
+    sl->set_latency(0);
     links[i] = sl;
   }
   // Every route starts with a link of its own that never limits anything. SimGrid 3.32's lazy
@@ -477,6 +502,7 @@ Result<RawResult> run_engine(const Prepared& p) {
   st.cursor.assign(p.resources.size(), 0);
   st.busy.assign(p.resources.size(), 0);
   st.running.resize(p.resources.size());
+  st.flow_bytes.assign(n, 0.0);
   st.active_copies.assign(ranks, 0);
   st.running_gemms.assign(ranks, 0);
   st.slow.assign(ranks, 0);

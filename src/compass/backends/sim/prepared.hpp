@@ -28,6 +28,7 @@ struct UsedRoute {
   int dst_gpu = 0;
   const hardware::Route* route = nullptr;
   double bottleneck_bytes_per_s = 0;
+  double latency_s = 0;  ///< sum of the route's link latencies
 };
 
 /// A link direction whose utilisation is sampled.

@@ -12,12 +12,14 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "compass/backends/sim/prepared.hpp"
 #include "compass/hardware/gemm_cost.hpp"
+#include "compass/hardware/task_costs.hpp"
 
 namespace compass::backends::sim {
 namespace detail {
@@ -43,29 +45,23 @@ const hardware::Route* find_route(const hardware::Profile& p, int src, int dst,
   return it == index.end() ? nullptr : it->second;
 }
 
-double launch_s(const hardware::Profile& p, const schedule::Task& t) {
-  return t.resource.kind == ResourceKind::copy_engine ? p.overheads.copy_launch_s
-                                                      : p.overheads.kernel_launch_s;
-}
-
-// Local memory operations: a copy reads and writes each byte once (or runs at the calibrated
-// device-to-device copy rate), an add reads two regions and writes one.
+// Local memory operations: hardware::copy_s / hardware::add_s, the model's own rule.
 Result<double> local_memory_s(const hardware::Profile& p, int gpu, const schedule::Task& t,
                               std::int64_t bytes) {
   if (bytes == 0) return 0.0;
-  if (t.kind != TaskKind::add && p.calibration.copy_bandwidth_bytes_per_s &&
-      *p.calibration.copy_bandwidth_bytes_per_s > 0)
-    return static_cast<double>(bytes) / *p.calibration.copy_bandwidth_bytes_per_s;
   const hardware::DeviceSpec& d = p.gpu_device(gpu);
-  if (!(d.memory_bandwidth_bytes_per_s > 0))
+  const bool calibrated_copy = t.kind != TaskKind::add && p.calibration.copy_bandwidth_bytes_per_s &&
+                               *p.calibration.copy_bandwidth_bytes_per_s > 0;
+  if (!calibrated_copy && !(d.memory_bandwidth_bytes_per_s > 0))
     return make_error("device '{}' has no memory_bandwidth_bytes_per_s; task {} '{}' needs it",
                       d.name, t.id, t.name);
-  const double passes = t.kind == TaskKind::add ? 3.0 : 2.0;
-  return passes * static_cast<double>(bytes) / d.memory_bandwidth_bytes_per_s;
+  const double b = static_cast<double>(bytes);
+  return t.kind == TaskKind::add ? hardware::add_s(p, gpu, b) : hardware::copy_s(p, gpu, b);
 }
 
 Status check_input(const hardware::Profile& p, const schedule::Schedule& s) {
   COMPASS_TRY(schedule::validate(s));
+  COMPASS_TRY(hardware::check_peak_flops(p, s.op.dtype));
   const int n = p.gpu_count();
   std::vector<int> rank_of_gpu(std::max(n, 0), -1);
   for (int r = 0; r < s.ranks(); ++r) {
@@ -105,10 +101,15 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
   const bool fused = s.strategy.kind == schedule::StrategyKind::fuse_all2all ||
                      s.strategy.kind == schedule::StrategyKind::fuse_ring ||
                      s.strategy.kind == schedule::StrategyKind::fuse_double_ring;
-  if (o.interference && s.ranks() > 1)
-    out.gemm_slowdown = std::max(1.0, fused ? p.interference.gemm_slowdown_copy_engine
-                                            : p.interference.gemm_slowdown_sm_copy);
+  if (o.interference) out.gemm_slowdown = hardware::gemm_slowdown(p, fused, s.ranks());
   std::vector<char> rank_has_gemm(s.ranks(), 0);
+  // A fused kernel computes all of a rank's chunks as one GEMM's tiles: each chunk costs its
+  // share of the rows of that GEMM (hardware::fused_chunk_compute_s). Rows per (rank, n, k).
+  std::map<std::tuple<int, std::int64_t, std::int64_t>, std::int64_t> fused_rows;
+  if (fused)
+    for (const schedule::Task& t : s.tasks)
+      if (t.kind == TaskKind::gemm)
+        fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}] += t.dst.rows;
   out.costs.resize(s.tasks.size());
   for (const schedule::Task& t : s.tasks) {
     TaskCost& c = out.costs[t.id];
@@ -128,7 +129,10 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
     out.resource_tasks[slot].push_back(t.id);
 
     if (t.kind == TaskKind::gemm) {
-      c.gemm_s = hardware::gemm_compute_s(p, t.dst.rows, t.dst.cols, t.src.cols, s.op.dtype, gpu);
+      c.gemm_s = fused ? hardware::fused_chunk_compute_s(
+                             p, t.dst.rows, fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}],
+                             t.dst.cols, t.src.cols, s.op.dtype, gpu)
+                       : hardware::gemm_compute_s(p, t.dst.rows, t.dst.cols, t.src.cols, s.op.dtype, gpu);
       // One launch per GEMM kernel; a fused kernel launches once and then waits on a flag
       // before each further chunk.
       const bool first = !rank_has_gemm[t.resource.rank];
@@ -151,6 +155,7 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
           return make_error("profile '{}' has no route from GPU {} to GPU {} (task {} '{}')",
                             p.name, src_gpu, dst_gpu, t.id, t.name);
         double bottleneck = 0;
+        double latency = 0;
         for (const hardware::Hop& h : r->hops) {
           if (h.link < 0 || h.link >= static_cast<int>(p.links.size()))
             return make_error("route {}->{} of profile '{}' names link {} which does not exist",
@@ -160,26 +165,24 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
             return make_error("link '{}' has no bandwidth in the direction route {}->{} uses",
                               p.links[h.link].name, src_gpu, dst_gpu);
           bottleneck = bottleneck == 0 ? bw : std::min(bottleneck, bw);
+          latency += p.links[h.link].latency_s;
         }
         if (r->hops.empty())
           return make_error("route {}->{} of profile '{}' has no hops", src_gpu, dst_gpu, p.name);
-        out.routes.push_back(UsedRoute{src_gpu, dst_gpu, r, bottleneck});
+        out.routes.push_back(UsedRoute{src_gpu, dst_gpu, r, bottleneck, latency});
         route_bytes.push_back(0);
       }
       c.route = rit->second;
       c.net_bytes = bytes;
-      // Copy engines issue every transfer; an NCCL-style collective pays one launch (at its
-      // first step) and runs its later steps inside the same kernel.
-      c.fixed_s = fused ? p.overheads.copy_launch_s
-                        : (t.step <= 0 ? p.overheads.collective_launch_s : 0.0);
+      c.fixed_s = hardware::transfer_issue_s(p, fused, t.step);
       route_bytes[c.route] += bytes;
       continue;
     }
     COMPASS_ASSIGN(const double mem_s, local_memory_s(p, gpu, t, bytes));
     // Reductions run inside the collective or fused kernel (a flag wait in the latter); copies
-    // are their own operation.
+    // (and transfers to the same GPU) are one cudaMemcpyAsync each, whatever the stream.
     const double overhead = t.kind == TaskKind::add ? (fused ? p.overheads.flag_wait_s : 0.0)
-                                                     : launch_s(p, t);
+                                                     : hardware::copy_issue_s(p);
     c.fixed_s = overhead + mem_s;
   }
 
@@ -434,8 +437,7 @@ double isolated_task_time_s(const hardware::Profile& profile, const schedule::Sc
   double time_s = c.fixed_s + c.gemm_s;
   if (c.route >= 0) {
     const detail::UsedRoute& r = prep->routes[c.route];
-    for (const hardware::Hop& h : r.route->hops) time_s += profile.links[h.link].latency_s;
-    time_s += static_cast<double>(c.net_bytes) / r.bottleneck_bytes_per_s;
+    time_s += r.latency_s + static_cast<double>(c.net_bytes) / r.bottleneck_bytes_per_s;
   }
   return time_s;
 }

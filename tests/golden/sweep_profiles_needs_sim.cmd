@@ -1,0 +1,1 @@
+sweep --summary --profiles a6000x4,a6000x8
