@@ -52,7 +52,7 @@ OutputPaths output_paths(const ExportOptions& o) {
 }
 
 void print_report(const plan::TeExport& e, const OutputPaths& paths, const std::string& config) {
-  using model::format_duration;
+  using compass::format_duration;
   fmt::print("export    {} on {}, tp {}, seq {}, micro-batch {} -> TransformerEngine userbuffers\n",
              e.model, e.profile, e.tp, e.seq, e.micro_batch);
   std::string order;
