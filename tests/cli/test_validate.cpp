@@ -74,6 +74,17 @@ TEST(Validate, CalibrateThenValidateSmallGrid) {
   const std::string csv = slurp(dir.path() + "/v.csv");
   EXPECT_EQ(static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')),
             j.at("points").size() + 1);
+
+  // --plot reaches the plotting script as one argument, never through a shell: a name built to
+  // break out of shell quoting runs nothing and is the name of the picture.
+  const std::string hostile = "x';touch PWNED;'.png";
+  ProcessResult plot =
+      compass_in(dir.path(), {"validate", "--backend", "cpu", "--calibration", "cpu.json",
+                              "--links", "emulated:a6000x8", "--grid", "small", "--repeat", "1",
+                              "--warmup", "0", "--quiet", "--plot", hostile});
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/PWNED")) << plot.err;
+  if (plot.exit_code == 0) EXPECT_TRUE(std::filesystem::exists(dir.path() + "/" + hostile));
+  else EXPECT_NE(plot.err.find("--plot"), std::string::npos) << plot.err;
 }
 
 TEST(Validate, BadOptionsAreUsageErrors) {

@@ -115,11 +115,25 @@ void plot(const ValidateResult& r, const std::string& out, bool force) {
     throw UsageError(fmt::format("--plot: '{}' exists (use --force to overwrite)", out));
   const std::string script = find_script("plot_validate.py", "tools/plot_validate.py", "--plot");
   const std::string python = python_with_matplotlib("--plot");
-  const fs::path tmp =
-      fs::temp_directory_path() / fmt::format("compass-validate-{}.csv", ::getpid());
-  write_file(tmp.string(), csv_text(r), true);
-  const int rc = run_program({python, script, tmp.string(), out});
-  fs::remove(tmp);
+  // The CSV goes into a fresh directory only this user can enter (mkdtemp), so no other user
+  // can predict its name or plant a link there.
+  std::string dir_template = (fs::temp_directory_path() / "compass-validate-XXXXXX").string();
+  if (::mkdtemp(dir_template.data()) == nullptr)
+    throw UsageError(fmt::format("--plot: cannot create a private temporary directory in {}",
+                                 fs::temp_directory_path().string()));
+  const fs::path dir = dir_template;
+  const fs::path tmp = dir / "validate.csv";
+  int rc = -1;
+  try {
+    write_file(tmp.string(), csv_text(r), true);
+    rc = run_program({python, script, tmp.string(), out});
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    throw;
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
   if (rc != 0) throw UsageError(fmt::format("--plot: {} {} failed (exit {})", python, script, rc));
 }
 
