@@ -1,5 +1,7 @@
 #include "compass/hardware/topo_matrix.hpp"
 
+#include "compass/core/format.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -17,19 +19,6 @@ namespace compass::hardware {
 namespace {
 
 constexpr double kGB = 1e9;
-
-std::vector<std::string> split_ws(std::string_view line) {
-  std::vector<std::string> out;
-  std::size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
-    std::size_t j = i;
-    while (j < line.size() && !std::isspace(static_cast<unsigned char>(line[j]))) ++j;
-    if (j > i) out.emplace_back(line.substr(i, j - i));
-    i = j;
-  }
-  return out;
-}
 
 bool is_gpu_label(std::string_view t) {
   if (t.size() < 4 || t.substr(0, 3) != "GPU") return false;

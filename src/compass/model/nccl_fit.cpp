@@ -1,5 +1,7 @@
 #include "compass/model/nccl_fit.hpp"
 
+#include "compass/core/format.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -16,19 +18,6 @@
 namespace compass::model {
 
 namespace {
-
-std::vector<std::string> split_ws(std::string_view line) {
-  std::vector<std::string> out;
-  std::size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
-    std::size_t j = i;
-    while (j < line.size() && !std::isspace(static_cast<unsigned char>(line[j]))) ++j;
-    if (j > i) out.emplace_back(line.substr(i, j - i));
-    i = j;
-  }
-  return out;
-}
 
 bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
