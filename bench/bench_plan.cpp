@@ -1,16 +1,18 @@
 // Planner speed: the whole paper grid (288 configurations, every strategy, ODP and choice) and
 // one operator's estimates. The target is the grid well under 100 ms.
 //
-// The model keeps process-wide caches (ring-step patterns, and every run of released flows by
-// its exact inputs), so planning the same thing again in one process is mostly cache hits.
-// BM_SweepPaperGrid and BM_ChooseOneOperator empty them before every iteration (a first
-// plan, as one `compass sweep` or `compass op` does); BM_SweepPaperGridWarm keeps them (the
-// same grid planned again).
+// The model memoises through a model::Caches the caller owns (ring-step patterns, every run of
+// released flows by its exact inputs, all-to-all congestion), so planning the same thing again
+// with the same Caches is mostly hits. BM_SweepPaperGrid and BM_ChooseOneOperator construct a
+// fresh Caches for every iteration (a first plan, as one `compass sweep` or `compass op` does);
+// BM_SweepPaperGridWarm keeps one across iterations (the same grid planned again).
 
 #include <benchmark/benchmark.h>
 
+#include <optional>
+
 #include "compass/hardware/presets.hpp"
-#include "compass/model/comm_model.hpp"
+#include "compass/model/caches.hpp"
 #include "compass/model/selector.hpp"
 #include "compass/plan/sweep.hpp"
 
@@ -19,13 +21,15 @@ namespace {
 void sweep_paper_grid(benchmark::State& state, bool cold) {
   const compass::hardware::Profile p = *compass::hardware::make_preset("a6000x8");
   const auto grid = compass::workload::paper_grid();
+  std::optional<compass::model::Caches> caches;
+  caches.emplace();
   for (auto _ : state) {
     if (cold) {
       state.PauseTiming();
-      compass::model::clear_comm_caches();
+      caches.emplace();  // the previous iteration's tables are dropped outside the timing
       state.ResumeTiming();
     }
-    auto r = compass::plan::run_sweep(p, grid);
+    auto r = compass::plan::run_sweep(p, grid, *caches);
     benchmark::DoNotOptimize(r);
   }
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(grid.size()));
@@ -47,11 +51,12 @@ void BM_ChooseOneOperator(benchmark::State& state) {
   op.n = 5120;
   op.k = 5120;
   op.tp = 8;
+  std::optional<compass::model::Caches> caches;
   for (auto _ : state) {
     state.PauseTiming();
-    compass::model::clear_comm_caches();
+    caches.emplace();
     state.ResumeTiming();
-    auto c = compass::model::choose_strategy(p, op, plan);
+    auto c = compass::model::choose_strategy(p, op, plan, *caches);
     benchmark::DoNotOptimize(c);
   }
 }

@@ -126,14 +126,15 @@ TEST(CommModel, ReleasedAndChainedFlows) {
   const hardware::Profile p = uniform_switch(4, 10e9, 0.0);
   // Flow 1 starts at 50 us and shares GPU 3's downlink with flow 0 from then on.
   std::vector<TimedFlow> flows{{0, 3, 1e6, 0.0}, {1, 3, 1e6, 50e-6}};
-  std::vector<double> fin = run_released_flows(p, flows);
+  Caches caches;
+  std::vector<double> fin = run_released_flows(p, flows, caches);
   // Flow 0: 0.5 MB alone (50 us), then 0.5 MB at half rate (100 us) -> 150 us.
   EXPECT_NEAR(fin[0], 150e-6, 1e-12);
   // Flow 1: 0.5 MB at half rate until 150 us, then 0.5 MB alone -> 200 us.
   EXPECT_NEAR(fin[1], 200e-6, 1e-12);
   // Chained on one engine: the second starts 3 us after the first ends.
   flows = {{0, 1, 1e6, 0.0}, {0, 2, 1e6, 0.0, 0, 3e-6}};
-  fin = run_released_flows(p, flows);
+  fin = run_released_flows(p, flows, caches);
   EXPECT_NEAR(fin[0], 100e-6, 1e-12);
   EXPECT_NEAR(fin[1], 203e-6, 1e-12);
 }

@@ -197,13 +197,14 @@ TEST(Odp, ClosedFormOnThePaperGrid) {
   std::map<int, schedule::CommPlan> plans;
   int rows = 0;
   double worst_gap = 0, sum_gap = 0;
+  Caches caches;
   for (const workload::GridEntry& g : workload::paper_grid()) {
     if (!plans.count(g.op.tp)) {
       std::vector<int> gpus(g.op.tp);
       for (int i = 0; i < g.op.tp; ++i) gpus[i] = i;
       plans[g.op.tp] = *schedule::comm_plan_for(p, gpus);
     }
-    const Result<OdpResult> r = optimise_decomposition(p, g.op, plans[g.op.tp]);
+    const Result<OdpResult> r = optimise_decomposition(p, g.op, plans[g.op.tp], caches);
     ASSERT_TRUE(r.ok()) << r.error().message;
     // The closed form is the brute-force argmin of its own T(d).
     int best = r->feasible.front();

@@ -269,13 +269,14 @@ TEST(IncrementalSharing, ReleasedFlowsMatchTheScanAllEventLoop) {
   }
   std::mt19937 rng(3);
   int runs = 0;
+  Caches caches;
   for (const hardware::Profile& p : machines) {
     for (int trial = 0; trial < 40; ++trial) {
       const std::vector<TimedFlow> flows = random_timed_flows(rng, p.gpu_count(), 1 + trial % 50);
       const std::vector<double> want = reference_released(p, flows);
       // The first call runs the event loop; the second is answered by the memo.
       for (int call = 0; call < 2; ++call) {
-        const std::vector<double> got = run_released_flows(p, flows);
+        const std::vector<double> got = run_released_flows(p, flows, caches);
         ASSERT_EQ(got.size(), want.size());
         for (std::size_t i = 0; i < want.size(); ++i)
           ASSERT_EQ(bits(got[i]), bits(want[i]))
@@ -290,17 +291,21 @@ TEST(IncrementalSharing, ReleasedFlowsMatchTheScanAllEventLoop) {
 TEST(IncrementalSharing, MemoTellsInputsOneBitApart) {
   const hardware::Profile p = uniform_switch(4, 10e9, 1e-6);
   std::vector<TimedFlow> flows{{0, 3, 1e6, 0.0}, {1, 3, 1e6, 50e-6}, {2, 3, 2e6, 0.0, 0, 2e-6}};
-  const std::vector<double> first = run_released_flows(p, flows);
+  Caches caches;
+  const std::vector<double> first = run_released_flows(p, flows, caches);
   // A release one ulp later is another input: its answer is its own run, not the first one's.
   flows[1].release_s = std::nextafter(flows[1].release_s, 1.0);
-  const std::vector<double> later = run_released_flows(p, flows);
+  const std::vector<double> later = run_released_flows(p, flows, caches);
   const std::vector<double> want = reference_released(p, flows);
   for (std::size_t i = 0; i < flows.size(); ++i) EXPECT_EQ(bits(later[i]), bits(want[i]));
   EXPECT_NE(bits(later[0]), bits(first[0]));
-  // Emptying the caches changes no answer.
-  clear_comm_caches();
-  const std::vector<double> again = run_released_flows(p, flows);
+  // Emptying the caches changes no answer, and neither does a second, fresh Caches.
+  caches.clear();
+  const std::vector<double> again = run_released_flows(p, flows, caches);
   for (std::size_t i = 0; i < flows.size(); ++i) EXPECT_EQ(bits(again[i]), bits(want[i]));
+  Caches other;
+  const std::vector<double> fresh = run_released_flows(p, flows, other);
+  for (std::size_t i = 0; i < flows.size(); ++i) EXPECT_EQ(bits(fresh[i]), bits(want[i]));
 }
 
 }  // namespace

@@ -5,9 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <map>
-#include <mutex>
-#include <unordered_map>
+
+#include "compass/model/cache_tables.hpp"
 
 namespace compass::model {
 
@@ -52,31 +51,8 @@ StepTime double_ring_step_time(const hardware::Profile& p, const std::vector<int
 
 namespace {
 
-struct ScaledStep {
-  std::vector<double> per_byte_s;  // data time per byte of each flow (latency excluded)
-  std::vector<double> latency_s;
-  std::string bottleneck;
-};
-
-struct ScaledRun {
-  std::vector<double> per_byte_s, latency_s;
-};
-
-// A memo key's first word is the hash of the rest (computed once, see run_released_flows).
-struct KeyHash {
-  std::size_t operator()(const std::vector<std::uint64_t>& key) const {
-    return static_cast<std::size_t>(key.front());
-  }
-};
-
-// The process-wide caches of this file (clear_comm_caches empties them).
-std::mutex step_mu;
-std::map<std::vector<double>, ScaledStep> step_cache;  // cached_ring_step_time
-std::mutex pattern_mu;
-std::map<std::vector<double>, ScaledRun> pattern_cache;  // cached_released_flows
-std::mutex run_mu;  // run_released_flows: the memo and the words it holds
-std::unordered_map<std::vector<std::uint64_t>, std::vector<double>, KeyHash> run_memo;
-std::size_t run_memo_words = 0;
+using detail::ScaledRun;
+using detail::ScaledStep;
 
 // Appends what decides a flow's rate and latency: its hops with bandwidths and latencies.
 void append_key(const hardware::Profile& p, int src, int dst, std::vector<double>* key) {
@@ -93,10 +69,10 @@ void append_key(const hardware::Profile& p, int src, int dst, std::vector<double
 }  // namespace
 
 std::vector<double> cached_released_flows(const hardware::Profile& p,
-                                          const std::vector<TimedFlow>& flows) {
+                                          const std::vector<TimedFlow>& flows, Caches& caches) {
   double scale = 0;
   for (const TimedFlow& f : flows) scale = std::max(scale, f.bytes);
-  if (scale <= 0) return run_released_flows(p, flows);
+  if (scale <= 0) return run_released_flows(p, flows, caches);
   std::vector<double> key;
   key.reserve(flows.size() * 12);
   for (const TimedFlow& f : flows) {
@@ -111,16 +87,14 @@ std::vector<double> cached_released_flows(const hardware::Profile& p,
       out[i] = sc.per_byte_s[i] * scale + sc.latency_s[i];
     return out;
   };
-  {
-    std::lock_guard<std::mutex> lock(pattern_mu);
-    if (auto it = pattern_cache.find(key); it != pattern_cache.end()) return scale_up(it->second);
-  }
+  auto& patterns = caches.tables().patterns;
+  if (auto it = patterns.find(key); it != patterns.end()) return scale_up(it->second);
   ScaledRun sc;
   {
     constexpr double kRef = 1e6;
     std::vector<TimedFlow> ref = flows;
     for (TimedFlow& f : ref) f.bytes = f.bytes / scale * kRef;
-    const std::vector<double> fin = run_released_flows(p, ref);
+    const std::vector<double> fin = run_released_flows(p, ref, caches);
     // Latency is paid when a flow ends; chained successors start after it, so each finish is
     // (data time per byte) * bytes + (latencies of the chain up to and including it).
     for (std::size_t i = 0; i < ref.size(); ++i) {
@@ -130,15 +104,15 @@ std::vector<double> cached_released_flows(const hardware::Profile& p,
       sc.latency_s.push_back(lat);
       sc.per_byte_s.push_back((fin[i] - lat) / kRef);
     }
-    std::lock_guard<std::mutex> lock(pattern_mu);
-    if (pattern_cache.size() > 4096) pattern_cache.clear();
-    pattern_cache.emplace(key, sc);
+    if (patterns.size() > 4096) patterns.clear();
+    patterns.emplace(key, sc);
   }
   return scale_up(sc);
 }
 
 StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int>& ring_gpus,
-                               const std::vector<int>* ring2_gpus, double bytes_each) {
+                               const std::vector<int>* ring2_gpus, double bytes_each,
+                               Caches& caches) {
   std::vector<hardware::Flow> flows;
   for (const std::vector<int>* ring : {&ring_gpus, ring2_gpus}) {
     if (ring == nullptr) continue;
@@ -157,10 +131,8 @@ StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int
     st.bottleneck = scaled.bottleneck;
     return st;
   };
-  {
-    std::lock_guard<std::mutex> lock(step_mu);
-    if (auto it = step_cache.find(key); it != step_cache.end()) return step_of(it->second);
-  }
+  auto& steps = caches.tables().steps;
+  if (auto it = steps.find(key); it != steps.end()) return step_of(it->second);
   ScaledStep scaled;
   {
     constexpr double kRef = 1e6;
@@ -172,25 +144,15 @@ StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int
       scaled.per_byte_s.push_back((out.finish_s[i] - lat) / kRef);
     }
     if (!out.loads.empty()) scaled.bottleneck = out.loads.front().name;
-    std::lock_guard<std::mutex> lock(step_mu);
-    if (step_cache.size() > 4096) step_cache.clear();  // bounded: patterns are few in practice
-    step_cache.emplace(key, scaled);
+    if (steps.size() > 4096) steps.clear();  // bounded: patterns are few in practice
+    steps.emplace(key, scaled);
   }
   return step_of(scaled);
 }
 
 namespace {
 
-// Buffers of run_released_flows, kept per thread so the planner's event loops do not allocate.
-struct ReleasedWorkspace {
-  hardware::sharing::FlatPaths paths;
-  hardware::sharing::IncrementalMaxmin sharing;  // its active(): released, not finished
-  std::vector<double> remaining, latency;
-  std::vector<int> ended;                    // flows finishing at this event
-  std::vector<int> next_of, first_next;      // flows waiting for flow i: linked list
-  std::vector<std::pair<double, int>> heap;  // (release, index) of known, not yet released flows
-  std::vector<std::uint64_t> key;
-};
+using detail::ReleasedWorkspace;
 
 std::uint64_t bits(double x) { return std::bit_cast<std::uint64_t>(x); }
 
@@ -291,12 +253,13 @@ std::vector<double> released_events(const std::vector<double>& cap,
 }  // namespace
 
 std::vector<double> run_released_flows(const hardware::Profile& p,
-                                       const std::vector<TimedFlow>& flows) {
+                                       const std::vector<TimedFlow>& flows, Caches& caches) {
   const std::size_t n = flows.size();
   for (std::size_t i = 0; i < n; ++i)
     COMPASS_CHECK(flows[i].after < 0 || static_cast<std::size_t>(flows[i].after) < i,
                   "flow {} waits for a later flow", i);
-  thread_local ReleasedWorkspace ws;
+  detail::CacheTables& tables = caches.tables();
+  ReleasedWorkspace& ws = tables.released;
   const std::vector<double> cap = hardware::sharing::dir_capacities(p);
   // Paths and latencies, and the memo key: every input the event loop reads, bit for bit (the
   // flows with their paths and latencies, and the capacity of every direction).
@@ -341,35 +304,17 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
   const std::uint64_t all = h[0] ^ (h[1] << 17 | h[1] >> 47) ^ (h[2] << 31 | h[2] >> 33) ^
                             (h[3] << 47 | h[3] >> 17);
   ws.key[0] = all ^ (all >> 29);
-  // Process-wide memo: the planner asks for the same runs again (the breakdown of a chosen
-  // strategy repeats its estimate; grids repeat shapes). Bounded by the words it holds.
-  {
-    std::lock_guard<std::mutex> lock(run_mu);
-    if (auto it = run_memo.find(ws.key); it != run_memo.end()) return it->second;
-  }
+  // The memo: the planner asks for the same runs again (the breakdown of a chosen strategy
+  // repeats its estimate; grids repeat shapes). Bounded by the words it holds.
+  if (auto it = tables.runs.find(ws.key); it != tables.runs.end()) return it->second;
   std::vector<double> finish = released_events(cap, flows, ws);
-  std::lock_guard<std::mutex> lock(run_mu);
   constexpr std::size_t kMaxMemoWords = std::size_t{1} << 21;  // 16 MiB
-  if (run_memo_words + ws.key.size() + n > kMaxMemoWords) {
-    run_memo.clear();
-    run_memo_words = 0;
+  if (tables.run_words + ws.key.size() + n > kMaxMemoWords) {
+    tables.runs.clear();
+    tables.run_words = 0;
   }
-  if (run_memo.emplace(ws.key, finish).second) run_memo_words += ws.key.size() + n;
+  if (tables.runs.emplace(ws.key, finish).second) tables.run_words += ws.key.size() + n;
   return finish;
-}
-
-void clear_comm_caches() {
-  {
-    std::lock_guard<std::mutex> lock(step_mu);
-    step_cache.clear();
-  }
-  {
-    std::lock_guard<std::mutex> lock(pattern_mu);
-    pattern_cache.clear();
-  }
-  std::lock_guard<std::mutex> lock(run_mu);
-  run_memo.clear();
-  run_memo_words = 0;
 }
 
 int collective_steps(Collective kind, int p) {

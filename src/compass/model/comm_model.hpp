@@ -7,6 +7,7 @@
 
 #include "compass/hardware/flows.hpp"
 #include "compass/hardware/profile.hpp"
+#include "compass/model/caches.hpp"
 
 namespace compass::model {
 
@@ -31,12 +32,13 @@ StepTime ring_step_time(const hardware::Profile& p, const std::vector<int>& ring
 StepTime double_ring_step_time(const hardware::Profile& p, const std::vector<int>& ring1_gpus,
                                const std::vector<int>& ring2_gpus, double bytes_each);
 
-/// ring_step_time (ring2 == nullptr) or double_ring_step_time through a process-wide cache.
-/// Equal flows that start together scale exactly with their size (every max-min rate is fixed
-/// by the pattern, latency is added once), so one run per pattern serves every size; the key is
-/// the flows' hops with their bandwidths and latencies. `loads` is left empty. Thread-safe.
+/// ring_step_time (ring2 == nullptr) or double_ring_step_time through `caches`. Equal flows
+/// that start together scale exactly with their size (every max-min rate is fixed by the
+/// pattern, latency is added once), so one run per pattern serves every size; the key is the
+/// flows' hops with their bandwidths and latencies. `loads` is left empty.
 StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int>& ring_gpus,
-                               const std::vector<int>* ring2_gpus, double bytes_each);
+                               const std::vector<int>* ring2_gpus, double bytes_each,
+                               Caches& caches);
 
 /// A flow that becomes ready at `release_s` (e.g. when the GEMM producing it ends) and, when
 /// `after` >= 0, not before flow `after` has finished plus `gap_s` (a serial copy engine).
@@ -51,22 +53,17 @@ struct TimedFlow {
 
 /// Finish time (route latency included) of each flow when flows join the max-min sharing at
 /// their release times; rates are re-shared at every release and every finish. `after` must
-/// point to an earlier index. Results are memoised process-wide by their exact inputs (the
+/// point to an earlier index. Results are memoised in `caches` by their exact inputs (the
 /// flows bit for bit, their routes, latencies and link capacities); a hit returns the same bits
-/// a run would. Thread-safe.
+/// a run would.
 std::vector<double> run_released_flows(const hardware::Profile& p,
-                                       const std::vector<TimedFlow>& flows);
+                                       const std::vector<TimedFlow>& flows, Caches& caches);
 
-/// run_released_flows for flows that are all released at 0 with no gaps, through a process-wide
-/// cache: such a run scales exactly with a common byte count, so one run per pattern (the same
-/// src, dst, `after` and byte ratios) serves every size. Thread-safe.
+/// run_released_flows for flows that are all released at 0 with no gaps, through `caches`: such
+/// a run scales exactly with a common byte count, so one run per pattern (the same src, dst,
+/// `after` and byte ratios) serves every size.
 std::vector<double> cached_released_flows(const hardware::Profile& p,
-                                          const std::vector<TimedFlow>& flows);
-
-/// Empties the process-wide caches above (cached_ring_step_time, cached_released_flows and the
-/// memo of run_released_flows), so that a benchmark can time planning from a cold start; results
-/// do not change. Thread-safe.
-void clear_comm_caches();
+                                          const std::vector<TimedFlow>& flows, Caches& caches);
 
 enum class Collective { all_gather, reduce_scatter, all_reduce };
 

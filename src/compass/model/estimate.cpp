@@ -5,11 +5,10 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <mutex>
 #include <numeric>
 
 #include "compass/hardware/rings.hpp"
+#include "compass/model/cache_tables.hpp"
 #include "compass/model/comm_model.hpp"
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/task_costs.hpp"
@@ -41,6 +40,7 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 struct Ctx {
   const hardware::Profile& prof;
   const workload::OperatorSpec& op;
+  Caches& caches;
   ModelKnobs knobs;
   bool details = false;         // also compute comm alone, bottleneck and congestion (slower)
   int p = 1;
@@ -54,8 +54,8 @@ struct Ctx {
   double fg_nccl = 1;           // GEMM beside NCCL-style collectives (sequential, decompose)
 
   Ctx(const hardware::Profile& pr, const workload::OperatorSpec& o,
-      const schedule::CommPlan& plan, ModelKnobs k)
-      : prof(pr), op(o), knobs(k), p(o.tp), e(dtype_bytes(o.dtype)), gpus(plan.gpus),
+      const schedule::CommPlan& plan, ModelKnobs k, Caches& ca)
+      : prof(pr), op(o), caches(ca), knobs(k), p(o.tp), e(dtype_bytes(o.dtype)), gpus(plan.gpus),
         engines(std::max(1, plan.copy_engines)) {
     for (int r : plan.ring) ring.push_back(gpus[r]);
     for (int r : plan.ring2) ring2.push_back(gpus[r]);
@@ -91,10 +91,10 @@ struct Ctx {
   }
   // One step of the one-way ring: every rank sends `bytes` to its successor.
   StepTime ring_step(double bytes) const {
-    return cached_ring_step_time(prof, ring, nullptr, bytes);
+    return cached_ring_step_time(prof, ring, nullptr, bytes, caches);
   }
   StepTime dring_step(double bytes_each) const {
-    return cached_ring_step_time(prof, ring, &ring2, bytes_each);
+    return cached_ring_step_time(prof, ring, &ring2, bytes_each, caches);
   }
   // Per-edge durations (latency included) of one ring step whose flows all share the links at
   // once: entry i is ring[i] -> ring[i+1]; with `both`, ring2's edges follow (p + i). Ranks are
@@ -112,7 +112,7 @@ struct Ctx {
         flows.push_back(f);
       }
     }
-    return cached_released_flows(prof, flows);
+    return cached_released_flows(prof, flows, caches);
   }
 };
 
@@ -352,12 +352,12 @@ std::vector<double> all2all_pushes(const Ctx& c, double bytes,
   std::vector<double> fin;
   if (release) {
     // Later pushes of one engine were appended after their predecessor, so `after` < index.
-    fin = run_released_flows(c.prof, flows);
+    fin = run_released_flows(c.prof, flows, c.caches);
   } else {
     // Everything ready at once: the chained flows scale exactly with their size, so one cached
     // run per pattern serves all sizes; the copy issue before each push of an engine queue is
     // added afterwards (it shifts that queue by one issue per push).
-    fin = cached_released_flows(c.prof, flows);
+    fin = cached_released_flows(c.prof, flows, c.caches);
     for (std::size_t i = 0; i < fin.size(); ++i) fin[i] += (queue_pos[i] + 1) * c.copy_issue;
   }
   std::vector<double> out(static_cast<std::size_t>(c.p * c.p), 0);
@@ -377,15 +377,11 @@ void all2all_congestion(const Ctx& c, double block, Outcome* o) {
   for (int g : c.gpus) key.push_back(g);
   key.push_back(-1);
   for (int g : c.ring) key.push_back(g);
-  static std::mutex mu;
-  static std::map<std::vector<double>, Outcome> cache;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) {
-      o->bottleneck = it->second.bottleneck;
-      o->congested = it->second.congested;
-      return;
-    }
+  auto& cache = c.caches.tables().congestion;
+  if (auto it = cache.find(key); it != cache.end()) {
+    o->bottleneck = it->second.bottleneck;
+    o->congested = it->second.congested;
+    return;
   }
   std::vector<hardware::Flow> a2a;
   for (int s = 0; s < c.p; ++s)
@@ -397,13 +393,12 @@ void all2all_congestion(const Ctx& c, double block, Outcome* o) {
   const hardware::FlowOutcome ra = hardware::run_flows(c.prof, a2a);
   const hardware::FlowOutcome rr = hardware::run_flows(c.prof, ring);
   const double ring_busy = rr.loads.empty() ? 0.0 : rr.loads.front().busy_s;
-  Outcome found;
+  detail::Congestion found;
   if (!ra.loads.empty()) found.bottleneck = ra.loads.front().name;
   for (const hardware::HopLoad& l : ra.loads)
     if (l.busy_s > ring_busy * (1 + 1e-9)) found.congested.push_back(l.name);
   o->bottleneck = found.bottleneck;
   o->congested = found.congested;
-  std::lock_guard<std::mutex> lock(mu);
   if (cache.size() > 1024) cache.clear();
   cache.emplace(std::move(key), std::move(found));
 }
@@ -557,7 +552,7 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
     // Converged: the same flows give the same finishes, and the recurrence then gives the same
     // releases, so every later round would repeat this one bit for bit.
     if (iter > 0 && same_flows(flows, previous)) break;
-    finish = run_released_flows(c.prof, flows);
+    finish = run_released_flows(c.prof, flows, c.caches);
     recurrence(false);
     std::swap(flows, previous);
   }
@@ -670,19 +665,33 @@ Status check_inputs(const hardware::Profile& p, const workload::OperatorSpec& op
 
 Result<double> estimate_time_s(const hardware::Profile& p, const workload::OperatorSpec& op,
                                const schedule::Strategy& strategy, const schedule::CommPlan& plan,
-                               const ModelKnobs& knobs) {
+                               const ModelKnobs& knobs, Caches& caches) {
   COMPASS_TRY(check_inputs(p, op, strategy, plan));
-  return evaluate(Ctx(p, op, plan, knobs), strategy).total_s;
+  return evaluate(Ctx(p, op, plan, knobs, caches), strategy).total_s;
+}
+
+Result<double> estimate_time_s(const hardware::Profile& p, const workload::OperatorSpec& op,
+                               const schedule::Strategy& strategy, const schedule::CommPlan& plan,
+                               const ModelKnobs& knobs) {
+  Caches caches;
+  return estimate_time_s(p, op, strategy, plan, knobs, caches);
 }
 
 Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSpec& op,
                           const schedule::Strategy& strategy, const schedule::CommPlan& plan) {
+  Caches caches;
+  return estimate(p, op, strategy, plan, caches);
+}
+
+Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSpec& op,
+                          const schedule::Strategy& strategy, const schedule::CommPlan& plan,
+                          Caches& caches) {
   COMPASS_TRY(check_inputs(p, op, strategy, plan));
-  Ctx full_ctx(p, op, plan, {true, true});
+  Ctx full_ctx(p, op, plan, {true, true}, caches);
   full_ctx.details = true;
   const Outcome full = evaluate(full_ctx, strategy);
-  const double no_interf = evaluate(Ctx(p, op, plan, {false, true}), strategy).total_s;
-  const Outcome bare = evaluate(Ctx(p, op, plan, {false, false}), strategy);
+  const double no_interf = evaluate(Ctx(p, op, plan, {false, true}, caches), strategy).total_s;
+  const Outcome bare = evaluate(Ctx(p, op, plan, {false, false}, caches), strategy);
   Estimate e;
   e.strategy = strategy;
   e.total_s = full.total_s;
@@ -700,9 +709,10 @@ Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSp
 
 Result<std::vector<std::string>> all2all_congested_links(const hardware::Profile& p,
                                                          const workload::OperatorSpec& op,
-                                                         const schedule::CommPlan& plan) {
+                                                         const schedule::CommPlan& plan,
+                                                         Caches& caches) {
   COMPASS_TRY(check_inputs(p, op, schedule::Strategy{StrategyKind::fuse_all2all, 0}, plan));
-  const Ctx c(p, op, plan, {true, true});
+  const Ctx c(p, op, plan, {true, true}, caches);
   if (c.p <= 1) return std::vector<std::string>{};
   const double cols = op.kind == OpKind::ag_gemm ? op.k : op.n;
   Outcome o;
@@ -711,9 +721,9 @@ Result<std::vector<std::string>> all2all_congested_links(const hardware::Profile
 }
 
 DecomposeParts decompose_parts(const hardware::Profile& p, const workload::OperatorSpec& op,
-                               int d, const schedule::CommPlan& plan) {
+                               int d, const schedule::CommPlan& plan, Caches& caches) {
   COMPASS_CHECK(d >= 1 && rows_per_rank(op) % d == 0, "decompose_parts: bad degree {}", d);
-  const Ctx c(p, op, plan, {true, true});
+  const Ctx c(p, op, plan, {true, true}, caches);
   DecomposeParts dp;
   const GemmShape s = local_shape(op);
   const std::int64_t part_rows = op.m / d;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compass/hardware/profile.hpp"
+#include "compass/model/caches.hpp"
 #include "compass/schedule/generate.hpp"
 #include "compass/schedule/strategy.hpp"
 #include "compass/workload/operator.hpp"
@@ -34,12 +35,21 @@ struct Estimate {
 };
 
 /// Predicts `op` under `strategy` with the communication orders of `plan` (rank numbers; GPUs
-/// plan.gpus). Errors: invalid op, a plan whose size differs from op.tp or names GPUs the
-/// profile lacks, decompose parts that do not divide the rows each rank owns.
+/// plan.gpus), memoising through `caches`. Errors: invalid op, a plan whose size differs from
+/// op.tp or names GPUs the profile lacks, decompose parts that do not divide the rows each rank
+/// owns.
+Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSpec& op,
+                          const schedule::Strategy& strategy, const schedule::CommPlan& plan,
+                          Caches& caches);
+/// The same with caches of its own (a cold start).
 Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSpec& op,
                           const schedule::Strategy& strategy, const schedule::CommPlan& plan);
 
 /// The total time only, under the given knobs (same errors as estimate()).
+Result<double> estimate_time_s(const hardware::Profile& p, const workload::OperatorSpec& op,
+                               const schedule::Strategy& strategy, const schedule::CommPlan& plan,
+                               const ModelKnobs& knobs, Caches& caches);
+/// The same with caches of its own (a cold start).
 Result<double> estimate_time_s(const hardware::Profile& p, const workload::OperatorSpec& op,
                                const schedule::Strategy& strategy, const schedule::CommPlan& plan,
                                const ModelKnobs& knobs);
@@ -48,7 +58,8 @@ Result<double> estimate_time_s(const hardware::Profile& p, const workload::Opera
 /// moving the same data (busiest first), and the all2all bottleneck. Errors as estimate().
 Result<std::vector<std::string>> all2all_congested_links(const hardware::Profile& p,
                                                          const workload::OperatorSpec& op,
-                                                         const schedule::CommPlan& plan);
+                                                         const schedule::CommPlan& plan,
+                                                         Caches& caches);
 
 /// Rows each rank owns along M, the dimension decompose:d splits (M/p, or M for gemm_ar).
 std::int64_t rows_per_rank(const workload::OperatorSpec& op);
@@ -63,6 +74,6 @@ struct DecomposeParts {
 };
 /// The parts of decompose:d (d must divide rows_per_rank(op); op and plan valid).
 DecomposeParts decompose_parts(const hardware::Profile& p, const workload::OperatorSpec& op,
-                               int d, const schedule::CommPlan& plan);
+                               int d, const schedule::CommPlan& plan, Caches& caches);
 
 }  // namespace compass::model

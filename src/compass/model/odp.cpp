@@ -40,14 +40,14 @@ double OdpResult::exact_at(int d) const {
 
 Result<OdpResult> optimise_decomposition(const hardware::Profile& p,
                                          const workload::OperatorSpec& op,
-                                         const schedule::CommPlan& plan) {
+                                         const schedule::CommPlan& plan, Caches& caches) {
   COMPASS_TRY(estimate_time_s(p, op, schedule::Strategy{schedule::StrategyKind::decompose, 1},
-                              plan, ModelKnobs{}));
+                              plan, ModelKnobs{}, caches));
   OdpResult r;
   r.feasible = feasible_degrees(rows_per_rank(op));
   const int dmax = r.feasible.back();
-  const DecomposeParts one = decompose_parts(p, op, 1, plan);
-  const DecomposeParts many = decompose_parts(p, op, dmax, plan);
+  const DecomposeParts one = decompose_parts(p, op, 1, plan, caches);
+  const DecomposeParts many = decompose_parts(p, op, dmax, plan, caches);
   // Per stream: t(d) ~ a + T/d. The secant of d*t(d) between 1 and dmax gives a (fixed cost per
   // part, including the efficiency a smaller GEMM loses); with one feasible degree, a is the
   // launch cost alone.
@@ -79,7 +79,8 @@ Result<OdpResult> optimise_decomposition(const hardware::Profile& p,
   double best = 0;
   for (int d : r.feasible) {
     const Result<double> t = estimate_time_s(
-        p, op, schedule::Strategy{schedule::StrategyKind::decompose, d}, plan, ModelKnobs{});
+        p, op, schedule::Strategy{schedule::StrategyKind::decompose, d}, plan, ModelKnobs{},
+        caches);
     COMPASS_CHECK(t.ok(), "feasible degree {} rejected: {}", d, t.ok() ? "" : t.error().message);
     r.exact_s.push_back(*t);
     r.formula_s.push_back(odp_time_s(k, d));

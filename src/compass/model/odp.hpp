@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "compass/hardware/profile.hpp"
+#include "compass/model/caches.hpp"
 #include "compass/schedule/generate.hpp"
 #include "compass/workload/operator.hpp"
 
@@ -57,6 +58,6 @@ struct OdpResult {
 /// Errors: invalid op or plan (as model::estimate).
 Result<OdpResult> optimise_decomposition(const hardware::Profile& p,
                                          const workload::OperatorSpec& op,
-                                         const schedule::CommPlan& plan);
+                                         const schedule::CommPlan& plan, Caches& caches);
 
 }  // namespace compass::model

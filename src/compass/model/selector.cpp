@@ -79,31 +79,40 @@ std::string explain_choice(const std::vector<Estimate>& estimates, std::size_t c
 Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
                                        const workload::OperatorSpec& op,
                                        const schedule::CommPlan& plan, bool breakdown) {
+  Caches caches;
+  return choose_strategy(p, op, plan, caches, breakdown);
+}
+
+Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
+                                       const workload::OperatorSpec& op,
+                                       const schedule::CommPlan& plan, Caches& caches,
+                                       bool breakdown) {
   COMPASS_TRY(hardware::check_peak_flops(p, op.dtype));
   OperatorChoice oc;
   oc.op = op;
-  COMPASS_ASSIGN(oc.odp, optimise_decomposition(p, op, plan));
+  COMPASS_ASSIGN(oc.odp, optimise_decomposition(p, op, plan, caches));
   const std::vector<Strategy> strategies = {
       Strategy{StrategyKind::sequential, 0}, Strategy{StrategyKind::decompose, oc.odp.d_closed},
       Strategy{StrategyKind::fuse_all2all, 0}, Strategy{StrategyKind::fuse_ring, 0},
       Strategy{StrategyKind::fuse_double_ring, 0}};
   for (const Strategy& s : strategies) {
     if (breakdown) {
-      COMPASS_ASSIGN(Estimate e, estimate(p, op, s, plan));
+      COMPASS_ASSIGN(Estimate e, estimate(p, op, s, plan, caches));
       oc.estimates.push_back(std::move(e));
     } else {
       Estimate e;
       e.strategy = s;
-      COMPASS_ASSIGN(e.total_s, estimate_time_s(p, op, s, plan, ModelKnobs{}));
+      COMPASS_ASSIGN(e.total_s, estimate_time_s(p, op, s, plan, ModelKnobs{}, caches));
       if (s.kind == StrategyKind::fuse_all2all) {
-        COMPASS_ASSIGN(e.congested, all2all_congested_links(p, op, plan));
+        COMPASS_ASSIGN(e.congested, all2all_congested_links(p, op, plan, caches));
       }
       oc.estimates.push_back(std::move(e));
     }
   }
   oc.chosen = select_fastest(oc.estimates);
   if (!breakdown) {
-    COMPASS_ASSIGN(oc.estimates[oc.chosen], estimate(p, op, oc.estimates[oc.chosen].strategy, plan));
+    COMPASS_ASSIGN(oc.estimates[oc.chosen],
+                   estimate(p, op, oc.estimates[oc.chosen].strategy, plan, caches));
   }
   oc.reason = explain_choice(oc.estimates, oc.chosen);
   return oc;

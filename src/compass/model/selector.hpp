@@ -32,8 +32,14 @@ struct OperatorChoice {
   const Estimate& of(schedule::StrategyKind k) const;
 };
 
-/// Predicts and chooses. With `breakdown` false (the sweep) only the chosen strategy and
-/// fuse:all2all carry a breakdown; the others carry total_s alone. Errors: invalid op or plan.
+/// Predicts and chooses, memoising through `caches`. With `breakdown` false (the sweep) only the
+/// chosen strategy and fuse:all2all carry a breakdown; the others carry total_s alone. Errors:
+/// invalid op or plan.
+Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
+                                       const workload::OperatorSpec& op,
+                                       const schedule::CommPlan& plan, Caches& caches,
+                                       bool breakdown = true);
+/// The same with caches of its own (a cold start).
 Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
                                        const workload::OperatorSpec& op,
                                        const schedule::CommPlan& plan, bool breakdown = true);

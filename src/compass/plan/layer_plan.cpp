@@ -128,12 +128,13 @@ Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelCo
   COMPASS_ASSIGN(lp.plan, schedule::comm_plan_for(p, group));
   lp.te_plan = rank_order_plan(lp.plan);
   std::set<std::string> roles;
+  model::Caches caches;  // one layer's operators share patterns
   for (const workload::LayerOp& lo : ops) {
     PlannedOp po;
     po.layer_op = lo;
-    COMPASS_ASSIGN(po.choice, model::choose_strategy(p, lo.op, lp.plan));
+    COMPASS_ASSIGN(po.choice, model::choose_strategy(p, lo.op, lp.plan, caches));
     po.megatron = po.choice.of(StrategyKind::sequential);
-    COMPASS_ASSIGN(po.te, model::estimate(p, lo.op, te_default_strategy(lo.op), lp.te_plan));
+    COMPASS_ASSIGN(po.te, model::estimate(p, lo.op, te_default_strategy(lo.op), lp.te_plan, caches));
     lp.compass.tp_ops_s += po.compass().total_s;
     lp.megatron.tp_ops_s += po.megatron.total_s;
     lp.te.tp_ops_s += po.te.total_s;

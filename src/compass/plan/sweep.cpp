@@ -53,6 +53,14 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::vector<workload::GridEntry>& grid,
                               const std::function<void(std::size_t, std::size_t)>& progress,
                               const std::vector<int>& gpus) {
+  model::Caches caches;
+  return run_sweep(p, grid, caches, progress, gpus);
+}
+
+Result<SweepResult> run_sweep(const hardware::Profile& p,
+                              const std::vector<workload::GridEntry>& grid, model::Caches& caches,
+                              const std::function<void(std::size_t, std::size_t)>& progress,
+                              const std::vector<int>& gpus) {
   SweepResult res;
   res.profile = p.name;
   std::map<int, schedule::CommPlan> plans;  // one topology-aware plan per TP degree
@@ -79,7 +87,8 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
     }
     SweepRow row;
     row.entry = g;
-    Result<model::OperatorChoice> c = model::choose_strategy(p, g.op, it->second, /*breakdown=*/false);
+    Result<model::OperatorChoice> c = model::choose_strategy(p, g.op, it->second, caches,
+                                                           /*breakdown=*/false);
     if (!c.ok())
       return make_error("grid row {} ({} {}): {}", i, g.model, g.layer, c.error().message);
     row.choice = std::move(c).value();

@@ -49,7 +49,12 @@ struct SweepResult {
 /// Plans every entry with the topology-aware comm plan of its TP group: the first tp GPUs of
 /// `gpus` (GPUs 0..tp-1 of `p` when empty). `progress` (optional) is called after each row with
 /// (done, total). Errors: an entry whose tp exceeds the machine or the group, or whose shapes
-/// are invalid (the error names the row).
+/// are invalid (the error names the row). The model memoises through `caches`.
+Result<SweepResult> run_sweep(const hardware::Profile& p,
+                              const std::vector<workload::GridEntry>& grid, model::Caches& caches,
+                              const std::function<void(std::size_t, std::size_t)>& progress = {},
+                              const std::vector<int>& gpus = {});
+/// The same with caches of its own (a cold start).
 Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::vector<workload::GridEntry>& grid,
                               const std::function<void(std::size_t, std::size_t)>& progress = {},

@@ -144,10 +144,11 @@ Result<ValidateResult> run_validation(const std::vector<GridConfig>& grid,
   std::vector<ConfigTimes> times;
   double log_speedup = 0;
   std::size_t done = 0;
+  model::Caches caches;  // the grid's configurations share patterns
   for (const auto& cfg : grid) {
     const std::vector<int> gpus = first_gpus(cfg.op.tp);
     COMPASS_ASSIGN(schedule::CommPlan plan, schedule::comm_plan_for(predicted, gpus));
-    COMPASS_ASSIGN(model::OperatorChoice choice, model::choose_strategy(predicted, cfg.op, plan));
+    COMPASS_ASSIGN(model::OperatorChoice choice, model::choose_strategy(predicted, cfg.op, plan, caches));
     COMPASS_ASSIGN(cpu::OperatorData data, cpu::make_operator_data(cfg.op, 1));
     COMPASS_ASSIGN(cpu::HostMatrix<double> reference, cpu::reference_output(data));
     // Every strategy first gets its schedule, engine and workspace; then the runs go round
