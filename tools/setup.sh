@@ -31,10 +31,11 @@ if ! python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("cutlass_
     python3 -m pip install -q --no-deps --break-system-packages nvidia-cutlass
 fi
 
-# Python: pytest runs the tpcompass tests in CTest; scikit-build-core and nanobind build the
-# package with `pip install .` (pip fetches them itself too, but having them speeds rebuilds).
-python_pkgs=("scikit-build-core>=0.10" "nanobind>=2.0" "pytest>=7" "pyyaml")
-if ! python3 -c "import scikit_build_core, nanobind, pytest, yaml" >/dev/null 2>&1; then
+# Python: pytest runs the tpcompass tests in CTest (pandas: the results' records become
+# DataFrames there); scikit-build-core and nanobind build the package with `pip install .`
+# (pip fetches them itself too, but having them speeds rebuilds).
+python_pkgs=("scikit-build-core>=0.10" "nanobind>=2.0" "pytest>=7" "pyyaml" "pandas")
+if ! python3 -c "import scikit_build_core, nanobind, pytest, yaml, pandas" >/dev/null 2>&1; then
   echo "setup: installing ${python_pkgs[*]} with pip" >&2
   python3 -m pip install -q "${python_pkgs[@]}" 2>/dev/null ||
     python3 -m pip install -q --break-system-packages "${python_pkgs[@]}"

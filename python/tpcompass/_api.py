@@ -26,7 +26,15 @@ _ERROR_PREFIX = "compass: error: "
 
 
 class CompassError(ValueError):
-    """Bad input or a failed run: the message is the CLI's one line (without its prefix)."""
+    """Bad input or a failed run: the message is the CLI's one line (without its prefix).
+
+    >>> import tpcompass
+    >>> try:
+    ...     tpcompass.plan(tp=16)
+    ... except tpcompass.CompassError as e:
+    ...     print(e, e.exit_code)
+    --tp 16 exceeds the 8 GPUs of 'a6000x8' 2
+    """
 
     def __init__(self, message: str, exit_code: int = 2):
         super().__init__(message)
@@ -137,7 +145,13 @@ class Plan:
 
     def records(self) -> list[dict]:
         """One flat dict per operator (role, shape, choice, every strategy's time), e.g.
-        ``pandas.DataFrame(plan.records())``."""
+        ``pandas.DataFrame(plan.records())``.
+
+        >>> import tpcompass
+        >>> r = tpcompass.plan().records()
+        >>> len(r), r[0]["role"], r[0]["sequential_s"] >= r[0]["megatron_s"] - 1e-12
+        (10, 'qkv_fprop', True)
+        """
         rows = []
         for o in self.ops:
             r = {"role": o["op"]["role"], "pass": o["pass"], "kind": o["op"]["kind"],
@@ -160,7 +174,14 @@ class Sweep:
     summary: dict = field(repr=False)
 
     def records(self) -> list[dict]:
-        """One flat dict per configuration (``op.m``, ``times_s.fuse:ring``, ...)."""
+        """One flat dict per configuration (``op.m``, ``times_s.fuse:ring``, ...), e.g.
+        ``pandas.DataFrame(sweep.records())``.
+
+        >>> import tpcompass
+        >>> r = tpcompass.sweep(limit=2).records()
+        >>> len(r), "times_s.sequential" in r[0]
+        (2, True)
+        """
         return _records(self.rows)
 
 
@@ -176,10 +197,27 @@ class TeExport:
     data: dict = field(repr=False)
 
     def records(self) -> list[dict]:
+        """One flat dict per operator: Compass's choice, the exported TE setting and TE's
+        defaults, each with its predicted time, e.g. ``pandas.DataFrame(export.records())``.
+
+        >>> import tpcompass
+        >>> r = tpcompass.export_te().records()
+        >>> r[0]["role"], {"compass_s", "exported_s", "te_default_s"} <= set(r[0])
+        ('qkv_fprop', True)
+        """
         return [dict(l) for l in self.layers]
 
     def write(self, out: str, fmt: str = "yaml", force: bool = False) -> None:
-        """Writes the configuration and launch script like ``compass export te --out``."""
+        """Writes the configuration and launch script like ``compass export te --out``
+        (``out`` ending in ``/``: a directory; else the configuration file's name); never
+        overwrites without ``force``.
+
+        >>> import tpcompass, tempfile, os
+        >>> d = tempfile.mkdtemp()
+        >>> tpcompass.export_te().write(d + "/")
+        >>> sorted(os.listdir(d))
+        ['launch.sh', 'tp_comm_overlap.yaml']
+        """
         args = ["export", "te", *self._plan_args, "--format", fmt, "--out", out]
         if force:
             args.append("--force")
