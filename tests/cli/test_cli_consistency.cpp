@@ -117,6 +117,133 @@ TEST(CliConsistency, JsonOutFilesAndForce) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+// Every verb with a JSON result, one row each: --json, --json-out FILE, --json-out -, and
+// --force behave the same everywhere. A row's setup runs first in the same directory.
+struct JsonVerb {
+  std::string name;
+  std::vector<std::vector<std::string>> setup;
+  std::vector<std::string> args;
+  int exit_code = 0;          ///< the verb's normal exit code for these args
+  bool deterministic = true;  ///< two runs print the same JSON (false: timings inside)
+  std::string remove_before_each;  ///< another output of the verb, removed before each run
+};
+
+std::string source_file(const std::string& rel) {
+  return (fs::path(COMPASS_SOURCE_DIR) / rel).string();
+}
+
+std::vector<JsonVerb> json_verbs() {
+  const std::vector<std::string> small_op{"--op", "ag_gemm", "--m", "64", "--n", "32", "--k", "16",
+                                          "--tp", "2"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  std::vector<JsonVerb> v = {
+      {"list presets", {}, {"list", "presets"}},
+      {"list models", {}, {"list", "models"}},
+      {"topo", {}, {"topo", "a6000x8", "--tp", "4"}},
+      {"schedule", {}, with({"schedule"}, small_op)},
+      {"op", {}, {"op", "--op", "gemm_rs", "--m", "8192", "--n", "5120", "--k", "13824", "--tp", "8"}},
+      {"plan", {}, {"plan"}},
+      {"sweep", {}, {"sweep", "--limit", "3"}},
+      {"export te", {}, {"export", "te"}},
+      {"run", {}, with({"run", "--backend", "cpu", "--repeat", "1", "--warmup", "0"}, small_op), 0,
+       false},
+      {"profile diff", {}, {"profile", "diff", "a6000x8", "a6000x4"}, 1},
+      {"profile check", {{"profile", "dump", "a6000x4", "--out", "m.json"}},
+       {"profile", "check", "m.json"}},
+      {"calibrate --from-nccl-tests", {},
+       {"calibrate", "--from-nccl-tests", source_file("tests/data/nccl/all_reduce_8xh20.log"),
+        "--profile", "h100x8"}},
+      {"doctor", {}, {"doctor"}, 0, false},
+      {"plot", {{"plan", "--json-out", "plan.json"}}, {"plot", "plan.json", "--out", "p.png"}, 0,
+       true, "p.png"},
+  };
+  if (json_of({"simulate", "--op", "ag_gemm", "--m", "64", "--n", "32", "--k", "16", "--tp", "2",
+               "--strategy", "sequential"})
+          .is_object())
+    v.push_back({"simulate", {}, with({"simulate", "--strategy", "sequential"}, small_op)});
+  return v;
+}
+
+TEST(CliConsistency, JsonJsonOutAndForceOnEveryVerb) {
+  for (const JsonVerb& verb : json_verbs()) {
+    SCOPED_TRACE(verb.name);
+    TempDir dir;
+    const fs::path file = fs::path(dir.path()) / "out.json";
+    auto run = [&](std::vector<std::string> extra) {
+      std::vector<std::string> a = verb.args;
+      a.insert(a.end(), extra.begin(), extra.end());
+      if (!verb.remove_before_each.empty())
+        fs::remove(fs::path(dir.path()) / verb.remove_before_each);
+      return compass_in(dir.path(), a);
+    };
+    for (const auto& s : verb.setup) ASSERT_EQ(compass_in(dir.path(), s).exit_code, 0);
+
+    // --json: one JSON document on stdout and nothing else.
+    const ProcessResult js = run({"--json"});
+    ASSERT_EQ(js.exit_code, verb.exit_code) << js.err;
+    nlohmann::json doc;
+    ASSERT_NO_THROW(doc = nlohmann::json::parse(js.out)) << js.out.substr(0, 300);
+
+    // --json-out FILE: the same document in the file; stdout keeps the human output.
+    const ProcessResult human = run({"--json-out", "out.json"});
+    ASSERT_EQ(human.exit_code, verb.exit_code) << human.err;
+    ASSERT_TRUE(fs::exists(file));
+    std::ifstream in(file);
+    const nlohmann::json from_file = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(from_file.is_discarded());
+    if (verb.deterministic) {
+      EXPECT_EQ(from_file, doc);
+    } else {
+      EXPECT_EQ(from_file.type(), doc.type());
+      if (doc.is_object()) {
+        for (const auto& [k, val] : doc.items()) {
+          EXPECT_TRUE(from_file.contains(k)) << k;
+        }
+      }
+    }
+    EXPECT_FALSE(human.out.empty());
+    EXPECT_TRUE(nlohmann::json::parse(human.out, nullptr, false).is_discarded())
+        << "stdout should be the human output with --json-out: " << human.out.substr(0, 200);
+
+    // Never overwritten without --force: one line, exit 2, the file untouched.
+    const auto size_before = fs::file_size(file);
+    const ProcessResult refused = run({"--json-out", "out.json"});
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_NE(refused.err.find("--force"), std::string::npos) << refused.err;
+    EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+    EXPECT_TRUE(refused.out.empty()) << refused.out.substr(0, 200);
+    EXPECT_EQ(fs::file_size(file), size_before);
+    EXPECT_EQ(run({"--json-out", "out.json", "--force"}).exit_code, verb.exit_code);
+
+    // --json-out - is --json.
+    const ProcessResult dash = run({"--json-out", "-"});
+    EXPECT_EQ(dash.exit_code, verb.exit_code);
+    const nlohmann::json dash_doc = nlohmann::json::parse(dash.out, nullptr, false);
+    EXPECT_FALSE(dash_doc.is_discarded()) << dash.out.substr(0, 200);
+    if (verb.deterministic) {
+      EXPECT_EQ(dash_doc, doc);
+    }
+  }
+}
+
+// --json is a plain flag on verbs that take positional arguments: it never swallows the
+// argument after it. (sweep and validate keep the older '--json FILE' spelling.)
+TEST(CliConsistency, JsonFlagBeforePositional) {
+  TempDir dir;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"list", "--json", "presets"},
+        std::vector<std::string>{"topo", "--json", "a6000x4"},
+        std::vector<std::string>{"profile", "diff", "--json", "a6000x8", "a6000x8"}}) {
+    const ProcessResult r = compass_in(dir.path(), args);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
+    EXPECT_FALSE(nlohmann::json::parse(r.out, nullptr, false).is_discarded()) << args[0];
+  }
+  EXPECT_TRUE(fs::is_empty(dir.path()));  // no file named after the positional
+}
+
 TEST(CliConsistency, GpusWhereverTp) {
   // plan: --gpus alone sets the TP degree; the ring is over the named GPUs.
   const nlohmann::json plan = json_of({"plan", "--gpus", "0,1,4,5", "--model", "llama2-7b"});

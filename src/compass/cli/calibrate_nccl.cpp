@@ -51,12 +51,13 @@ void run_calibrate_from_nccl_tests(const NcclFitArgs& a) {
   std::error_code ec;
   if (!a.out.empty() && !a.force && std::filesystem::exists(a.out, ec))
     throw UsageError(fmt::format("--out: '{}' exists (use --force to overwrite)", a.out));
+  a.json.check_writable(a.force);
   std::vector<model::NcclLog> logs;
   for (const std::string& path : a.logs) logs.push_back(unwrap(model::parse_nccl_tests_log(read_log(path), path)));
   const model::FitResult fit = unwrap(model::fit_to_nccl_tests(base, logs));
   if (!a.out.empty()) unwrap(hardware::save_profile_file(fit.profile, a.out, a.force));
 
-  if (a.json) {
+  if (a.json.any()) {
     nlohmann::ordered_json j;
     j["profile"] = base.name;
     j["logs"] = nlohmann::ordered_json::array();
@@ -87,8 +88,8 @@ void run_calibrate_from_nccl_tests(const NcclFitArgs& a) {
                               {"why", c.why}});
     j["notes"] = fit.notes;
     j["out"] = a.out;
-    fmt::print("{}\n", j.dump(2));
-    return;
+    a.json.emit(j, a.force);
+    if (a.json.to_stdout()) return;
   }
 
   fmt::print("fit of profile {} to {} nccl-tests log{}\n", base.name, logs.size(), logs.size() == 1 ? "" : "s");

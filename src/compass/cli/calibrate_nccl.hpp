@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "compass/cli/common.hpp"
+
 namespace compass::cli {
 
 struct NcclFitArgs {
@@ -11,7 +13,7 @@ struct NcclFitArgs {
   std::string profile;  ///< preset or file; default a6000x8
   std::string out;      ///< optional: write the fitted profile
   bool force = false;
-  bool json = false;
+  JsonOutput json;
 };
 
 void run_calibrate_from_nccl_tests(const NcclFitArgs& args);

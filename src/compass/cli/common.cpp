@@ -166,13 +166,20 @@ void write_file(const std::string& path, const std::string& text, bool overwrite
   if (!f) throw UsageError(fmt::format("{}: write failed", path));
 }
 
-void JsonOutput::add_to(CLI::App* sub, const std::string& what) {
-  json_opt_ = sub->add_option("--json", json_value_,
-                              fmt::format("Print {} as JSON on stdout (and nothing else there); "
-                                          "'--json FILE' is the older spelling of --json-out",
-                                          what))
-                  ->expected(0, 1);
-  sub->add_option("--json-out", json_out_, fmt::format("Write {} as JSON to this file", what));
+void JsonOutput::add_to(CLI::App* sub, const std::string& what, Spelling spelling) {
+  if (spelling == Spelling::flag_or_file) {
+    json_opt_ = sub->add_option("--json", json_value_,
+                                fmt::format("Print {} as JSON on stdout (and nothing else there); "
+                                            "'--json FILE' is the older spelling of --json-out",
+                                            what))
+                    ->expected(0, 1);
+  } else {
+    json_opt_ = sub->add_flag("--json", json_flag_,
+                              fmt::format("Print {} as JSON on stdout (and nothing else there)",
+                                          what));
+  }
+  sub->add_option("--json-out", json_out_,
+                  fmt::format("Write {} as JSON to this file ('-': stdout, like --json)", what));
 }
 
 bool JsonOutput::to_stdout() const {
@@ -195,14 +202,20 @@ void JsonOutput::check_writable(bool force) const {
     throw UsageError(fmt::format("{}: file exists; pass --force to overwrite it", f));
 }
 
-void JsonOutput::emit(const nlohmann::json& j, bool force) const {
-  if (to_stdout()) fmt::print("{}\n", j.dump(2));
-  if (!file().empty()) write_file(file(), j.dump(2) + "\n", force);
+void JsonOutput::emit_text(std::string text, bool force) const {
+  if (text.empty() || text.back() != '\n') text += '\n';
+  if (to_stdout()) fmt::print("{}", text);
+  if (!file().empty()) write_file(file(), text, force);
 }
 
+void JsonOutput::emit(const nlohmann::json& j, bool force) const { emit_text(j.dump(2), force); }
+
 void JsonOutput::emit(const nlohmann::ordered_json& j, bool force) const {
-  if (to_stdout()) fmt::print("{}\n", j.dump(2));
-  if (!file().empty()) write_file(file(), j.dump(2) + "\n", force);
+  emit_text(j.dump(2), force);
+}
+
+void add_force_flag(CLI::App* sub, bool& force, const std::string& what) {
+  sub->add_flag("--force", force, fmt::format("Overwrite {} if they exist", what));
 }
 
 int run_program(const std::vector<std::string>& argv, bool quiet) {

@@ -92,14 +92,18 @@ std::string format_bandwidth(double bytes_per_s);
 /// Human formatting of bytes ("1.00 GiB").
 std::string format_bytes(double bytes);
 
-/// The JSON output every verb shares. `--json` prints the verb's result as JSON on stdout and
-/// nothing else goes to stdout; `--json-out FILE` writes the same JSON to a file (never
-/// overwritten without --force) while stdout keeps the human output. The older spelling
-/// `--json FILE` still means `--json-out FILE`, and `--json -` means `--json`.
+/// The JSON output every verb with a JSON result shares. `--json` prints the verb's result as
+/// JSON on stdout and nothing else goes to stdout; `--json-out FILE` writes the same JSON to a
+/// file (never overwritten without the verb's --force) while stdout keeps the human output;
+/// `--json-out -` means `--json`. Verbs that took `--json FILE` before --json-out existed
+/// (sweep, validate) keep that spelling with Spelling::flag_or_file; everywhere else --json is a
+/// plain flag, so it never swallows a positional argument that follows it.
 class JsonOutput {
  public:
+  enum class Spelling { flag, flag_or_file };
   /// Adds --json and --json-out to `sub`.
-  void add_to(CLI::App* sub, const std::string& what = "the result");
+  void add_to(CLI::App* sub, const std::string& what = "the result",
+              Spelling spelling = Spelling::flag);
   /// JSON goes to stdout (the human output is suppressed).
   bool to_stdout() const;
   /// The file to write, or "" for none.
@@ -109,14 +113,20 @@ class JsonOutput {
   void emit(const nlohmann::json& j, bool force) const;
   /// Same for an ordered document.
   void emit(const nlohmann::ordered_json& j, bool force) const;
+  /// Same for a document already serialised (a trailing newline is added when missing).
+  void emit_text(std::string text, bool force) const;
   /// Refuses early when the output file exists and `force` is false.
   void check_writable(bool force) const;
 
  private:
   std::string json_value_;
   std::string json_out_;
+  bool json_flag_ = false;
   const CLI::Option* json_opt_ = nullptr;
 };
+
+/// Adds the --force flag ("overwrite <what> if it exists") shared by every verb that writes files.
+void add_force_flag(CLI::App* sub, bool& force, const std::string& what = "output files");
 
 /// Writes text to a file; refuses to overwrite an existing file unless `overwrite`.
 void write_file(const std::string& path, const std::string& text, bool overwrite);

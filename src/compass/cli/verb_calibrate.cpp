@@ -24,7 +24,7 @@ struct CalibrateArgs {
   int tp = 2;
   bool force = false;
   bool quick = false;
-  bool json = false;
+  JsonOutput json;
   bool quiet = false;
   int device = 0;
   std::vector<std::string> nccl_logs;
@@ -88,6 +88,7 @@ void run_calibrate_cpu(const CalibrateArgs& a) {
   if (!a.force && std::filesystem::exists(a.out, ec)) {
     throw UsageError(fmt::format("--out: '{}' exists (use --force to overwrite)", a.out));
   }
+  a.json.check_writable(a.force);
   std::vector<study::GridConfig> grid;
   for (const char* g : {"small", "paper-scaled"})
     if (a.grid == "all" || a.grid == g) {
@@ -111,7 +112,7 @@ void run_calibrate_cpu(const CalibrateArgs& a) {
                                      "(topology of {})", base.name);
   unwrap(hardware::validate(measured));
   unwrap(hardware::save_profile_file(measured, a.out, a.force));
-  if (a.json) {
+  if (a.json.any()) {
     nlohmann::ordered_json j;
     j["backend"] = "cpu";
     j["blas"] = c.blas;
@@ -123,8 +124,8 @@ void run_calibrate_cpu(const CalibrateArgs& a) {
     j["task_overhead_s"] = c.task_overhead_s;
     j["wake_lag_s"] = c.wake_lag_s;
     j["profile"] = a.out;
-    fmt::print("{}\n", j.dump(2));
-    return;
+    a.json.emit(j, a.force);
+    if (a.json.to_stdout()) return;
   }
   fmt::print("calibrated this CPU ({}) in {:.1f} s\n", c.blas, c.elapsed_s);
   fmt::print("  {:<34} {} ({} at once)\n", "GEMM shapes measured (FP32)", c.gemm.size(),
@@ -151,6 +152,7 @@ void run_calibrate(const CalibrateArgs& a) {
   if (!a.force && std::filesystem::exists(a.out, ec)) {
     throw UsageError(fmt::format("--out: '{}' exists (use --force to overwrite)", a.out));
   }
+  a.json.check_writable(a.force);
   backends::cuda::CalibrateOptions options;
   options.quick = a.quick;
   options.device = a.device;
@@ -158,11 +160,8 @@ void run_calibrate(const CalibrateArgs& a) {
   hardware::Profile measured = backends::cuda::apply_calibration(base, c);
   unwrap(hardware::validate(measured));
   unwrap(hardware::save_profile_file(measured, a.out, a.force));
-  if (a.json) {
-    fmt::print("{}\n", to_json(c, a.out).dump(2));
-  } else {
-    print_table(c, a.out);
-  }
+  if (a.json.any()) a.json.emit(to_json(c, a.out), a.force);
+  if (!a.json.to_stdout()) print_table(c, a.out);
 }
 
 }  // namespace
@@ -190,10 +189,10 @@ void add_calibrate_verb(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--tp", args->tp, "cpu: GEMMs measured at once (= ranks of the runs)")
       ->capture_default_str();
-  sub->add_flag("--force", args->force, "overwrite --out if it exists");
+  sub->add_flag("--force", args->force, "overwrite --out (and --json-out) if it exists");
   sub->add_flag("--quiet", args->quiet, "no progress bar (there is none when stderr is not a terminal)");
   sub->add_flag("--quick", args->quick, "fewer shapes and repeats (well under a minute)");
-  sub->add_flag("--json", args->json, "print the measurements as JSON");
+  args->json.add_to(sub, "the measurements (or the fit)");
   sub->callback([args] {
     if (!args->nccl_logs.empty()) {
       run_calibrate_from_nccl_tests(

@@ -1,6 +1,6 @@
 // compass discover [--from-topo FILE] [--gpu NAME] [--name N] [--no-p2p] [--out F] [--force]:
 // builds a profile of a machine from a saved `nvidia-smi topo -m` matrix, or from the machine
-// itself (NVML loaded at run time, PCIe and NUMA from sysfs).
+// itself (NVML and the CUDA driver loaded at run time, PCIe and NUMA from sysfs).
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -18,7 +18,8 @@ namespace {
 namespace launch = backends::launch;
 
 struct DoctorArgs {
-  bool json = false;
+  JsonOutput json;
+  bool force = false;
 };
 
 std::vector<launch::Finding> all_findings(const launch::RuntimeReport& report) {
@@ -55,7 +56,7 @@ void print_text(const launch::RuntimeReport& report) {
   }
 }
 
-void print_json(const launch::RuntimeReport& report) {
+nlohmann::ordered_json report_json(const launch::RuntimeReport& report) {
   nlohmann::ordered_json j;
   nlohmann::ordered_json items = nlohmann::ordered_json::array();
   for (const launch::Finding& f : all_findings(report))
@@ -79,7 +80,7 @@ void print_json(const launch::RuntimeReport& report) {
   j["peer_access"] = std::move(peers);
   j["nccl_version"] = report.nccl_version > 0 ? nlohmann::ordered_json(launch::nccl_version_text(report.nccl_version))
                                               : nlohmann::ordered_json(nullptr);
-  fmt::print("{}\n", j.dump(2));
+  return j;
 }
 
 }  // namespace
@@ -92,13 +93,13 @@ void add_doctor_verb(CLI::App& app) {
       "peer-access/NVLink matrix, CUDA IPC, NCCL, MPI, torchrun variables; one line per item. "
       "Reporting an absence is its job, so it exits 0 whatever is missing (\"no GPU\" included); "
       "exit 2 only for bad flags");
-  sub->add_flag("--json", args->json, "machine-readable output");
+  args->json.add_to(sub, "the report");
+  add_force_flag(sub, args->force, "--json-out");
   sub->callback([args] {
+    args->json.check_writable(args->force);
     const launch::RuntimeReport report = launch::probe_runtime();
-    if (args->json)
-      print_json(report);
-    else
-      print_text(report);
+    if (args->json.any()) args->json.emit(report_json(report), args->force);
+    if (!args->json.to_stdout()) print_text(report);
   });
 }
 

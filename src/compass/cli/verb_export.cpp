@@ -28,7 +28,7 @@ struct ExportOptions {
   std::string format = "yaml";
   std::string out;
   bool force = false;
-  bool json = false;
+  JsonOutput json;
 };
 
 struct OutputPaths {
@@ -85,6 +85,7 @@ void print_report(const plan::TeExport& e, const OutputPaths& paths, const std::
 }
 
 void run(const ExportOptions& o) {
+  o.json.check_writable(o.force);
   if (o.format != "yaml" && o.format != "json")
     throw UsageError(fmt::format("--format: unknown format '{}' (expected yaml or json)", o.format));
   const PlannedLayer pl = plan_from_flags(o.layer, o.fp8 ? DType::fp8 : DType::bf16);
@@ -103,14 +104,12 @@ void run(const ExportOptions& o) {
     for (const std::string& f : {paths.config, paths.launch})
       if (!o.force && fs::exists(f, ec))
         throw UsageError(fmt::format("{}: file exists; pass --force to overwrite it", f));
+    o.json.check_writable(o.force);
     write_file(paths.config, config, o.force);
     write_file(paths.launch, plan::te_launch_script(e), o.force);
   }
-  if (o.json) {
-    fmt::print("{}\n", plan::to_json(e).dump(2));
-  } else {
-    print_report(e, paths, config);
-  }
+  if (o.json.any()) o.json.emit(plan::to_json(e), o.force);
+  if (!o.json.to_stdout()) print_report(e, paths, config);
 }
 
 }  // namespace
@@ -132,7 +131,7 @@ void add_export_verb(CLI::App& app) {
                   "Write the configuration and launch.sh into this directory, or the "
                   "configuration to this file and its .launch.sh beside it");
   sub->add_flag("--force", opts->force, "Overwrite existing output files");
-  sub->add_flag("--json", opts->json, "Machine-readable report on stdout");
+  opts->json.add_to(sub, "the export report (configuration, launch settings, per-layer times)");
   sub->callback([opts] { run(*opts); });
 }
 

@@ -17,19 +17,20 @@ namespace {
 
 struct ListOptions {
   std::string kind;
-  bool json = false;
+  JsonOutput json;
+  bool force = false;
 };
 
-void list_presets(bool as_json) {
+void list_presets(const ListOptions& o) {
   const auto names = hardware::preset_names();
-  if (as_json) {
+  if (o.json.any()) {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (const std::string& name : names) {
       const hardware::Profile p = unwrap(hardware::make_preset(name));
       out.push_back({{"name", name}, {"gpus", p.gpu_count()}, {"description", p.description}});
     }
-    fmt::print("{}\n", out.dump(2));
-    return;
+    o.json.emit(out, o.force);
+    if (o.json.to_stdout()) return;
   }
   fmt::print("{:<10} {:>4}  {}\n", "PRESET", "GPUS", "DESCRIPTION");
   for (const std::string& name : names) {
@@ -38,9 +39,9 @@ void list_presets(bool as_json) {
   }
 }
 
-void list_models(bool as_json) {
+void list_models(const ListOptions& o) {
   const auto models = workload::builtin_models();
-  if (as_json) {
+  if (o.json.any()) {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (const workload::ModelConfig& m : models)
       out.push_back({{"name", m.name},
@@ -51,8 +52,8 @@ void list_models(bool as_json) {
                      {"layers", m.layers},
                      {"vocab", m.vocab},
                      {"swiglu", m.swiglu}});
-    fmt::print("{}\n", out.dump(2));
-    return;
+    o.json.emit(out, o.force);
+    if (o.json.to_stdout()) return;
   }
   fmt::print("{:<12} {:>6} {:>6} {:>5} {:>8} {:>6} {:>7}  {}\n", "MODEL", "HIDDEN", "FFN", "HEADS",
              "KV_HEADS", "LAYERS", "VOCAB", "SWIGLU");
@@ -67,12 +68,13 @@ void add_list_verb(CLI::App& app) {
   auto opts = std::make_shared<ListOptions>();
   auto* sub = app.add_subcommand("list", "List the built-in machine presets or model configs");
   sub->add_option("kind", opts->kind, "What to list: presets or models")->required();
-  sub->add_flag("--json", opts->json, "Machine-readable JSON output");
+  opts->json.add_to(sub, "the list");
+  add_force_flag(sub, opts->force, "--json-out");
   sub->callback([opts] {
     if (opts->kind == "presets") {
-      list_presets(opts->json);
+      list_presets(*opts);
     } else if (opts->kind == "models") {
-      list_models(opts->json);
+      list_models(*opts);
     } else {
       throw UsageError(
           fmt::format("unknown list kind '{}' (expected 'presets' or 'models')", opts->kind));

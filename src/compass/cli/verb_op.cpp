@@ -22,7 +22,8 @@ struct OpOptions {
   int tp = 0;
   std::string dtype = "bf16";
   std::string gpus;
-  bool json = false;
+  JsonOutput json;
+  bool force = false;
 };
 
 std::string ring_text(const std::vector<int>& ring, const std::vector<int>& gpus) {
@@ -66,22 +67,22 @@ void print_human(const model::OperatorChoice& c, const schedule::CommPlan& plan,
 }
 
 void run(const OpOptions& o) {
+  o.json.check_writable(o.force);
   const hardware::Profile profile = load_profile(o.profile);
   const workload::OperatorSpec op = operator_from_flags(o.op, o.m, o.n, o.k, o.tp, o.dtype);
   const std::vector<int> group = select_group(profile, o.tp, o.gpus);
   unwrap(workload::validate(op));
   const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(profile, group));
   const model::OperatorChoice c = unwrap(model::choose_strategy(profile, op, plan));
-  if (o.json) {
+  if (o.json.any()) {
     nlohmann::json j = plan::to_json(c);
     j["profile"] = profile.name;
     j["gpus"] = plan.gpus;
     j["ring"] = plan.ring;
     j["ring2"] = plan.ring2;
-    fmt::print("{}\n", j.dump(2));
-  } else {
-    print_human(c, plan, profile.name);
+    o.json.emit(j, o.force);
   }
+  if (!o.json.to_stdout()) print_human(c, plan, profile.name);
 }
 
 }  // namespace
@@ -99,7 +100,8 @@ void add_op_verb(CLI::App& app) {
   sub->add_option("--tp", opts->tp, "Tensor-parallel degree")->required();
   sub->add_option("--dtype", opts->dtype, "Element type")->capture_default_str();
   sub->add_option("--gpus", opts->gpus, "GPU ordinals of the TP group (default 0..tp-1)");
-  sub->add_flag("--json", opts->json, "Machine-readable output");
+  opts->json.add_to(sub, "every strategy's prediction and the choice");
+  add_force_flag(sub, opts->force, "--json-out");
   sub->callback([opts] { run(*opts); });
 }
 

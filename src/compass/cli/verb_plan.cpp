@@ -18,7 +18,8 @@ namespace {
 
 struct PlanOptions {
   LayerPlanFlags layer;
-  bool json = false;
+  JsonOutput json;
+  bool force = false;
 };
 
 void print_human(const plan::LayerPlan& lp) {
@@ -75,12 +76,10 @@ void print_human(const plan::LayerPlan& lp) {
 }
 
 void run(const PlanOptions& o) {
+  o.json.check_writable(o.force);
   const plan::LayerPlan lp = plan_from_flags(o.layer).plan;
-  if (o.json) {
-    fmt::print("{}\n", plan::to_json(lp).dump(2));
-  } else {
-    print_human(lp);
-  }
+  if (o.json.any()) o.json.emit(plan::to_json(lp), o.force);
+  if (!o.json.to_stdout()) print_human(lp);
 }
 
 }  // namespace
@@ -90,7 +89,8 @@ void add_plan_verb(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "plan", "Plan every TP operator of a model's layer and estimate a training iteration");
   add_layer_plan_flags(sub, opts->layer);
-  sub->add_flag("--json", opts->json, "Machine-readable output");
+  opts->json.add_to(sub, "the plan");
+  add_force_flag(sub, opts->force, "--json-out");
   sub->callback([opts] { run(*opts); });
 }
 

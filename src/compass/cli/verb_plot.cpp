@@ -23,7 +23,7 @@ struct PlotOptions {
   std::string data;
   std::string out;
   bool force = false;
-  bool json = false;
+  JsonOutput json;
 };
 
 // The kind plots.py will draw (the same recognition rules), or a UsageError.
@@ -50,19 +50,17 @@ void run(const PlotOptions& o) {
   std::error_code ec;
   if (!o.force && fs::exists(o.out, ec))
     throw UsageError(fmt::format("{}: file exists; pass --force to overwrite it", o.out));
+  o.json.check_writable(o.force);
   const std::string script = find_script("plots.py", "python/tpcompass/plots.py", "plot");
   const std::string python = python_with_matplotlib("plot");
   const int rc = run_program({python, script, o.data, o.out}, /*quiet=*/true);
   if (rc != 0) throw UsageError(fmt::format("plot: {} {} failed (exit {})", python, script, rc));
   if (fs::file_size(o.out, ec) == 0 || ec)
     throw UsageError(fmt::format("plot: {} was not written", o.out));
-  if (o.json) {
-    fmt::print("{}\n", nlohmann::json{{"out", o.out}, {"kind", kind},
-                                      {"bytes", fs::file_size(o.out, ec)}}
-                           .dump(2));
-  } else {
-    fmt::print("wrote {} ({})\n", o.out, kind);
-  }
+  if (o.json.any())
+    o.json.emit(nlohmann::json{{"out", o.out}, {"kind", kind}, {"bytes", fs::file_size(o.out, ec)}},
+                o.force);
+  if (!o.json.to_stdout()) fmt::print("wrote {} ({})\n", o.out, kind);
 }
 
 }  // namespace
@@ -75,8 +73,8 @@ void add_plot_verb(CLI::App& app) {
                   "compass plan --json, compass sweep --json or compass simulate --trace output")
       ->required();
   sub->add_option("--out", opts->out, "Image file to write (.png, .pdf, .svg)")->required();
-  sub->add_flag("--force", opts->force, "Overwrite --out if it exists");
-  sub->add_flag("--json", opts->json, "Machine-readable output");
+  sub->add_flag("--force", opts->force, "Overwrite --out (and --json-out) if it exists");
+  opts->json.add_to(sub, "what was drawn (file, kind, size)");
   sub->callback([opts] { run(*opts); });
 }
 

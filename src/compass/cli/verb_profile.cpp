@@ -24,12 +24,14 @@ struct DumpOptions {
 
 struct DiffOptions {
   std::string a, b;
-  bool json = false;
+  JsonOutput json;
+  bool force = false;
 };
 
 struct CheckOptions {
   std::string file;
-  bool json = false;
+  JsonOutput json;
+  bool force = false;
 };
 
 void run_dump(const DumpOptions& o) {
@@ -44,14 +46,16 @@ void run_dump(const DumpOptions& o) {
 }
 
 void run_diff(const DiffOptions& o) {
+  o.json.check_writable(o.force);
   const hardware::Profile a = load_profile(o.a);
   const hardware::Profile b = load_profile(o.b);
   const auto diffs = hardware::diff_profiles(a, b);
-  if (o.json) {
+  if (o.json.any()) {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (const auto& d : diffs) out.push_back({{"path", d.path}, {"a", d.a}, {"b", d.b}});
-    fmt::print("{}\n", out.dump(2));
-  } else {
+    o.json.emit(out, o.force);
+  }
+  if (!o.json.to_stdout()) {
     fmt::print("a: {}\nb: {}\n", o.a, o.b);
     for (const auto& d : diffs) fmt::print("{}\n  a: {}\n  b: {}\n", d.path, d.a, d.b);
     fmt::print("{} difference{}\n", diffs.size(), diffs.size() == 1 ? "" : "s");
@@ -61,14 +65,18 @@ void run_diff(const DiffOptions& o) {
 }
 
 void run_check(const CheckOptions& o) {
+  o.json.check_writable(o.force);
   const std::vector<Error> errors = hardware::check_profile_file(o.file);
-  if (o.json) {
+  if (o.json.any()) {
     nlohmann::ordered_json out;
     out["file"] = o.file;
     out["ok"] = errors.empty();
     out["errors"] = nlohmann::ordered_json::array();
     for (const Error& e : errors) out["errors"].push_back(e.message);
-    fmt::print("{}\n", out.dump(2));
+    o.json.emit(out, o.force);
+  }
+  if (o.json.to_stdout()) {
+    // the JSON above is the whole output
   } else if (errors.empty()) {
     const hardware::Profile p = unwrap(hardware::load_profile_file(o.file));
     fmt::print("{}: ok ({} GPUs, {} nodes, {} links, {} routes)\n", o.file, p.gpu_count(),
@@ -100,14 +108,16 @@ void add_profile_verb(CLI::App& app) {
       "diff", "List what differs between two profiles by JSON path (exit 1 when they differ)");
   f->add_option("a", diff->a, "Preset name or profile file")->required();
   f->add_option("b", diff->b, "Preset name or profile file")->required();
-  f->add_flag("--json", diff->json, "Machine-readable JSON output");
+  diff->json.add_to(f, "the differences");
+  add_force_flag(f, diff->force, "--json-out");
   f->callback([diff] { run_diff(*diff); });
 
   auto check = std::make_shared<CheckOptions>();
   auto* c = sub->add_subcommand(
       "check", "Validate a profile file, listing every error with its JSON path (exit 2 if any)");
   c->add_option("file", check->file, "Profile file")->required();
-  c->add_flag("--json", check->json, "Machine-readable JSON output");
+  check->json.add_to(c, "the result and every error");
+  add_force_flag(c, check->force, "--json-out");
   c->callback([check] { run_check(*check); });
 }
 

@@ -47,7 +47,8 @@ struct RunArgs {
   int repeat = 5;
   int warmup = 1;
   std::uint64_t seed = 1;
-  bool json = false;
+  JsonOutput json;
+  bool force = false;
   int threads_per_rank = 1;
   double wait_timeout_s = 0;
   std::string links;         ///< "emulated:<preset|file>", empty = plain memcpy
@@ -296,8 +297,9 @@ void print_table(const RunArgs& a, const workload::OperatorSpec& op, const sched
         runs.empty() ? cpu::kCheckTolerance : runs.front().m.check.tolerance);
 }
 
-void print_json(const RunArgs& a, const workload::OperatorSpec& op, const schedule::CommPlan& plan,
-                const std::vector<StrategyRun>& runs, const std::string& device) {
+nlohmann::json run_json(const RunArgs& a, const workload::OperatorSpec& op,
+                        const schedule::CommPlan& plan, const std::vector<StrategyRun>& runs,
+                        const std::string& device) {
   nlohmann::json j;
   j["backend"] = a.backend;
   j["op"] = {
@@ -343,7 +345,7 @@ void print_json(const RunArgs& a, const workload::OperatorSpec& op, const schedu
   }
   j["results"] = std::move(results);
   if (a.check) j["passed"] = all_passed;
-  fmt::print("{}\n", j.dump(2));
+  return j;
 }
 
 // The rank this process will have, known before MPI starts (for the stall fault).
@@ -407,6 +409,7 @@ void run_verb_in(const RunArgs& a, const Distributed& dist, const workload::Oper
                  const schedule::CommPlan& plan, std::vector<StrategyRun>& runs);
 
 void run_verb(const RunArgs& a) {
+  a.json.check_writable(a.force);
   const workload::OperatorSpec op = parse_operator(a);
   const hardware::Profile profile = load_profile(a.profile);
   const std::vector<int> group = select_group(profile, a.tp, "");
@@ -439,11 +442,8 @@ void run_verb_in(const RunArgs& a, const Distributed& dist, const workload::Oper
       a.backend == "cuda" ? cuda_runner(a, device) : cpu_runner(a, op, runs, dist);
   for (auto& r : runs) r.m = runner(r.schedule);
   if (dist.rank != 0) return;  // rank 0 reports for every process
-  if (a.json) {
-    print_json(a, op, plan, runs, device);
-  } else {
-    print_table(a, op, plan, runs, device);
-  }
+  if (a.json.any()) a.json.emit(run_json(a, op, plan, runs, device), a.force);
+  if (!a.json.to_stdout()) print_table(a, op, plan, runs, device);
   std::vector<std::string> failed;
   for (const auto& r : runs)
     if (!r.m.check.passed) failed.push_back(schedule::to_string(r.schedule.strategy));
@@ -515,7 +515,8 @@ void add_run_verb(CLI::App& app) {
   sub->add_option("--link-scale", args->link_scale,
                   "cpu: factor on every emulated link bandwidth (< 1 slows the links)")
       ->capture_default_str();
-  sub->add_flag("--json", args->json, "machine-readable output");
+  args->json.add_to(sub, "the times and checks");
+  add_force_flag(sub, args->force, "--json-out");
   sub->callback([args] { run_verb(*args); });
 }
 

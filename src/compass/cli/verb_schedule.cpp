@@ -32,7 +32,8 @@ struct ScheduleArgs {
   std::string strategy = "sequential";
   std::string profile = "a6000x8";
   int limit = 40;
-  bool json = false;
+  JsonOutput json;
+  bool force = false;
 };
 
 std::string ring_text(const std::vector<int>& ring) {
@@ -141,6 +142,7 @@ void print_human(const Schedule& s, const schedule::CommPlan& plan, const std::s
 }
 
 void run_schedule(const ScheduleArgs& a) {
+  a.json.check_writable(a.force);
   if (a.tp == 0 && a.gpus.empty()) throw UsageError("--tp or --gpus is required");
   const int tp = a.tp == 0 ? static_cast<int>(parse_gpu_list(a.gpus).size()) : a.tp;
   const workload::OperatorSpec op = operator_from_flags(a.op, a.m, a.n, a.k, tp, a.dtype);
@@ -156,11 +158,8 @@ void run_schedule(const ScheduleArgs& a) {
   const std::vector<int> group = select_group(profile, tp, a.gpus);
   const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(profile, group));
   const Schedule s = unwrap(schedule::generate(op, strategy, plan));
-  if (a.json) {
-    fmt::print("{}", schedule::schedule_to_json(s));
-  } else {
-    print_human(s, plan, profile.name, a.limit);
-  }
+  if (a.json.any()) a.json.emit_text(schedule::schedule_to_json(s), a.force);
+  if (!a.json.to_stdout()) print_human(s, plan, profile.name, a.limit);
 }
 
 }  // namespace
@@ -186,7 +185,8 @@ void add_schedule_verb(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--limit", args->limit, "tasks to list in the human output")
       ->capture_default_str();
-  sub->add_flag("--json", args->json, "print the schedule as JSON");
+  args->json.add_to(sub, "the schedule");
+  add_force_flag(sub, args->force, "--json-out");
   sub->callback([args] { run_schedule(*args); });
 }
 

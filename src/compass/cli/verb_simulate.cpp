@@ -23,7 +23,7 @@ struct SimulateArgs {
   std::string trace;
   int busiest = 4;
   bool force = false;
-  bool json = false;
+  JsonOutput json;
 };
 
 namespace sim = backends::sim;
@@ -66,6 +66,7 @@ void print_single(const hardware::Profile& prof, const schedule::Schedule& s,
 }
 
 void run_simulate(const SimulateArgs& a) {
+  a.json.check_writable(a.force);
   const hardware::Profile prof = load_profile(a.profile);
   const auto kind = workload::parse_op_kind(a.op);
   if (!kind) throw UsageError(fmt::format("--op: unknown operator '{}' (ag_gemm, gemm_rs, gemm_ar)", a.op));
@@ -97,10 +98,8 @@ void run_simulate(const SimulateArgs& a) {
     const schedule::Schedule s = unwrap(schedule::generate(op, strategies[0], plan));
     const sim::SimResult r = unwrap(sim::simulate(prof, s, opts));
     if (!a.trace.empty()) write_file(a.trace, sim::trace_to_json(r, s), a.force);
-    if (a.json)
-      fmt::print("{}\n", sim::sim_result_to_json(r, s));
-    else
-      print_single(prof, s, r);
+    if (a.json.any()) a.json.emit_text(sim::sim_result_to_json(r, s), a.force);
+    if (!a.json.to_stdout()) print_single(prof, s, r);
     return;
   }
 
@@ -115,7 +114,7 @@ void run_simulate(const SimulateArgs& a) {
   }
   double best = rows.front().result.total_s;
   for (const Row& r : rows) best = std::min(best, r.result.total_s);
-  if (a.json) {
+  if (a.json.any()) {
     nlohmann::json out;
     out["operator"] = workload::describe(op);
     out["profile"] = prof.name;
@@ -133,8 +132,8 @@ void run_simulate(const SimulateArgs& a) {
       list.push_back(j);
     }
     out["strategies"] = list;
-    fmt::print("{}\n", out.dump(2));
-    return;
+    a.json.emit(out, a.force);
+    if (a.json.to_stdout()) return;
   }
   fmt::print("simulated {} on {} (GPUs {})\n", workload::describe(op), prof.name,
              fmt::join(gpus, ","));
@@ -173,8 +172,8 @@ void add_simulate_verb(CLI::App& app) {
   sub->add_option("--trace", args->trace, "Write a Chrome/Perfetto trace (JSON) to this file");
   sub->add_option("--links", args->busiest, "How many busiest link directions to report")
       ->capture_default_str();
-  sub->add_flag("--force", args->force, "Overwrite the trace file if it exists");
-  sub->add_flag("--json", args->json, "Machine-readable output");
+  sub->add_flag("--force", args->force, "Overwrite the trace file (and --json-out) if it exists");
+  args->json.add_to(sub, "the simulated times");
   sub->callback([args] {
     if (!sim::compiled_in())
       throw UsageError("this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");

@@ -348,7 +348,7 @@ void add_sweep_verb(CLI::App& app) {
       ->excludes(one);
   sub->add_option("--grid", opts->grid, "Grid of operator configurations")->capture_default_str();
   sub->add_option("--csv", opts->csv, "Write every row as CSV to this file ('-' for stdout)");
-  opts->json.add_to(sub, "rows and summary");
+  opts->json.add_to(sub, "rows and summary", JsonOutput::Spelling::flag_or_file);
   sub->add_option("--gpus", opts->gpus,
                   "GPUs to place TP groups on: a row of degree tp uses the first tp of them");
   sub->add_flag("--summary", opts->summary_only, "Print only the summary");

@@ -29,7 +29,8 @@ struct TopoOptions {
   int tp = 0;
   std::string gpus;
   double size_bytes = 1024.0 * 1024.0 * 1024.0;
-  bool json = false;
+  JsonOutput json;
+  bool force = false;
 };
 
 struct TopoReport {
@@ -161,7 +162,7 @@ nlohmann::ordered_json pattern_json(const PatternTime& t, double bound_s) {
           {"loads", loads}};
 }
 
-void print_json(const TopoReport& r, double size_bytes) {
+nlohmann::ordered_json topo_json(const TopoReport& r, double size_bytes) {
   const Profile& p = r.profile;
   nlohmann::ordered_json out;
   out["machine"] = p.name;
@@ -212,10 +213,11 @@ void print_json(const TopoReport& r, double size_bytes) {
   nlohmann::ordered_json patterns = nlohmann::ordered_json::array();
   for (const PatternTime& t : r.patterns) patterns.push_back(pattern_json(t, r.bound.time_s));
   out["patterns"] = patterns;
-  fmt::print("{}\n", out.dump(2));
+  return out;
 }
 
 void run_topo(const TopoOptions& o) {
+  o.json.check_writable(o.force);
   if (!o.positional.empty() && !o.profile.empty() && o.positional != o.profile)
     throw UsageError(
         fmt::format("two profiles given: '{}' and --profile '{}'", o.positional, o.profile));
@@ -235,10 +237,8 @@ void run_topo(const TopoOptions& o) {
       hardware::allgather_time_double_ring(r.profile, r.double_ring, o.size_bytes));
   r.patterns.push_back(hardware::allgather_time_all2all(r.profile, r.group, o.size_bytes));
   r.bound = unwrap(hardware::allgather_cut_bound(r.profile, r.group, o.size_bytes));
-  if (o.json)
-    print_json(r, o.size_bytes);
-  else
-    print_human(r, o.size_bytes);
+  if (o.json.any()) o.json.emit(topo_json(r, o.size_bytes), o.force);
+  if (!o.json.to_stdout()) print_human(r, o.size_bytes);
 }
 
 }  // namespace
@@ -256,7 +256,8 @@ void add_topo_verb(CLI::App& app) {
   sub->add_option("--tp", opts->tp, "TP degree: GPUs 0..N-1 (default: every GPU)");
   sub->add_option("--gpus", opts->gpus, "Explicit TP group, e.g. 0,1,4,5");
   sub->add_option("--size", opts->size_bytes, "All-gather size in bytes (default 1 GiB)");
-  sub->add_flag("--json", opts->json, "Machine-readable JSON output");
+  opts->json.add_to(sub, "the machine, its rings and the patterns' times");
+  add_force_flag(sub, opts->force, "--json-out");
   sub->callback([opts] { run_topo(*opts); });
 }
 

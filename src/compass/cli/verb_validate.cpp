@@ -210,7 +210,7 @@ void add_validate_verb(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--warmup", args->warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--csv", args->csv, "write every (configuration, strategy) point as CSV");
-  args->json.add_to(sub, "the results");
+  args->json.add_to(sub, "the results", JsonOutput::Spelling::flag_or_file);
   sub->add_option("--plot", args->plot, "write a predicted-vs-measured PNG (python3-matplotlib)");
   sub->add_option("--profile-out", args->profile_out,
                   "write the planner's profile of the emulated machine (for compass op/plan)");
