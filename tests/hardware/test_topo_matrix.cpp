@@ -1,9 +1,12 @@
 // nvidia-smi topo -m matrices -> profiles, on the published matrices in tests/data/topo (each
 // file names its source), plus the errors on text that cannot be read.
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -202,24 +205,143 @@ TEST(TopoMatrix, NvlinkOnAGpuWithoutNvlinkIsAnError) {
             "GPU model rtx4090 has no NVLink but the matrix shows NV# entries (pass --gpu)");
 }
 
+const std::string kSysfs = std::string(COMPASS_SOURCE_DIR) + "/tests/data/sysfs/two-sockets";
+
+std::vector<LiveGpu> fixture_gpus() {
+  auto gpus = live_gpus_from_json(data("sysfs/two-sockets/nvml.json"), "nvml.json");
+  EXPECT_TRUE(gpus.ok()) << gpus.error().message;
+  return gpus.ok() ? *gpus : std::vector<LiveGpu>{};
+}
+
 TEST(LiveTopology, SysfsAndNvmlFixture) {
-  const std::string root = std::string(COMPASS_SOURCE_DIR) + "/tests/data/sysfs/two-switches";
-  auto gpus = live_gpus_from_json(data("sysfs/two-switches/nvml.json"), "nvml.json");
-  ASSERT_TRUE(gpus.ok()) << gpus.error().message;
-  auto m = topo_from_sysfs(root, *gpus);
+  const std::vector<LiveGpu> gpus = fixture_gpus();
+  ASSERT_EQ(gpus.size(), 6u);
+  auto m = topo_from_sysfs(kSysfs, gpus);
   ASSERT_TRUE(m.ok()) << m.error().message;
-  // GPU0,1 under one switch; GPU2 under a nested switch of another root port; GPU3 on the
-  // other NUMA node; GPU0-GPU1 bridged by NVLink (4 links each way).
-  EXPECT_EQ(m->gpu[0][1], (TopoEntry{TopoCode::nvlink, 4}));
-  EXPECT_EQ(m->gpu[0][2].code, TopoCode::phb);
-  EXPECT_EQ(m->gpu[2][3].code, TopoCode::sys);
-  EXPECT_EQ(m->numa[3], 1);
-  auto key = gpu_key_for_name((*gpus)[0].name);
+  // Every relation nvidia-smi topo -m prints, from the bridges above each GPU (README.md there).
+  EXPECT_EQ(m->gpu[0][1].code, TopoCode::pix);                  // one switch
+  EXPECT_EQ(m->gpu[2][3], (TopoEntry{TopoCode::nvlink, 4}));    // NVLink bridge, 4 links
+  EXPECT_EQ(m->gpu[0][2].code, TopoCode::phb);                  // two root ports, one bridge
+  EXPECT_EQ(m->gpu[1][3].code, TopoCode::phb);
+  EXPECT_EQ(m->gpu[0][4].code, TopoCode::node);                 // two host bridges, one node
+  EXPECT_EQ(m->gpu[3][4].code, TopoCode::node);
+  for (int g = 0; g < 5; ++g) EXPECT_EQ(m->gpu[g][5].code, TopoCode::sys) << g;
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) EXPECT_EQ(m->gpu[i][j], m->gpu[j][i]) << i << "," << j;
+  EXPECT_EQ(m->numa[0], 0);
+  EXPECT_EQ(m->numa[5], 1);
+  auto key = gpu_key_for_name(gpus[0].name);
   ASSERT_TRUE(key.ok());
   EXPECT_EQ(*key, "a6000");
   auto p = profile_from_topo(*m, *find_gpu_model(*key), {});
   ASSERT_TRUE(p.ok()) << p.error().message;
-  EXPECT_EQ(p->gpu_count(), 4);
+  EXPECT_EQ(p->gpu_count(), 6);
+}
+
+TEST(LiveTopology, PxbBelowNestedSwitches) {
+  // GPU2 sits two switches deep, GPU3 one: more than one bridge between them. Without the
+  // NVLink bridge the matrix shows PXB.
+  std::vector<LiveGpu> gpus = fixture_gpus();
+  ASSERT_EQ(gpus.size(), 6u);
+  gpus[2].nvlink_remote.clear();
+  gpus[3].nvlink_remote.clear();
+  auto m = topo_from_sysfs(kSysfs, gpus);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->gpu[2][3].code, TopoCode::pxb);
+}
+
+TEST(LiveTopology, PcieLinksFromSysfs) {
+  EXPECT_EQ(*pcie_gen_from_speed("16.0 GT/s PCIe"), 4);
+  EXPECT_EQ(*pcie_gen_from_speed("8 GT/s"), 3);  // older kernels print no decimals
+  EXPECT_EQ(*pcie_gen_from_speed("32.0 GT/s PCIe"), 5);
+  EXPECT_EQ(*pcie_gen_from_speed("2.5 GT/s PCIe"), 1);
+  EXPECT_FALSE(pcie_gen_from_speed("Unknown").ok());
+  EXPECT_FALSE(pcie_gen_from_speed("12.0 GT/s PCIe").ok());
+  auto links = pcie_links_from_sysfs(kSysfs, {"0000:03:00.0", "0000:81:00.0"});
+  ASSERT_TRUE(links.ok()) << links.error().message;
+  // Idle GPUs report 2.5 GT/s as their current speed; the maximum both ends support counts.
+  EXPECT_EQ((*links)[0].gen, 4);
+  EXPECT_EQ((*links)[0].width, 16);
+  EXPECT_EQ((*links)[1].gen, 3);  // a Gen4 GPU in a Gen3 port
+  auto missing = pcie_links_from_sysfs(kSysfs, {"0000:99:00.0"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("0000:99:00.0"), std::string::npos);
+}
+
+TEST(LiveTopology, ProfileTakesDeviceFactsFromCuda) {
+  const std::vector<LiveGpu> gpus = fixture_gpus();
+  ASSERT_EQ(gpus.size(), 6u);
+  // What cuDeviceGet* would return: CUDA's own order (fastest first), matched by bus id.
+  std::vector<CudaGpu> cuda;
+  for (int i = 5; i >= 0; --i)
+    cuda.push_back(CudaGpu{5 - i, "NVIDIA RTX A6000", gpus[i].pci_bus_id, 84, 8, 6,
+                           47.5 * (1 << 30)});
+  TopoProfileOptions options;
+  options.name = "fixture";
+  auto p = profile_from_live(gpus, Result<std::vector<CudaGpu>>(cuda), kSysfs, "", options);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->gpu_count(), 6);
+  ASSERT_EQ(p->devices.size(), 1u);
+  EXPECT_EQ(p->devices[0].sm_count, 84);
+  EXPECT_DOUBLE_EQ(p->devices[0].memory_bytes, 47.5 * (1 << 30));
+  EXPECT_EQ(p->devices[0].arch, "sm_86");
+  const std::string notes = fmt::format("{}", fmt::join(p->notes, "\n"));
+  EXPECT_NE(notes.find("from the CUDA driver: 84 SMs"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("GPU5 Gen3 x16"), std::string::npos) << notes;
+  // The slowest GPU link (Gen3 x16) is the PCIe rate of the profile.
+  const double gen3 = *pcie_raw_bytes_per_s(3, 16) * kPcieEfficiency;
+  bool saw_pcie = false;
+  for (const Link& l : p->links)
+    if (l.kind == LinkKind::pcie) {
+      saw_pcie = true;
+      EXPECT_DOUBLE_EQ(l.bandwidth_bytes_per_s, gen3) << l.name;
+    }
+  EXPECT_TRUE(saw_pcie);
+
+  // Without the CUDA driver: the table's facts, and the notes say why.
+  auto table = profile_from_live(gpus, Result<std::vector<CudaGpu>>(make_error("no GPU: test")),
+                                 kSysfs, "", options);
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  EXPECT_EQ(table->devices[0].sm_count, find_gpu_model("a6000")->device.sm_count);
+  const std::string tnotes = fmt::format("{}", fmt::join(table->notes, "\n"));
+  EXPECT_NE(tnotes.find("SM count and memory from the GPU table, not queried: no GPU: test"),
+            std::string::npos)
+      << tnotes;
+
+  // A CUDA device list that does not contain NVML's GPU 0 is an error, not a silent mix-up.
+  cuda.erase(std::remove_if(cuda.begin(), cuda.end(),
+                            [&](const CudaGpu& c) { return c.pci_bus_id == gpus[0].pci_bus_id; }),
+             cuda.end());
+  auto mismatch = profile_from_live(gpus, Result<std::vector<CudaGpu>>(cuda), kSysfs, "", options);
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.error().message.find(gpus[0].pci_bus_id), std::string::npos);
+}
+
+TEST(LiveTopology, RealSysfsOfThisMachine) {
+  // The kernel's own tree: every PCI function listed in /sys/bus/pci/devices resolves to a
+  // place below /sys/devices/pci* (whatever the machine; no GPU needed).
+  std::error_code ec;
+  if (!std::filesystem::is_directory("/sys/bus/pci/devices", ec))
+    GTEST_SKIP() << "no /sys/bus/pci on this machine";
+  std::vector<std::string> ids;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/bus/pci/devices", ec))
+    ids.push_back(e.path().filename().string());
+  if (ids.empty()) GTEST_SKIP() << "no PCI devices listed";
+  std::vector<LiveGpu> fake;
+  for (const std::string& id : ids) fake.push_back(LiveGpu{"device " + id, id, {}});
+  auto m = topo_from_sysfs("/sys", fake);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->gpu.size(), ids.size());
+}
+
+TEST(LiveTopology, SysfsErrorsNameTheDevice) {
+  std::vector<LiveGpu> gpus = fixture_gpus();
+  ASSERT_FALSE(gpus.empty());
+  gpus[0].pci_bus_id = "0000:99:00.0";
+  auto m = topo_from_sysfs(kSysfs, gpus);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("0000:99:00.0"), std::string::npos) << m.error().message;
+  EXPECT_FALSE(topo_from_sysfs(kSysfs + "/no-such-dir", gpus).ok());
 }
 
 TEST(LiveTopology, BusIdsAreNormalised) {
@@ -232,6 +354,9 @@ TEST(LiveTopology, NoGpuHereSaysSo) {
   auto r = query_nvml();
   if (r.ok()) GTEST_SKIP() << "NVML found " << r->size() << " GPUs on this machine";
   EXPECT_EQ(r.error().message.rfind("no GPU", 0), 0u) << r.error().message;
+  auto c = query_cuda_devices();
+  if (c.ok()) GTEST_SKIP() << "the CUDA driver lists " << c->size() << " GPUs";
+  EXPECT_EQ(c.error().message.rfind("no GPU", 0), 0u) << c.error().message;
 }
 
 }  // namespace

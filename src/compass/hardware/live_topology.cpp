@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <type_traits>
 #include <cctype>
+#include <cmath>
+#include <fmt/ranges.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -56,28 +58,25 @@ std::string read_first_line(const fs::path& p) {
   return s;
 }
 
-/// The directory of PCI device `bdf` below devices/ (the chain of bridges above it is its
-/// path), searched breadth-first to a bounded depth.
-std::optional<fs::path> find_pci_device(const fs::path& devices, const std::string& bdf) {
-  std::vector<fs::path> layer;
+/// The directory of PCI device `bdf`: the kernel's bus/pci/devices/<bdf> symlink resolved, so
+/// its path below devices/ is the host bridge, then every bridge down to the device.
+Result<fs::path> pci_device_dir(const fs::path& root, const std::string& bdf) {
+  const fs::path link = root / "bus" / "pci" / "devices" / bdf;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(devices, ec))
-    if (e.path().filename().string().rfind("pci", 0) == 0) layer.push_back(e.path());
-  for (int depth = 0; depth < 16 && !layer.empty(); ++depth) {
-    std::vector<fs::path> next;
-    for (const fs::path& dir : layer) {
-      for (const auto& e : fs::directory_iterator(dir, ec)) {
-        if (!e.is_directory(ec) || e.is_symlink(ec)) continue;
-        const std::string leaf = e.path().filename().string();
-        if (leaf == bdf) return e.path();
-        // PCI addresses look like 0000:00:01.0; recurse only into those.
-        if (leaf.size() == 12 && leaf[4] == ':' && leaf[7] == ':' && leaf[10] == '.')
-          next.push_back(e.path());
-      }
-    }
-    layer = std::move(next);
+  if (!fs::exists(link, ec))
+    return make_error("{}: PCI device {} is not listed in bus/pci/devices", root.string(), bdf);
+  fs::path dir = fs::canonical(link, ec);
+  if (ec) return make_error("{}: cannot resolve {}", root.string(), link.string());
+  return dir;
+}
+
+int read_int(const fs::path& p, int fallback) {
+  const std::string text = read_first_line(p);
+  try {
+    return text.empty() ? fallback : std::stoi(text);
+  } catch (const std::exception&) {
+    return fallback;
   }
-  return std::nullopt;
 }
 
 struct PciPlace {
@@ -145,6 +144,93 @@ Result<std::vector<LiveGpu>> query_nvml() {
   return out;
 }
 
+Result<std::vector<CudaGpu>> query_cuda_devices() {
+  // Driver API entry points by their documented C signatures (CUdevice is an int, CUresult an
+  // enum whose success value is 0), so no CUDA header or library is needed to build this.
+  std::unique_ptr<void, DlClose> lib(dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL));
+  if (!lib)
+    return make_error("no GPU: the NVIDIA driver's CUDA library (libcuda.so.1) is not installed");
+  int (*init)(unsigned) = nullptr;
+  int (*count)(int*) = nullptr;
+  int (*get)(int*, int) = nullptr;
+  int (*name)(char*, int, int) = nullptr;
+  int (*attribute)(int*, int, int) = nullptr;
+  int (*total_mem)(std::size_t*, int) = nullptr;
+  int (*bus_id)(char*, int, int) = nullptr;
+  auto sym = [&](auto& fn, const char* symbol) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib.get(), symbol));
+    return fn != nullptr;
+  };
+  if (!sym(init, "cuInit") || !sym(count, "cuDeviceGetCount") || !sym(get, "cuDeviceGet") ||
+      !sym(name, "cuDeviceGetName") || !sym(attribute, "cuDeviceGetAttribute") ||
+      !sym(total_mem, "cuDeviceTotalMem_v2") || !sym(bus_id, "cuDeviceGetPCIBusId"))
+    return make_error("no GPU: libcuda.so.1 lacks the driver API functions Compass needs");
+  if (const int rc = init(0); rc != 0)
+    return make_error("no GPU: cuInit failed with CUDA error {}", rc);
+  int n = 0;
+  if (count(&n) != 0 || n <= 0) return make_error("no GPU: the CUDA driver reports no device");
+  constexpr int kMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+  constexpr int kComputeMajor = 75;         // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+  constexpr int kComputeMinor = 76;         // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+  std::vector<CudaGpu> out;
+  for (int i = 0; i < n; ++i) {
+    int dev = 0;
+    if (get(&dev, i) != 0) return make_error("no GPU: cuDeviceGet({}) failed", i);
+    CudaGpu g;
+    g.ordinal = i;
+    char text[128] = {0};
+    if (name(text, sizeof text, dev) == 0) g.name = text;
+    char bus[32] = {0};
+    if (bus_id(bus, sizeof bus, dev) != 0)
+      return make_error("no GPU: cuDeviceGetPCIBusId failed for device {}", i);
+    COMPASS_ASSIGN(g.pci_bus_id, normalise_bus_id(bus));
+    if (attribute(&g.sm_count, kMultiprocessorCount, dev) != 0 ||
+        attribute(&g.cc_major, kComputeMajor, dev) != 0 ||
+        attribute(&g.cc_minor, kComputeMinor, dev) != 0)
+      return make_error("no GPU: cuDeviceGetAttribute failed for device {}", i);
+    std::size_t bytes = 0;
+    if (total_mem(&bytes, dev) == 0) g.memory_bytes = static_cast<double>(bytes);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+Result<int> pcie_gen_from_speed(std::string_view speed) {
+  double gts = 0;
+  char unit[8] = {0};
+  const std::string s(speed);
+  if (std::sscanf(s.c_str(), "%lf %7s", &gts, unit) != 2 || std::string(unit) != "GT/s")
+    return make_error("unrecognised PCIe link speed '{}'", speed);
+  // Per-lane signalling rate of each generation.
+  const std::pair<double, int> rates[] = {{2.5, 1}, {5.0, 2}, {8.0, 3}, {16.0, 4}, {32.0, 5}, {64.0, 6}};
+  for (const auto& [rate, gen] : rates)
+    if (std::abs(gts - rate) < 0.01) return gen;
+  return make_error("unrecognised PCIe link speed '{}'", speed);
+}
+
+Result<std::vector<PcieLinkInfo>> pcie_links_from_sysfs(const std::string& sysfs_root,
+                                                        const std::vector<std::string>& bus_ids) {
+  std::vector<PcieLinkInfo> out;
+  for (const std::string& bdf : bus_ids) {
+    COMPASS_ASSIGN(const fs::path dir, pci_device_dir(sysfs_root, bdf));
+    // The link trains to what both ends support: the GPU and the port directly above it.
+    PcieLinkInfo link{99, 1 << 10};
+    for (const fs::path& end : {dir, dir.parent_path()}) {
+      const std::string speed = read_first_line(end / "max_link_speed");
+      const int width = read_int(end / "max_link_width", -1);
+      if (speed.empty() || width <= 0) {
+        if (end == dir) return make_error("{}: {} has no max_link_speed/max_link_width", sysfs_root, bdf);
+        continue;  // the device sits directly on a host bridge: no port above it
+      }
+      COMPASS_ASSIGN(const int gen, pcie_gen_from_speed(speed));
+      link.gen = std::min(link.gen, gen);
+      link.width = std::min(link.width, width);
+    }
+    out.push_back(link);
+  }
+  return out;
+}
+
 Result<std::vector<LiveGpu>> live_gpus_from_json(std::string_view text, std::string_view origin) {
   nlohmann::json j;
   try {
@@ -179,25 +265,22 @@ Result<std::vector<LiveGpu>> live_gpus_from_json(std::string_view text, std::str
 }
 
 Result<TopoMatrix> topo_from_sysfs(const std::string& sysfs_root, const std::vector<LiveGpu>& gpus) {
-  const fs::path devices = fs::path(sysfs_root) / "devices";
   std::error_code ec;
-  if (!fs::is_directory(devices, ec)) return make_error("{}: no devices directory", sysfs_root);
+  const fs::path devices = fs::canonical(fs::path(sysfs_root) / "devices", ec);
+  if (ec || !fs::is_directory(devices, ec))
+    return make_error("{}: no devices directory", sysfs_root);
   const int n = static_cast<int>(gpus.size());
   std::vector<PciPlace> place(n);
   for (int g = 0; g < n; ++g) {
-    auto dir = find_pci_device(devices, gpus[g].pci_bus_id);
-    if (!dir)
-      return make_error("{}: GPU {} at {} is not in the PCI tree", sysfs_root, g, gpus[g].pci_bus_id);
-    const fs::path rel = fs::relative(*dir, devices, ec);
+    COMPASS_ASSIGN(const fs::path dir, pci_device_dir(sysfs_root, gpus[g].pci_bus_id));
+    const fs::path rel = dir.lexically_relative(devices);
+    if (rel.empty() || *rel.begin() == ".." || std::distance(rel.begin(), rel.end()) < 2)
+      return make_error("{}: GPU {} at {} is not below devices/pci*", sysfs_root, g,
+                        gpus[g].pci_bus_id);
     auto it = rel.begin();
     place[g].host_bridge = it->string();
     for (++it; it != rel.end(); ++it) place[g].chain.push_back(it->string());
-    const std::string numa = read_first_line(*dir / "numa_node");
-    try {
-      place[g].numa = numa.empty() ? -1 : std::stoi(numa);
-    } catch (const std::exception&) {
-      place[g].numa = -1;
-    }
+    place[g].numa = read_int(dir / "numa_node", -1);
   }
   TopoMatrix m;
   for (int g = 0; g < n; ++g) m.gpus.push_back(fmt::format("GPU{}", g));
@@ -264,18 +347,77 @@ Result<std::string> gpu_key_for_name(const std::string& nvml_name) {
   return make_error("GPU '{}' is not in the known GPU table; pass --gpu", nvml_name);
 }
 
-Result<Profile> discover_live(const std::string& sysfs_root, const std::string& gpu,
-                              const TopoProfileOptions& options) {
-  COMPASS_ASSIGN(std::vector<LiveGpu> gpus, query_nvml());
+Result<Profile> profile_from_live(const std::vector<LiveGpu>& gpus,
+                                  const Result<std::vector<CudaGpu>>& cuda,
+                                  const std::string& sysfs_root, const std::string& gpu,
+                                  const TopoProfileOptions& options) {
   COMPASS_ASSIGN(TopoMatrix m, topo_from_sysfs(sysfs_root, gpus));
   COMPASS_ASSIGN(std::string key, gpu.empty() ? gpu_key_for_name(gpus[0].name) : Result<std::string>(gpu));
   COMPASS_ASSIGN(GpuModel model, find_gpu_model(key));
+  std::vector<std::string> notes;
+  notes.push_back(fmt::format("discovered on this machine: NVML lists {} GPU{} ('{}'); tensor "
+                              "peaks and memory bandwidth from the GPU table ({})",
+                              gpus.size(), gpus.size() == 1 ? "" : "s", gpus[0].name, model.key));
+  // SM count, memory and architecture: what the CUDA driver reports for NVML's GPU 0.
+  if (cuda.ok()) {
+    const CudaGpu* match = nullptr;
+    for (const CudaGpu& c : *cuda)
+      if (c.pci_bus_id == gpus[0].pci_bus_id) match = &c;
+    if (match == nullptr)
+      return make_error("the CUDA driver lists no GPU at {} where NVML has GPU 0",
+                        gpus[0].pci_bus_id);
+    for (const LiveGpu& g : gpus) {
+      const bool seen = std::any_of(cuda->begin(), cuda->end(), [&](const CudaGpu& c) {
+        return c.pci_bus_id == g.pci_bus_id;
+      });
+      if (!seen)
+        notes.push_back(fmt::format("the CUDA driver does not list the GPU at {} (hidden by "
+                                    "CUDA_VISIBLE_DEVICES?); its device facts are GPU 0's",
+                                    g.pci_bus_id));
+    }
+    for (const CudaGpu& c : *cuda)
+      if (c.sm_count != match->sm_count || c.memory_bytes != match->memory_bytes ||
+          c.name != match->name)
+        notes.push_back(fmt::format("GPUs differ: CUDA device {} is a {} with {} SMs; the "
+                                    "profile describes every GPU as GPU 0",
+                                    c.ordinal, c.name, c.sm_count));
+    notes.push_back(fmt::format("from the CUDA driver: {} SMs, {:.1f} GiB, compute capability "
+                                "{}.{} (table: {} SMs, {:.1f} GiB)",
+                                match->sm_count, match->memory_bytes / double(1 << 30),
+                                match->cc_major, match->cc_minor, model.device.sm_count,
+                                model.device.memory_bytes / double(1 << 30)));
+    model.device.sm_count = match->sm_count;
+    model.device.memory_bytes = match->memory_bytes;
+    model.device.arch = fmt::format("sm_{}{}", match->cc_major, match->cc_minor);
+  } else {
+    notes.push_back(fmt::format("SM count and memory from the GPU table, not queried: {}",
+                                cuda.error().message));
+  }
+  // PCIe generation and width: what sysfs says the GPUs' links train to (the slowest of them).
+  std::vector<std::string> ids;
+  for (const LiveGpu& g : gpus) ids.push_back(g.pci_bus_id);
+  COMPASS_ASSIGN(const std::vector<PcieLinkInfo> links, pcie_links_from_sysfs(sysfs_root, ids));
+  PcieLinkInfo slowest = links[0];
+  for (const PcieLinkInfo& l : links)
+    if (l.gen * l.width < slowest.gen * slowest.width) slowest = l;
+  std::vector<std::string> per_gpu;
+  for (std::size_t g = 0; g < links.size(); ++g)
+    per_gpu.push_back(fmt::format("GPU{} Gen{} x{}", g, links[g].gen, links[g].width));
+  notes.push_back(fmt::format("PCIe from sysfs (max_link_speed/width of each GPU and the port "
+                              "above it): {}; the profile uses Gen{} x{} (table: Gen{} x{})",
+                              fmt::join(per_gpu, ", "), slowest.gen, slowest.width,
+                              model.pcie_gen, model.pcie_width));
+  model.pcie_gen = slowest.gen;
+  model.pcie_width = slowest.width;
   COMPASS_ASSIGN(Profile p, profile_from_topo(m, model, options));
-  p.notes.insert(p.notes.begin(),
-                 fmt::format("discovered on this machine: NVML names the GPUs '{}'; SM count and "
-                             "memory from the GPU table, not measured",
-                             gpus[0].name));
+  p.notes.insert(p.notes.begin(), notes.begin(), notes.end());
   return p;
+}
+
+Result<Profile> discover_live(const std::string& sysfs_root, const std::string& gpu,
+                              const TopoProfileOptions& options) {
+  COMPASS_ASSIGN(std::vector<LiveGpu> gpus, query_nvml());
+  return profile_from_live(gpus, query_cuda_devices(), sysfs_root, gpu, options);
 }
 
 }  // namespace compass::hardware

@@ -1,0 +1,1 @@
+calibrate --from-nccl-tests failed.log --profile rtx4090x8

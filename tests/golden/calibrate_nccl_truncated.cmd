@@ -1,0 +1,1 @@
+calibrate --from-nccl-tests truncated.log --profile rtx4090x8
