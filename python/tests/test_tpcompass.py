@@ -129,6 +129,8 @@ def test_plot(tmp_path):
     assert tpcompass.plot(tpcompass.plan(), str(out)) == "plan"
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10000
     assert tpcompass.plot(tpcompass.sweep(limit=8), str(tmp_path / "s.png")) == "sweep"
+    sweep_png = (tmp_path / "s.png").read_bytes()
+    assert sweep_png[:8] == b"\x89PNG\r\n\x1a\n" and len(sweep_png) > 10000
     with pytest.raises(tpcompass.CompassError, match="--force"):
         tpcompass.plot(tpcompass.plan(), str(out))
 
