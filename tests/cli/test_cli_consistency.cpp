@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -242,6 +243,36 @@ TEST(CliConsistency, JsonFlagBeforePositional) {
     EXPECT_FALSE(nlohmann::json::parse(r.out, nullptr, false).is_discarded()) << args[0];
   }
   EXPECT_TRUE(fs::is_empty(dir.path()));  // no file named after the positional
+}
+
+// --tp 0 and an empty --gpus are errors on every verb that takes them, never "every GPU".
+TEST(CliConsistency, TpZeroAndEmptyGpusAreErrors) {
+  const std::vector<std::string> shape{"--op", "ag_gemm", "--m", "64", "--n", "32", "--k", "16"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  const std::vector<std::vector<std::string>> takes_tp = {
+      {"plan"}, {"export", "te"}, with({"op"}, shape), with({"run", "--backend", "cpu"}, shape),
+      with({"schedule"}, shape), with({"simulate"}, shape), {"topo", "a6000x8"},
+      {"calibrate", "--backend", "cpu", "--out", "c.json"},
+      {"validate", "--calibration", "c.json"}};
+  const std::vector<std::vector<std::string>> takes_gpus = {
+      {"plan"}, {"export", "te"}, with({"op", "--tp", "2"}, shape), with({"schedule"}, shape),
+      with({"simulate"}, shape), {"topo", "a6000x8"}, {"sweep", "--limit", "2"}};
+  TempDir dir;
+  auto expect_one_line_error = [&](const std::vector<std::string>& args, const std::string& flag) {
+    const ProcessResult r = compass_in(dir.path(), args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << " " << flag << ": " << r.out.substr(0, 200);
+    EXPECT_TRUE(r.out.empty()) << args[0];
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+  };
+  for (const auto& v : takes_tp) expect_one_line_error(with(v, {"--tp", "0"}), "--tp");
+  for (const auto& v : takes_gpus) {
+    expect_one_line_error(with(v, {"--gpus", ""}), "--gpus");
+    expect_one_line_error(with(v, {"--gpus", " "}), "--gpus");
+  }
 }
 
 TEST(CliConsistency, GpusWhereverTp) {

@@ -67,6 +67,32 @@ workload::OperatorSpec operator_from_flags(const std::string& op, std::int64_t m
   return spec;
 }
 
+CLI::Validator positive_tp() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::size_t used = 0;
+        long v = 0;
+        try {
+          v = std::stol(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != text.size() || text.empty())
+          return fmt::format("must be a positive integer, got '{}'", text);
+        return v > 0 ? std::string() : fmt::format("must be positive, got {}", v);
+      },
+      "POSITIVE");
+}
+
+CLI::Validator nonempty_gpus() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text.find_first_not_of(" \t") != std::string::npos) return {};
+        return "empty list (name at least one GPU, e.g. 0,1)";
+      },
+      "LIST");
+}
+
 std::vector<int> parse_gpu_list(const std::string& text) {
   std::vector<int> out;
   std::size_t pos = 0;
@@ -115,8 +141,9 @@ void add_layer_plan_flags(CLI::App* sub, LayerPlanFlags& f) {
   sub->add_option("--model", f.model, "Built-in model name or model JSON file")
       ->capture_default_str();
   f.tp_option = sub->add_option("--tp", f.tp, "Tensor-parallel degree (default: 8, or the size "
-                                              "of --gpus)");
-  sub->add_option("--gpus", f.gpus, "GPU ordinals of the TP group, e.g. 0,1,4,5 (default 0..tp-1)");
+                                              "of --gpus)")->check(positive_tp());
+  sub->add_option("--gpus", f.gpus, "GPU ordinals of the TP group, e.g. 0,1,4,5 (default 0..tp-1)")
+      ->check(nonempty_gpus());
   sub->add_option("--seq", f.seq, "Sequence length")->capture_default_str();
   sub->add_option("--mbs", f.mbs, "Micro-batch size")->capture_default_str();
   sub->add_flag("--no-sp", f.no_sp, "Without sequence parallelism (GEMM + AllReduce)");

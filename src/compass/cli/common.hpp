@@ -57,6 +57,12 @@ std::optional<double> parse_link_scale(const std::string& text);
 /// Parses "0,1,2,3" into GPU ordinals; the error names the bad item.
 std::vector<int> parse_gpu_list(const std::string& text);
 
+/// Checks of the values given to --tp and --gpus, attached where the options are added: a
+/// given --tp must be positive (0 never means "every GPU") and a given --gpus must name at
+/// least one GPU (an empty list never means "the default group").
+CLI::Validator positive_tp();
+CLI::Validator nonempty_gpus();
+
 /// The TP group: `gpus` when given (and its size must equal tp when tp > 0), else GPUs
 /// 0..tp-1, else every GPU of the profile. Errors when tp exceeds the machine.
 std::vector<int> select_group(const hardware::Profile& p, int tp, const std::string& gpus);

@@ -188,6 +188,7 @@ void add_calibrate_verb(CLI::App& app) {
                   "cpu: GEMM shapes of the validation grid small, paper-scaled or all")
       ->capture_default_str();
   sub->add_option("--tp", args->tp, "cpu: GEMMs measured at once (= ranks of the runs)")
+      ->check(positive_tp())
       ->capture_default_str();
   sub->add_flag("--force", args->force, "overwrite --out (and --json-out) if it exists");
   sub->add_flag("--quiet", args->quiet, "no progress bar (there is none when stderr is not a terminal)");

@@ -97,9 +97,10 @@ void add_op_verb(CLI::App& app) {
   sub->add_option("--m", opts->m, "Tokens M (global)")->required();
   sub->add_option("--n", opts->n, "Output features N (global)")->required();
   sub->add_option("--k", opts->k, "Input features K (global)")->required();
-  sub->add_option("--tp", opts->tp, "Tensor-parallel degree")->required();
+  sub->add_option("--tp", opts->tp, "Tensor-parallel degree")->check(positive_tp())->required();
   sub->add_option("--dtype", opts->dtype, "Element type")->capture_default_str();
-  sub->add_option("--gpus", opts->gpus, "GPU ordinals of the TP group (default 0..tp-1)");
+  sub->add_option("--gpus", opts->gpus, "GPU ordinals of the TP group (default 0..tp-1)")
+      ->check(nonempty_gpus());
   opts->json.add_to(sub, "every strategy's prediction and the choice");
   add_force_flag(sub, opts->force, "--json-out");
   sub->callback([opts] { run(*opts); });

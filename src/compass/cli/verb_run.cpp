@@ -472,7 +472,8 @@ void add_run_verb(CLI::App& app) {
   sub->add_option("--m", args->m, "tokens M (global)")->required();
   sub->add_option("--n", args->n, "output features N (global)")->required();
   sub->add_option("--k", args->k, "input features K (global)")->required();
-  sub->add_option("--tp", args->tp, "tensor-parallel degree p (ranks)")->required();
+  sub->add_option("--tp", args->tp, "tensor-parallel degree p (ranks)")
+      ->check(positive_tp())->required();
   sub->add_option("--strategy", args->strategy,
                   "sequential, decompose:D, fuse:all2all, fuse:ring, fuse:double-ring or all")
       ->capture_default_str();

@@ -174,8 +174,11 @@ void add_schedule_verb(CLI::App& app) {
   sub->add_option("--m", args->m, "tokens M (global rows)")->required();
   sub->add_option("--n", args->n, "output features N")->required();
   sub->add_option("--k", args->k, "input features K")->required();
-  sub->add_option("--tp", args->tp, "tensor-parallel degree p (default: the size of --gpus)");
-  sub->add_option("--gpus", args->gpus, "GPU ordinals of the TP group, e.g. 0,1,4,5 (default 0..tp-1)");
+  sub->add_option("--tp", args->tp, "tensor-parallel degree p (default: the size of --gpus)")
+      ->check(positive_tp());
+  sub->add_option("--gpus", args->gpus,
+                  "GPU ordinals of the TP group, e.g. 0,1,4,5 (default 0..tp-1)")
+      ->check(nonempty_gpus());
   sub->add_option("--dtype", args->dtype, "element type: fp32, fp16, bf16, fp8")
       ->capture_default_str();
   sub->add_option("--strategy", args->strategy,

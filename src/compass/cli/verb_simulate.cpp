@@ -163,8 +163,10 @@ void add_simulate_verb(CLI::App& app) {
   sub->add_option("--m", args->m, "Tokens M (global)")->required();
   sub->add_option("--n", args->n, "Output features N (global)")->required();
   sub->add_option("--k", args->k, "Input features K (global)")->required();
-  sub->add_option("--tp", args->tp, "TP degree (default: every GPU, or the size of --gpus)");
-  sub->add_option("--gpus", args->gpus, "GPU ordinals of the TP group, e.g. 0,1,2,3");
+  sub->add_option("--tp", args->tp, "TP degree (default: every GPU, or the size of --gpus)")
+      ->check(positive_tp());
+  sub->add_option("--gpus", args->gpus, "GPU ordinals of the TP group, e.g. 0,1,2,3")
+      ->check(nonempty_gpus());
   sub->add_option("--strategy", args->strategy,
                   "sequential, decompose:D, fuse:all2all, fuse:ring, fuse:double-ring, or all")
       ->capture_default_str();

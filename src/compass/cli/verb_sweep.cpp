@@ -350,7 +350,8 @@ void add_sweep_verb(CLI::App& app) {
   sub->add_option("--csv", opts->csv, "Write every row as CSV to this file ('-' for stdout)");
   opts->json.add_to(sub, "rows and summary", JsonOutput::Spelling::flag_or_file);
   sub->add_option("--gpus", opts->gpus,
-                  "GPUs to place TP groups on: a row of degree tp uses the first tp of them");
+                  "GPUs to place TP groups on: a row of degree tp uses the first tp of them")
+      ->check(nonempty_gpus());
   sub->add_flag("--summary", opts->summary_only, "Print only the summary");
   sub->add_flag("--force", opts->force, "Overwrite existing output files");
   sub->add_flag("--quiet", opts->quiet, "No progress bar (there is none when stderr is not a terminal)");

@@ -253,8 +253,9 @@ void add_topo_verb(CLI::App& app) {
                   "Preset name or profile JSON file (default a6000x8)");
   sub->add_option("--profile", opts->profile,
                   "Preset name or profile JSON file (same as the positional)");
-  sub->add_option("--tp", opts->tp, "TP degree: GPUs 0..N-1 (default: every GPU)");
-  sub->add_option("--gpus", opts->gpus, "Explicit TP group, e.g. 0,1,4,5");
+  sub->add_option("--tp", opts->tp, "TP degree: GPUs 0..N-1 (default: every GPU)")
+      ->check(positive_tp());
+  sub->add_option("--gpus", opts->gpus, "Explicit TP group, e.g. 0,1,4,5")->check(nonempty_gpus());
   sub->add_option("--size", opts->size_bytes, "All-gather size in bytes (default 1 GiB)");
   opts->json.add_to(sub, "the machine, its rings and the patterns' times");
   add_force_flag(sub, opts->force, "--json-out");

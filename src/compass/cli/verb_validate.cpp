@@ -202,6 +202,7 @@ void add_validate_verb(CLI::App& app) {
   sub->add_option("--grid", args->grid, "small (4 configurations) or paper-scaled")
       ->capture_default_str();
   sub->add_option("--tp", args->tp, "ranks (match the calibration's concurrency)")
+      ->check(positive_tp())
       ->capture_default_str();
   sub->add_option("--repeat", args->repeat, "timed runs per strategy (median)")
       ->capture_default_str();
