@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds the profile-loader fuzzer (clang, libFuzzer + ASan + UBSan, the `fuzz` CMake preset in
-# build/fuzz, only that target) and runs it for a bounded time on a seed corpus generated from
-# the presets. Exits non-zero when the fuzzer finds a crash, leak, hang or sanitizer report.
-# Usage: tools/run-fuzz.sh [seconds]     (default 60; JOBS=<n> limits build parallelism)
+# Builds the libFuzzer harnesses (clang, libFuzzer + ASan + UBSan, the `fuzz` CMake preset in
+# build/fuzz) and runs each for a bounded time on its seed corpus: fuzz/corpus/<name> in the
+# repository, plus (for the profile loader) seeds generated from the presets. Exits non-zero
+# when a fuzzer finds a crash, leak, hang or sanitizer report.
+# Usage: tools/run-fuzz.sh [seconds-per-harness] [harness...]
+#   default 60 s each; harnesses: profile model schedule calibration cli (default: all)
+#   JOBS=<n> limits build parallelism.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,34 +14,62 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   echo "run-fuzz: seconds must be a positive integer, got '$seconds'" >&2
   exit 2
 fi
+shift || true
+all=(profile model schedule calibration cli)
+harnesses=("$@")
+[ ${#harnesses[@]} -eq 0 ] && harnesses=("${all[@]}")
+targets=()
+for h in "${harnesses[@]}"; do
+  case "$h" in
+    profile|model|schedule|calibration) targets+=("fuzz_${h}_loader") ;;
+    cli) targets+=("fuzz_cli_args") ;;
+    *) echo "run-fuzz: unknown harness '$h' (expected: ${all[*]})" >&2; exit 2 ;;
+  esac
+done
 for tool in clang clang++ cmake ninja; do
   command -v "$tool" >/dev/null 2>&1 || { echo "run-fuzz: $tool not found (run tools/setup.sh)" >&2; exit 2; }
 done
 
 build=build/fuzz
 # Instrument the libraries too (not only the harness), so coverage guides the fuzzer into the
-# loader and the sanitizers check it; the harness target adds -fsanitize=fuzzer itself.
+# loaders and the sanitizers check them; the harness targets add -fsanitize=fuzzer themselves.
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
-cmake --preset fuzz -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" >/dev/null
-cmake --build "$build" --target fuzz_profile_loader -- -j"${JOBS:-$(nproc)}" \
+launcher=()
+command -v ccache >/dev/null 2>&1 &&
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+cmake --preset fuzz -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" "${launcher[@]}" >/dev/null
+cmake --build "$build" --target "${targets[@]}" -- -j"${JOBS:-$(nproc)}" \
   | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
 
-fuzzer="$build/fuzz/fuzz_profile_loader"
-seeds="$build/fuzz-seeds"
-corpus="$build/fuzz-corpus"
-artifacts="$build/fuzz-artifacts"
-rm -rf "$seeds"
-mkdir -p "$corpus" "$artifacts"
-COMPASS_FUZZ_WRITE_SEEDS="$seeds" "$fuzzer"
-
-echo "run-fuzz: fuzzing the profile loader for ${seconds} s (seeds: $(ls "$seeds" | wc -l))" >&2
-# New interesting inputs go to the first directory; crashes to $artifacts.
-"$fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
-  -artifact_prefix="$artifacts/" "$corpus" "$seeds" 2>"$build/fuzz.log" || {
-  rc=$?
-  tail -n 60 "$build/fuzz.log" >&2
-  echo "run-fuzz: FAILED (exit $rc); the input that failed is in $artifacts/" >&2
-  exit 1
-}
-grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb)' "$build/fuzz.log" >&2 || true
-echo "run-fuzz: no crash in ${seconds} s" >&2
+failed=0
+for i in "${!targets[@]}"; do
+  h="${harnesses[$i]}"
+  target="${targets[$i]}"
+  fuzzer="$build/fuzz/$target"
+  work="$build/fuzz-$h"
+  corpus="$work/corpus"
+  artifacts="$work/artifacts"
+  mkdir -p "$corpus" "$artifacts"
+  seed_dirs=()
+  [ -d "fuzz/corpus/$h" ] && seed_dirs+=("fuzz/corpus/$h")
+  if [ "$h" = profile ]; then
+    rm -rf "$work/seeds"
+    COMPASS_FUZZ_WRITE_SEEDS="$work/seeds" "$fuzzer"
+    seed_dirs+=("$work/seeds")
+  fi
+  extra=()
+  # The CLI prints tables and error lines; keep them out of the fuzzer's log.
+  [ "$h" = cli ] && extra+=(-close_fd_mask=3)
+  echo "run-fuzz: fuzzing $target for ${seconds} s" >&2
+  # New interesting inputs go to the first directory; crashes to $artifacts.
+  if ! "$fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+      "${extra[@]}" -artifact_prefix="$artifacts/" "$corpus" "${seed_dirs[@]}" 2>"$work/fuzz.log"; then
+    tail -n 60 "$work/fuzz.log" >&2
+    echo "run-fuzz: $target FAILED; the input that failed is in $artifacts/" >&2
+    failed=1
+    continue
+  fi
+  grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb)' "$work/fuzz.log" >&2 || true
+done
+[ "$failed" -eq 0 ] || exit 1
+echo "run-fuzz: no crash in ${seconds} s per harness (${harnesses[*]})" >&2

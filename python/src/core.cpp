@@ -14,6 +14,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "compass/cli/app.hpp"
 #include "compass/cli/common.hpp"
 
 namespace nb = nanobind;

@@ -4,13 +4,32 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "compass/cli/app.hpp"
 #include "compass/cli/common.hpp"
 
 namespace compass::cli {
+
+namespace {
+
+// Error messages echo user input (file names, flag values): control characters are shown as
+// \xNN so that they cannot drive the terminal, and the message stays one line.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (unsigned char ch : text) {
+    if (ch < 0x20 || ch == 0x7f)
+      out += fmt::format("\\x{:02x}", ch);
+    else
+      out += static_cast<char>(ch);
+  }
+  return out;
+}
+
+}  // namespace
 
 int run_app(int argc, char** argv) {
   CLI::App app{
@@ -43,7 +62,8 @@ int run_app(int argc, char** argv) {
     for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
       known = known || sub->get_name() == argv[1];
     if (!known) {
-      fmt::print(stderr, "compass: error: unknown verb '{}' (see 'compass --help')\n", argv[1]);
+      fmt::print(stderr, "compass: error: unknown verb '{}' (see 'compass --help')\n",
+                 printable(argv[1]));
       return 2;
     }
   }
@@ -58,21 +78,21 @@ int run_app(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // CLI11 prints multi-line help for some errors; keep to one line plus a hint.
-    fmt::print(stderr, "compass: error: {} (see 'compass --help')\n", e.what());
+    fmt::print(stderr, "compass: error: {} (see 'compass --help')\n", printable(e.what()));
     return 2;
   } catch (const ExitCode& e) {
     return e.code;
   } catch (const UsageError& e) {
-    fmt::print(stderr, "compass: error: {}\n", e.what());
+    fmt::print(stderr, "compass: error: {}\n", printable(e.what()));
     return 2;
   } catch (const compass::InternalError& e) {
-    fmt::print(stderr, "compass: {}\n", e.what());
+    fmt::print(stderr, "compass: {}\n", printable(e.what()));
     return 2;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "compass: error: out of memory\n");
     return 2;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "compass: error: {}\n", e.what());
+    fmt::print(stderr, "compass: error: {}\n", printable(e.what()));
     return 2;
   }
   return 0;

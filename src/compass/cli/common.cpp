@@ -1,4 +1,5 @@
 #include "compass/cli/common.hpp"
+#include "compass/cli/process.hpp"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -11,7 +12,8 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
-#include <fstream>
+
+#include "compass/core/file_io.hpp"
 
 #include "compass/hardware/profile_io.hpp"
 
@@ -182,15 +184,63 @@ std::string format_bytes(double b) {
   return fmt::format("{:.0f} B", b);
 }
 
-void write_file(const std::string& path, const std::string& text, bool overwrite) {
+void check_run_counts(int repeat, int warmup) {
+  if (repeat < 1 || repeat > kMaxRuns)
+    throw UsageError(fmt::format("--repeat: must be in 1..{}, got {}", kMaxRuns, repeat));
+  if (warmup < 0 || warmup > kMaxRuns)
+    throw UsageError(fmt::format("--warmup: must be in 0..{}, got {}", kMaxRuns, warmup));
+}
+
+CLI::Validator non_empty(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& v) { return v.empty() ? "empty " + what : std::string(); }, "");
+}
+
+CLI::Option* add_output_option(CLI::App* sub, const std::string& name, std::string& path,
+                               const std::string& help) {
+  return sub->add_option(name, path, help)->check(non_empty("file name"));
+}
+
+void check_outputs(const std::vector<OutputFile>& outputs, bool force) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!overwrite && fs::exists(path, ec))
-    throw UsageError(fmt::format("{}: file exists; pass --force to overwrite it", path));
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw UsageError(fmt::format("{}: cannot open for writing", path));
-  f << text;
-  if (!f) throw UsageError(fmt::format("{}: write failed", path));
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const OutputFile& a = outputs[i];
+    if (a.path.empty()) continue;
+    for (std::size_t j = 0; j < i; ++j) {
+      const OutputFile& b = outputs[j];
+      if (b.path.empty()) continue;
+      std::error_code ea, eb;
+      const bool same = a.path == "-" || b.path == "-"
+                            ? a.path == b.path
+                            : fs::weakly_canonical(fs::absolute(a.path, ea), ea) ==
+                                  fs::weakly_canonical(fs::absolute(b.path, eb), eb);
+      if (same)
+        throw UsageError(fmt::format("{} and {} both write to {}", b.flag, a.flag,
+                                     a.path == "-" ? "stdout" : "'" + a.path + "'"));
+    }
+    if (a.path == "-") continue;
+    std::error_code ec;
+    if (!force && fs::is_regular_file(a.path, ec))
+      throw UsageError(fmt::format("{}: '{}' exists (use --force to overwrite)", a.flag, a.path));
+    if (Status s = check_output_path(a.path, force); !s.ok())
+      throw UsageError(fmt::format("{}: {}", a.flag, s.error().message));
+  }
+}
+
+bool writes_stdout(const std::vector<OutputFile>& outputs) {
+  for (const OutputFile& o : outputs)
+    if (o.path == "-") return true;
+  return false;
+}
+
+void write_output(const OutputFile& out, const std::string& text, bool force) {
+  if (out.path == "-") {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+      throw UsageError(fmt::format("{}: writing to stdout failed", out.flag));
+    return;
+  }
+  if (Status s = write_file_atomic(out.path, text, force); !s.ok())
+    throw UsageError(fmt::format("{}: {}", out.flag, s.error().message));
 }
 
 void JsonOutput::add_to(CLI::App* sub, const std::string& what, Spelling spelling) {
@@ -205,8 +255,8 @@ void JsonOutput::add_to(CLI::App* sub, const std::string& what, Spelling spellin
                               fmt::format("Print {} as JSON on stdout (and nothing else there)",
                                           what));
   }
-  sub->add_option("--json-out", json_out_,
-                  fmt::format("Write {} as JSON to this file ('-': stdout, like --json)", what));
+  add_output_option(sub, "--json-out", json_out_,
+                    fmt::format("Write {} as JSON to this file ('-': stdout, like --json)", what));
 }
 
 bool JsonOutput::to_stdout() const {
@@ -223,16 +273,13 @@ std::string JsonOutput::file() const {
 }
 
 void JsonOutput::check_writable(bool force) const {
-  const std::string f = file();
-  std::error_code ec;
-  if (!f.empty() && !force && std::filesystem::exists(f, ec))
-    throw UsageError(fmt::format("{}: file exists; pass --force to overwrite it", f));
+  check_outputs({{"--json-out", file()}}, force);
 }
 
 void JsonOutput::emit_text(std::string text, bool force) const {
   if (text.empty() || text.back() != '\n') text += '\n';
-  if (to_stdout()) fmt::print("{}", text);
-  if (!file().empty()) write_file(file(), text, force);
+  if (to_stdout()) write_output(OutputFile{"--json", "-"}, text, force);
+  if (!file().empty()) write_output(OutputFile{"--json-out", file()}, text, force);
 }
 
 void JsonOutput::emit(const nlohmann::json& j, bool force) const { emit_text(j.dump(2), force); }
@@ -245,34 +292,11 @@ void add_force_flag(CLI::App* sub, bool& force, const std::string& what) {
   sub->add_flag("--force", force, fmt::format("Overwrite {} if they exist", what));
 }
 
-int run_program(const std::vector<std::string>& argv, bool quiet) {
-  if (argv.empty()) return -1;
-  std::vector<std::string> storage = argv;
-  std::vector<char*> args;
-  for (std::string& a : storage) args.push_back(a.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  if (quiet) {
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 std::string python_with_matplotlib(const std::string& flag) {
   for (const char* candidate : {"python3", "/usr/bin/python3"})
-    if (run_program({candidate, "-c", "import matplotlib"}, /*quiet=*/true) == 0) return candidate;
+    if (const Result<int> rc = run_program({candidate, "-c", "import matplotlib"}, /*quiet=*/true);
+        rc.ok() && *rc == 0)
+      return candidate;
   throw UsageError(fmt::format(
       "{} needs python3 with matplotlib (Debian: apt install python3-matplotlib)", flag));
 }

@@ -90,6 +90,13 @@ struct PlannedLayer {
 /// the group's size; with both, the sizes must agree.
 PlannedLayer plan_from_flags(const LayerPlanFlags& f, DType dtype = DType::bf16);
 
+/// Checks --repeat (1..kMaxRuns) and --warmup (0..kMaxRuns) of the verbs that time runs.
+inline constexpr int kMaxRuns = 1000000;
+void check_run_counts(int repeat, int warmup);
+
+/// A CLI11 check that rejects an empty value ("<what>: empty ...").
+CLI::Validator non_empty(const std::string& what);
+
 /// Human formatting of seconds in the CLI's tables: format_duration with 3 decimals
 /// ("12.3 us", "4.567 ms", "1.234 s").
 std::string format_seconds(double s);
@@ -134,13 +141,27 @@ class JsonOutput {
 /// Adds the --force flag ("overwrite <what> if it exists") shared by every verb that writes files.
 void add_force_flag(CLI::App* sub, bool& force, const std::string& what = "output files");
 
-/// Writes text to a file; refuses to overwrite an existing file unless `overwrite`.
-void write_file(const std::string& path, const std::string& text, bool overwrite);
+/// An output file option: an empty name is rejected when the command line is parsed.
+CLI::Option* add_output_option(CLI::App* sub, const std::string& name, std::string& path,
+                               const std::string& help);
 
-/// Runs a program with an argument vector (no shell; argv[0] is looked up in PATH when it has
-/// no slash), stdin from /dev/null, stdout and stderr inherited or (quiet) discarded. Returns
-/// its exit code, or -1 when it could not be started.
-int run_program(const std::vector<std::string>& argv, bool quiet = false);
+/// One output file of a verb: the flag that names it and the path ("" = not asked for,
+/// "-" = stdout).
+struct OutputFile {
+  std::string flag;
+  std::string path;
+};
+
+/// Checks every output before the verb does any work: no two outputs name the same file (or
+/// both stdout), no existing file without `force`, no directory. Errors name the flag.
+void check_outputs(const std::vector<OutputFile>& outputs, bool force);
+
+/// True when one of the outputs is "-" (stdout): the human table then goes to stderr.
+bool writes_stdout(const std::vector<OutputFile>& outputs);
+
+/// Writes one output: "-" to stdout (checked), else atomically (core/file_io.hpp): a failed
+/// write leaves no partial file and keeps the old one. Errors name the flag.
+void write_output(const OutputFile& out, const std::string& text, bool force);
 
 /// A python3 that can import matplotlib ("python3" on PATH, else /usr/bin/python3); throws
 /// UsageError naming `flag` when there is none.
@@ -176,10 +197,6 @@ class ProgressBar {
   bool drawn_ = false;
   int last_permille_ = -1;
 };
-
-/// Runs the compass application on argv (argv[0] is the program name) and returns the exit
-/// code: 0, 1 for a failed check, 2 for bad input (one line on stderr).
-int run_app(int argc, char** argv);
 
 // Verb registration: each adds one subcommand to the app (one file per verb).
 void add_list_verb(CLI::App& app);

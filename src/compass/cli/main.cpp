@@ -1,5 +1,5 @@
-// compass: the command-line entry point (the application itself is run_app in app.cpp).
+// compass: the command-line entry point (the verbs are in compass/cli).
 
-#include "compass/cli/common.hpp"
+#include "compass/cli/app.hpp"
 
 int main(int argc, char** argv) { return compass::cli::run_app(argc, argv); }

@@ -30,25 +30,26 @@ struct CalibrateArgs {
   std::vector<std::string> nccl_logs;
 };
 
-void print_table(const backends::cuda::CalibrationResult& c, const std::string& out) {
-  fmt::print("calibrated {} ({}, {} SMs, {} visible GPU{}) in {:.1f} s\n", c.device, c.arch,
+void print_table(std::FILE* out, const backends::cuda::CalibrationResult& c,
+                 const std::string& path) {
+  fmt::print(out, "calibrated {} ({}, {} SMs, {} visible GPU{}) in {:.1f} s\n", c.device, c.arch,
              c.sm_count, c.device_count, c.device_count == 1 ? "" : "s", c.elapsed_s);
-  fmt::print("  {:<34} {}\n", "GEMM shapes measured (BF16)", c.gemm.size());
-  fmt::print("  {:<34} {:.1f} TFLOP/s\n", "best BF16 GEMM", c.best_bf16_flops / 1e12);
-  fmt::print("  {:<34} {}\n", "device-to-device copy", format_bandwidth(c.copy_bandwidth_bytes_per_s));
+  fmt::print(out, "  {:<34} {}\n", "GEMM shapes measured (BF16)", c.gemm.size());
+  fmt::print(out, "  {:<34} {:.1f} TFLOP/s\n", "best BF16 GEMM", c.best_bf16_flops / 1e12);
+  fmt::print(out, "  {:<34} {}\n", "device-to-device copy", format_bandwidth(c.copy_bandwidth_bytes_per_s));
   if (c.peer_bandwidth_bytes_per_s) {
-    fmt::print("  {:<34} {}\n", "peer copy GPU0 -> GPU1", format_bandwidth(*c.peer_bandwidth_bytes_per_s));
+    fmt::print(out, "  {:<34} {}\n", "peer copy GPU0 -> GPU1", format_bandwidth(*c.peer_bandwidth_bytes_per_s));
   }
-  fmt::print("  {:<34} {}\n", "kernel launch", format_seconds(c.kernel_launch_s));
-  fmt::print("  {:<34} {}\n", "copy launch", format_seconds(c.copy_launch_s));
+  fmt::print(out, "  {:<34} {}\n", "kernel launch", format_seconds(c.kernel_launch_s));
+  fmt::print(out, "  {:<34} {}\n", "copy launch", format_seconds(c.copy_launch_s));
   if (c.collective_launch_s) {
-    fmt::print("  {:<34} {}\n", "NCCL collective launch", format_seconds(*c.collective_launch_s));
+    fmt::print(out, "  {:<34} {}\n", "NCCL collective launch", format_seconds(*c.collective_launch_s));
   }
-  fmt::print("  {:<34} {:.3f}x\n", "GEMM beside copy-engine copies", c.gemm_slowdown_copy_engine);
-  fmt::print("  {:<34} {:.3f}x\n", "GEMM beside an SM copy kernel", c.gemm_slowdown_sm_copy);
-  fmt::print("  {:<34} {:.3f}x\n", "copy beside a GEMM", c.comm_slowdown_beside_gemm);
-  for (const auto& n : c.notes) fmt::print("  note: {}\n", n);
-  fmt::print("wrote {}\n", out);
+  fmt::print(out, "  {:<34} {:.3f}x\n", "GEMM beside copy-engine copies", c.gemm_slowdown_copy_engine);
+  fmt::print(out, "  {:<34} {:.3f}x\n", "GEMM beside an SM copy kernel", c.gemm_slowdown_sm_copy);
+  fmt::print(out, "  {:<34} {:.3f}x\n", "copy beside a GEMM", c.comm_slowdown_beside_gemm);
+  for (const auto& n : c.notes) fmt::print(out, "  note: {}\n", n);
+  fmt::print(out, "wrote {}\n", path);
 }
 
 nlohmann::ordered_json to_json(const backends::cuda::CalibrationResult& c, const std::string& out) {
@@ -80,15 +81,22 @@ nlohmann::ordered_json to_json(const backends::cuda::CalibrationResult& c, const
   return j;
 }
 
+// --out names the profile written; '-' writes it to stdout (and the table to stderr).
+void check_out(const CalibrateArgs& a) {
+  if (a.out == "-" && a.json.to_stdout()) throw UsageError("--out - and --json both write to stdout");
+  check_outputs({{"--out", a.out}, {"--json-out", a.json.file()}}, a.force);
+}
+
+std::FILE* human_stream(const CalibrateArgs& a) {
+  return a.out == "-" || a.json.file() == "-" ? stderr : stdout;
+}
+
 void run_calibrate_cpu(const CalibrateArgs& a) {
   namespace cpu = backends::cpu;
-  if (a.tp < 1) throw UsageError(fmt::format("--tp: must be at least 1, got {}", a.tp));
+  if (a.tp < 1 || a.tp > 256)
+    throw UsageError(fmt::format("--tp: must be in 1..256 (GEMMs measured at once), got {}", a.tp));
   const hardware::Profile base = load_profile(a.profile.empty() ? "a6000x8" : a.profile);
-  std::error_code ec;
-  if (!a.force && std::filesystem::exists(a.out, ec)) {
-    throw UsageError(fmt::format("--out: '{}' exists (use --force to overwrite)", a.out));
-  }
-  a.json.check_writable(a.force);
+  check_out(a);
   std::vector<study::GridConfig> grid;
   for (const char* g : {"small", "paper-scaled"})
     if (a.grid == "all" || a.grid == g) {
@@ -111,7 +119,7 @@ void run_calibrate_cpu(const CalibrateArgs& a) {
   measured.description = fmt::format("this CPU measured by compass calibrate --backend cpu "
                                      "(topology of {})", base.name);
   unwrap(hardware::validate(measured));
-  unwrap(hardware::save_profile_file(measured, a.out, a.force));
+  write_output({"--out", a.out}, hardware::profile_to_json(measured), a.force);
   if (a.json.any()) {
     nlohmann::ordered_json j;
     j["backend"] = "cpu";
@@ -127,14 +135,15 @@ void run_calibrate_cpu(const CalibrateArgs& a) {
     a.json.emit(j, a.force);
     if (a.json.to_stdout()) return;
   }
-  fmt::print("calibrated this CPU ({}) in {:.1f} s\n", c.blas, c.elapsed_s);
-  fmt::print("  {:<34} {} ({} at once)\n", "GEMM shapes measured (FP32)", c.gemm.size(),
+  std::FILE* out = human_stream(a);
+  fmt::print(out, "calibrated this CPU ({}) in {:.1f} s\n", c.blas, c.elapsed_s);
+  fmt::print(out, "  {:<34} {} ({} at once)\n", "GEMM shapes measured (FP32)", c.gemm.size(),
              c.concurrency);
-  fmt::print("  {:<34} {:.1f} GFLOP/s\n", "best FP32 GEMM (per rank)", c.best_flops_per_s / 1e9);
-  fmt::print("  {:<34} {}\n", "memcpy", format_bandwidth(c.copy_bandwidth_bytes_per_s));
-  fmt::print("  {:<34} {}\n", "executor task overhead", format_seconds(c.task_overhead_s));
-  fmt::print("  {:<34} {}\n", "timed-wait lateness", format_seconds(c.wake_lag_s));
-  fmt::print("wrote {}\n", a.out);
+  fmt::print(out, "  {:<34} {:.1f} GFLOP/s\n", "best FP32 GEMM (per rank)", c.best_flops_per_s / 1e9);
+  fmt::print(out, "  {:<34} {}\n", "memcpy", format_bandwidth(c.copy_bandwidth_bytes_per_s));
+  fmt::print(out, "  {:<34} {}\n", "executor task overhead", format_seconds(c.task_overhead_s));
+  fmt::print(out, "  {:<34} {}\n", "timed-wait lateness", format_seconds(c.wake_lag_s));
+  fmt::print(out, "wrote {}\n", a.out);
 }
 
 void run_calibrate(const CalibrateArgs& a) {
@@ -148,20 +157,16 @@ void run_calibrate(const CalibrateArgs& a) {
   if (a.device < 0) throw UsageError(fmt::format("--device: {} is not a GPU ordinal", a.device));
   // Everything that can fail without a GPU fails before minutes of measurement.
   const hardware::Profile base = load_profile(a.profile.empty() ? "h200x1" : a.profile);
-  std::error_code ec;
-  if (!a.force && std::filesystem::exists(a.out, ec)) {
-    throw UsageError(fmt::format("--out: '{}' exists (use --force to overwrite)", a.out));
-  }
-  a.json.check_writable(a.force);
+  check_out(a);
   backends::cuda::CalibrateOptions options;
   options.quick = a.quick;
   options.device = a.device;
   const backends::cuda::CalibrationResult c = unwrap(backends::cuda::calibrate(options));
   hardware::Profile measured = backends::cuda::apply_calibration(base, c);
   unwrap(hardware::validate(measured));
-  unwrap(hardware::save_profile_file(measured, a.out, a.force));
+  write_output({"--out", a.out}, hardware::profile_to_json(measured), a.force);
   if (a.json.any()) a.json.emit(to_json(c, a.out), a.force);
-  if (!a.json.to_stdout()) print_table(c, a.out);
+  if (!a.json.to_stdout()) print_table(human_stream(a), c, a.out);
 }
 
 }  // namespace
@@ -174,8 +179,8 @@ void add_calibrate_verb(CLI::App& app) {
       "and write a calibrated profile");
   sub->add_option("--backend", args->backend, "cuda or cpu")
       ->capture_default_str();
-  sub->add_option("--out", args->out,
-                  "profile JSON to write (required unless --from-nccl-tests)");
+  add_output_option(sub, "--out", args->out,
+                    "profile JSON to write ('-' for stdout; required unless --from-nccl-tests)");
   sub->add_option("--from-nccl-tests", args->nccl_logs,
                   "fit the profile's link bandwidths and latencies to nccl-tests logs "
                   "(all_reduce_perf, all_gather_perf, reduce_scatter_perf, sendrecv_perf)");

@@ -100,13 +100,10 @@ void run(const ExportOptions& o) {
       o.format == "json" ? plan::te_config_json(e).dump(2) + "\n" : plan::te_config_yaml(e);
   if (!paths.config.empty()) {
     // Check both files before writing either, so a refusal leaves nothing half-written.
-    std::error_code ec;
-    for (const std::string& f : {paths.config, paths.launch})
-      if (!o.force && fs::exists(f, ec))
-        throw UsageError(fmt::format("{}: file exists; pass --force to overwrite it", f));
-    o.json.check_writable(o.force);
-    write_file(paths.config, config, o.force);
-    write_file(paths.launch, plan::te_launch_script(e), o.force);
+    check_outputs({{"--out", paths.config}, {"--out", paths.launch}, {"--json-out", o.json.file()}},
+                  o.force);
+    write_output(OutputFile{"--out", paths.config}, config, o.force);
+    write_output(OutputFile{"--out", paths.launch}, plan::te_launch_script(e), o.force);
   }
   if (o.json.any()) o.json.emit(plan::to_json(e), o.force);
   if (!o.json.to_stdout()) print_report(e, paths, config);

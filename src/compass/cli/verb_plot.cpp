@@ -6,12 +6,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "compass/cli/common.hpp"
+#include "compass/cli/process.hpp"
 
 namespace compass::cli {
 
@@ -47,16 +49,20 @@ std::string kind_of(const std::string& path) {
 
 void run(const PlotOptions& o) {
   const std::string kind = kind_of(o.data);
-  std::error_code ec;
-  if (!o.force && fs::exists(o.out, ec))
-    throw UsageError(fmt::format("{}: file exists; pass --force to overwrite it", o.out));
-  o.json.check_writable(o.force);
+  check_outputs({{"--out", o.out}, {"--json-out", o.json.file()}}, o.force);
   const std::string script = find_script("plots.py", "python/tpcompass/plots.py", "plot");
   const std::string python = python_with_matplotlib("plot");
-  const int rc = run_program({python, script, o.data, o.out}, /*quiet=*/true);
+  // The script draws into a private directory; the PNG then reaches --out atomically.
+  const PrivateTempDir dir = unwrap(PrivateTempDir::create());
+  const std::string png = dir.path() + "/plot" + fs::path(o.out).extension().string();
+  const int rc = unwrap(run_program({python, script, o.data, png}, /*quiet=*/true));
   if (rc != 0) throw UsageError(fmt::format("plot: {} {} failed (exit {})", python, script, rc));
-  if (fs::file_size(o.out, ec) == 0 || ec)
-    throw UsageError(fmt::format("plot: {} was not written", o.out));
+  std::ifstream in(png, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in || bytes.str().empty()) throw UsageError(fmt::format("plot: {} was not written", o.out));
+  write_output(OutputFile{"--out", o.out}, bytes.str(), o.force);
+  std::error_code ec;
   if (o.json.any())
     o.json.emit(nlohmann::json{{"out", o.out}, {"kind", kind}, {"bytes", fs::file_size(o.out, ec)}},
                 o.force);

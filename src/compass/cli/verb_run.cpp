@@ -3,6 +3,7 @@
 // and max time over --repeat runs, with --check the error against an FP64 reference.
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +34,8 @@ namespace cpu = backends::cpu;
 namespace cuda = backends::cuda;
 namespace launch = backends::launch;
 
+constexpr double kMaxWaitTimeout = 1e6;  // seconds (11 days)
+
 struct RunArgs {
   std::string backend = "cpu";
   std::string launch;  ///< empty = the backend's default (cpu: threads, cuda: virtual)
@@ -46,7 +49,7 @@ struct RunArgs {
   bool check = false;
   int repeat = 5;
   int warmup = 1;
-  std::uint64_t seed = 1;
+  std::int64_t seed = 1;
   JsonOutput json;
   bool force = false;
   int threads_per_rank = 1;
@@ -84,7 +87,7 @@ backends::RunOptions run_options(const RunArgs& a) {
   o.repeat = a.repeat;
   o.warmup = a.warmup;
   o.check = a.check;
-  o.seed = a.seed;
+  o.seed = static_cast<std::uint64_t>(a.seed);
   return o;
 }
 
@@ -93,14 +96,14 @@ workload::OperatorSpec parse_operator(const RunArgs& a) {
     throw UsageError(
         fmt::format("--backend: unknown backend '{}' (expected cpu or cuda)", a.backend));
   workload::OperatorSpec op = operator_from_flags(a.op, a.m, a.n, a.k, a.tp, a.dtype);
-  if (a.repeat < 1) throw UsageError(fmt::format("--repeat: must be at least 1, got {}", a.repeat));
-  if (a.warmup < 0)
-    throw UsageError(fmt::format("--warmup: must not be negative, got {}", a.warmup));
-  if (a.threads_per_rank < 1)
+  check_run_counts(a.repeat, a.warmup);
+  if (a.seed < 0) throw UsageError(fmt::format("--seed: must not be negative, got {}", a.seed));
+  if (a.threads_per_rank < 1 || a.threads_per_rank > 1024)
     throw UsageError(
-        fmt::format("--threads-per-rank: must be at least 1, got {}", a.threads_per_rank));
-  if (!(a.link_scale > 0))
-    throw UsageError(fmt::format("--link-scale: must be positive, got {}", a.link_scale));
+        fmt::format("--threads-per-rank: must be in 1..1024, got {}", a.threads_per_rank));
+  if (!(a.link_scale > 0) || !std::isfinite(a.link_scale))
+    throw UsageError(fmt::format("--link-scale: must be a positive finite number, got {}",
+                                 a.link_scale));
   if (!a.links.empty() && a.backend != "cpu")
     throw UsageError("--links: emulated links need --backend cpu");
   if (!a.links.empty()) parse_links_option(a.links);
@@ -110,8 +113,9 @@ workload::OperatorSpec parse_operator(const RunArgs& a) {
     throw UsageError(fmt::format("--sync: {}", sync.error().message));
   if (a.sync != "events" && a.backend != "cuda")
     throw UsageError("--sync: device flags need --backend cuda");
-  if (a.wait_timeout_s < 0)
-    throw UsageError(fmt::format("--wait-timeout: must not be negative, got {}", a.wait_timeout_s));
+  if (!(a.wait_timeout_s >= 0) || !(a.wait_timeout_s <= kMaxWaitTimeout))
+    throw UsageError(fmt::format("--wait-timeout: must be in [0, {}] seconds, got {}",
+                                 kMaxWaitTimeout, a.wait_timeout_s));
   if (a.backend == "cpu" && !a.launch.empty() && a.launch != "threads" &&
       !is_process_launch(a.launch))
     throw UsageError(fmt::format(
@@ -119,8 +123,8 @@ workload::OperatorSpec parse_operator(const RunArgs& a) {
   if (a.backend == "cuda" && is_process_launch(a.launch))
     throw UsageError("--launch: one process per GPU is not available in this build of the CUDA "
                      "backend (use virtual or multi-gpu)");
-  if (!(a.launch_timeout_s > 0))
-    throw UsageError(fmt::format("--launch-timeout: must be positive, got {}", a.launch_timeout_s));
+  if (!(a.launch_timeout_s > 0) || !std::isfinite(a.launch_timeout_s))
+    throw UsageError(fmt::format("--launch-timeout: must be a positive number of seconds, got {}", a.launch_timeout_s));
   unwrap(cpu::check_operator(op));
   return op;
 }

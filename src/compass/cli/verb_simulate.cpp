@@ -43,23 +43,23 @@ std::string resource_label(const sim::ResourceBusy& b) {
              : fmt::format("r{} copy engine {}", b.rank, b.index);
 }
 
-void print_single(const hardware::Profile& prof, const schedule::Schedule& s,
+void print_single(std::FILE* out, const hardware::Profile& prof, const schedule::Schedule& s,
                   const sim::SimResult& r) {
-  fmt::print("simulated {} on {} (GPUs {}), strategy {}\n", workload::describe(s.op), prof.name,
+  fmt::print(out, "simulated {} on {} (GPUs {}), strategy {}\n", workload::describe(s.op), prof.name,
              fmt::join(s.gpus, ","), schedule::to_string(s.strategy));
-  fmt::print("  total            {}\n", format_seconds(r.total_s));
-  fmt::print("  exposed comm     {} (worst rank: compute stream idle)\n",
+  fmt::print(out, "  total            {}\n", format_seconds(r.total_s));
+  fmt::print(out, "  exposed comm     {} (worst rank: compute stream idle)\n",
              format_seconds(r.exposed_comm_s));
-  fmt::print("  transfers        {} ({})\n\n", r.transfers, format_bytes(r.transferred_bytes));
-  fmt::print("  {:<20} {:>6} {:>12} {:>7}\n", "resource", "tasks", "busy", "busy %");
+  fmt::print(out, "  transfers        {} ({})\n\n", r.transfers, format_bytes(r.transferred_bytes));
+  fmt::print(out, "  {:<20} {:>6} {:>12} {:>7}\n", "resource", "tasks", "busy", "busy %");
   for (const sim::ResourceBusy& b : r.resources)
-    fmt::print("  {:<20} {:>6} {:>12} {:>7.1f}\n", resource_label(b), b.tasks,
+    fmt::print(out, "  {:<20} {:>6} {:>12} {:>7.1f}\n", resource_label(b), b.tasks,
                format_seconds(b.busy_s), r.total_s > 0 ? 100.0 * b.busy_s / r.total_s : 0.0);
   if (r.busiest_links.empty()) return;
-  fmt::print("\n  {:<28} {:>11} {:>11} {:>7} {:>7}\n", "busiest links", "bandwidth", "bytes",
+  fmt::print(out, "\n  {:<28} {:>11} {:>11} {:>7} {:>7}\n", "busiest links", "bandwidth", "bytes",
              "busy %", "util %");
   for (const sim::LinkUse& l : r.busiest_links)
-    fmt::print("  {:<28} {:>11} {:>11} {:>7.1f} {:>7.1f}\n", l.name,
+    fmt::print(out, "  {:<28} {:>11} {:>11} {:>7.1f} {:>7.1f}\n", l.name,
                format_bandwidth(l.bandwidth_bytes_per_s), format_bytes(l.bytes),
                100.0 * l.busy_fraction,
                r.total_s > 0 ? 100.0 * l.bytes / l.bandwidth_bytes_per_s / r.total_s : 0.0);
@@ -90,6 +90,10 @@ void run_simulate(const SimulateArgs& a) {
   } else {
     strategies.push_back(unwrap(schedule::parse_strategy(a.strategy)));
   }
+  const OutputFile trace{"--trace", a.trace};
+  check_outputs({trace, {"--json-out", a.json.file()}}, a.force);
+  if (a.trace == "-" && a.json.to_stdout())
+    throw UsageError("--trace - and --json both write to stdout");
   const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(prof, gpus));
   sim::SimOptions opts;
   opts.busiest_links = a.busiest;
@@ -97,9 +101,9 @@ void run_simulate(const SimulateArgs& a) {
   if (strategies.size() == 1) {
     const schedule::Schedule s = unwrap(schedule::generate(op, strategies[0], plan));
     const sim::SimResult r = unwrap(sim::simulate(prof, s, opts));
-    if (!a.trace.empty()) write_file(a.trace, sim::trace_to_json(r, s), a.force);
+    if (!a.trace.empty()) write_output(trace, sim::trace_to_json(r, s), a.force);
     if (a.json.any()) a.json.emit_text(sim::sim_result_to_json(r, s), a.force);
-    if (!a.json.to_stdout()) print_single(prof, s, r);
+    if (!a.json.to_stdout()) print_single(a.trace == "-" ? stderr : stdout, prof, s, r);
     return;
   }
 
@@ -171,7 +175,8 @@ void add_simulate_verb(CLI::App& app) {
                   "sequential, decompose:D, fuse:all2all, fuse:ring, fuse:double-ring, or all")
       ->capture_default_str();
   sub->add_option("--dtype", args->dtype, "Element type")->capture_default_str();
-  sub->add_option("--trace", args->trace, "Write a Chrome/Perfetto trace (JSON) to this file");
+  add_output_option(sub, "--trace", args->trace,
+                    "Write a Chrome/Perfetto trace (JSON) to this file ('-' for stdout)");
   sub->add_option("--links", args->busiest, "How many busiest link directions to report")
       ->capture_default_str();
   sub->add_flag("--force", args->force, "Overwrite the trace file (and --json-out) if it exists");

@@ -55,46 +55,46 @@ using study::SimRow;
 
 // A table of speedup distributions under a header line (`title`, rows, min, median, mean, max).
 void print_distributions(
-    const char* title,
+    std::FILE* out, const char* title,
     std::initializer_list<std::pair<const char*, const plan::Distribution*>> lines) {
-  fmt::print("{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", title, "rows", "min", "median", "mean",
+  fmt::print(out, "{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", title, "rows", "min", "median", "mean",
              "max");
   for (const auto& [what, d] : lines) {
-    fmt::print("{:<44} {:>5} {:>6.3f}x {:>6.3f}x {:>6.3f}x {:>6.3f}x\n", what, d->count, d->min,
+    fmt::print(out, "{:<44} {:>5} {:>6.3f}x {:>6.3f}x {:>6.3f}x {:>6.3f}x\n", what, d->count, d->min,
                d->median, d->mean, d->max);
   }
 }
 
-void print_sim_summary(const plan::SweepResult& r, const std::vector<SimRow>& rows) {
+void print_sim_summary(std::FILE* out, const plan::SweepResult& r, const std::vector<SimRow>& rows) {
   const study::SimSummary s = study::summarise(rows);
   const study::Accuracy& a = s.accuracy;
   const double n = static_cast<double>(rows.size());
-  fmt::print("\nmodel vs simulation   {} configurations, {} strategies each\n", rows.size(),
+  fmt::print(out, "\nmodel vs simulation   {} configurations, {} strategies each\n", rows.size(),
              kCandidateCount);
-  fmt::print("{:<18} {:>7} {:>8}  {}\n", "strategy", "MAPE", "worst", "worst row");
+  fmt::print(out, "{:<18} {:>7} {:>8}  {}\n", "strategy", "MAPE", "worst", "worst row");
   for (int j = 0; j < kCandidateCount; ++j) {
     const study::StrategyError e =
         rows.empty() ? study::StrategyError{} : a.by_strategy[static_cast<std::size_t>(j)];
-    fmt::print("{:<18} {:>6.2f}% {:>7.2f}%  {}\n", candidate_name(j), 100 * e.mape,
+    fmt::print(out, "{:<18} {:>6.2f}% {:>7.2f}%  {}\n", candidate_name(j), 100 * e.mape,
                100 * e.worst.value, rows.empty() ? "-" : row_label(r, e.worst.config));
   }
-  fmt::print("{:<18} {:>6.2f}% {:>7.2f}%  {}\n", "overall", 100 * a.mape, 100 * a.worst.value,
+  fmt::print(out, "{:<18} {:>6.2f}% {:>7.2f}%  {}\n", "overall", 100 * a.mape, 100 * a.worst.value,
              rows.empty() ? "-" : row_label(r, a.worst.config));
-  fmt::print("choice == simulated best in {} of {} rows ({:.1f}%); within {:.1f}% of it in {} "
+  fmt::print(out, "choice == simulated best in {} of {} rows ({:.1f}%); within {:.1f}% of it in {} "
              "({:.1f}%)\n",
              a.choice_is_best, rows.size(), 100 * a.choice_is_best / n,
              100 * model::kTieTolerance, s.choice_within_tie, 100 * s.choice_within_tie / n);
-  fmt::print("regret (sim time lost following the model): mean {:.2f}%, worst {:.2f}% ({})\n",
+  fmt::print(out, "regret (sim time lost following the model): mean {:.2f}%, worst {:.2f}% ({})\n",
              100 * a.mean_regret, 100 * a.worst_regret.value,
              rows.empty() ? "-" : row_label(r, a.worst_regret.config));
-  print_distributions("simulated speedup",
+  print_distributions(out, "simulated speedup",
                       {{"fuse:double-ring over fuse:all2all", &s.dring_over_a2a},
                        {"fuse:ring over fuse:all2all", &s.ring_over_a2a},
                        {"fuse:double-ring over fuse:ring", &s.dring_over_ring},
                        {"decompose:d* over decompose:4", &s.dstar_over_d4},
                        {"choice over sequential", &s.choice_over_seq},
                        {"simulated best over sequential", &s.simbest_over_seq}});
-  fmt::print("simulated fuse:all2all slower than sequential in {} of {} rows\n",
+  fmt::print(out, "simulated fuse:all2all slower than sequential in {} of {} rows\n",
              s.a2a_slower_than_seq, rows.size());
 }
 
@@ -150,7 +150,7 @@ nlohmann::json sim_json(const plan::SweepResult& r, const std::vector<SimRow>& r
   return j;
 }
 
-void print_rows(const plan::SweepResult& r) {
+void print_rows(std::FILE* out, const plan::SweepResult& r) {
   using compass::format_duration;
   fmt::print("{:>3} {:<10} {:<5} {:>3} {:>6} {:>10} {:>10} {:>3} {:>10} {:>10} {:>10} {:>10}  {}\n",
              "#", "model", "layer", "tp", "M", "sequential", "decomp:d*", "d*", "decomp:4",
@@ -158,7 +158,7 @@ void print_rows(const plan::SweepResult& r) {
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     const plan::SweepRow& row = r.rows[i];
     const model::OperatorChoice& c = row.choice;
-    fmt::print("{:>3} {:<10} {:<5} {:>3} {:>6} {:>10} {:>10} {:>3} {:>10} {:>10} {:>10} {:>10}  {}\n",
+    fmt::print(out, "{:>3} {:<10} {:<5} {:>3} {:>6} {:>10} {:>10} {:>3} {:>10} {:>10} {:>10} {:>10}  {}\n",
                i + 1, row.entry.model, row.entry.layer, c.op.tp, c.op.m,
                format_duration(c.of(StrategyKind::sequential).total_s),
                format_duration(c.of(StrategyKind::decompose).total_s), c.odp.d_closed,
@@ -168,33 +168,29 @@ void print_rows(const plan::SweepResult& r) {
                format_duration(c.of(StrategyKind::fuse_double_ring).total_s),
                schedule::to_string(c.choice().strategy));
   }
-  fmt::print("\n");
+  fmt::print(out, "\n");
 }
 
-void print_summary(const plan::SweepResult& r) {
+void print_summary(std::FILE* out, const plan::SweepResult& r) {
   const plan::SweepSummary& s = r.summary;
-  fmt::print("summary   {} configurations on {}\n", r.rows.size(), r.profile);
-  fmt::print("wins     ");
-  for (const auto& [name, n] : s.wins) fmt::print(" {} {}", name, n);
-  fmt::print("\n");
-  print_distributions("speedup",
+  fmt::print(out, "summary   {} configurations on {}\n", r.rows.size(), r.profile);
+  fmt::print(out, "wins     ");
+  for (const auto& [name, n] : s.wins) fmt::print(out, " {} {}", name, n);
+  fmt::print(out, "\n");
+  print_distributions(out, "speedup",
                       {{"fuse:double-ring over fuse:all2all", &s.double_ring_over_all2all},
                        {"decompose:d* over decompose:4", &s.dstar_over_d4},
                        {"decompose:d* over the worst d", &s.dstar_over_worst_d},
                        {"choice over sequential", &s.choice_over_sequential}});
-  fmt::print("fuse:all2all slower than sequential in {} of {} rows\n",
+  fmt::print(out, "fuse:all2all slower than sequential in {} of {} rows\n",
              s.all2all_slower_than_sequential, r.rows.size());
-  fmt::print("ODP closed form d* equals the exact argmin in {} of {} rows; gap mean {:.2f}%, "
+  fmt::print(out, "ODP closed form d* equals the exact argmin in {} of {} rows; gap mean {:.2f}%, "
              "max {:.2f}%\n",
              s.closed_form_is_argmin, r.rows.size(), 100 * s.odp_gap.mean, 100 * s.odp_gap.max);
 }
 
 void emit(const std::string& path, const std::string& text, bool force) {
-  if (path == "-") {
-    fmt::print("{}", text);
-  } else {
-    write_file(path, text, force);
-  }
+  write_output(OutputFile{"--csv", path}, text, force);
 }
 
 // The grid rows of --limit/--stride whose tp fits `group_limit` GPUs, and how many were skipped.
@@ -237,6 +233,7 @@ void run(const SweepOptions& o) {
   if (o.json.to_stdout() && o.csv == "-")
     throw UsageError("--json and --csv - both want stdout; write one of them to a file");
   o.json.check_writable(o.force);
+  check_outputs({{"--csv", o.csv}, {"--json-out", o.json.file()}}, o.force);
   const auto [grid, skipped] = select_grid(o, profile, group_limit);
   if (skipped > 0)
     fmt::print(stdout_data ? stderr : stdout,
@@ -263,9 +260,9 @@ void run(const SweepOptions& o) {
   if (!o.csv.empty()) emit(o.csv, o.sim ? sim_csv(r, sim_rows) : plan::sweep_csv(r), o.force);
   if (o.json.any()) o.json.emit(o.sim ? sim_json(r, sim_rows) : plan::to_json(r), o.force);
   if (stdout_data) return;
-  if (o.csv.empty() && !o.json.any() && !o.summary_only) print_rows(r);
-  print_summary(r);
-  if (o.sim) print_sim_summary(r, sim_rows);
+  if (o.csv.empty() && !o.json.any() && !o.summary_only) print_rows(stdout, r);
+  print_summary(stdout, r);
+  if (o.sim) print_sim_summary(stdout, r, sim_rows);
 }
 
 // Accuracy targets of the model against the simulation (docs/results.md).
@@ -347,7 +344,7 @@ void add_sweep_verb(CLI::App& app) {
                   "Comma-separated presets or files: one accuracy table (needs --sim)")
       ->excludes(one);
   sub->add_option("--grid", opts->grid, "Grid of operator configurations")->capture_default_str();
-  sub->add_option("--csv", opts->csv, "Write every row as CSV to this file ('-' for stdout)");
+  add_output_option(sub, "--csv", opts->csv, "Write every row as CSV to this file ('-' for stdout)");
   opts->json.add_to(sub, "rows and summary", JsonOutput::Spelling::flag_or_file);
   sub->add_option("--gpus", opts->gpus,
                   "GPUs to place TP groups on: a row of degree tp uses the first tp of them")

@@ -223,8 +223,8 @@ void run_topo(const TopoOptions& o) {
         fmt::format("two profiles given: '{}' and --profile '{}'", o.positional, o.profile));
   const std::string which =
       !o.profile.empty() ? o.profile : (!o.positional.empty() ? o.positional : "a6000x8");
-  if (!(o.size_bytes > 0))
-    throw UsageError(fmt::format("--size: must be positive, got {}", o.size_bytes));
+  if (!(o.size_bytes > 0) || !(o.size_bytes <= 1e18))
+    throw UsageError(fmt::format("--size: must be in (0, 1e18] bytes, got {}", o.size_bytes));
 
   TopoReport r;
   r.profile = load_profile(which);
@@ -250,9 +250,11 @@ void add_topo_verb(CLI::App& app) {
       "Show a machine's topology, the topology-aware ring and double ring for a TP group, "
       "and each all-gather pattern's time and bottleneck");
   sub->add_option("profile", opts->positional,
-                  "Preset name or profile JSON file (default a6000x8)");
+                  "Preset name or profile JSON file (default a6000x8)")
+      ->check(non_empty("profile name"));
   sub->add_option("--profile", opts->profile,
-                  "Preset name or profile JSON file (same as the positional)");
+                  "Preset name or profile JSON file (same as the positional)")
+      ->check(non_empty("profile name"));
   sub->add_option("--tp", opts->tp, "TP degree: GPUs 0..N-1 (default: every GPU)")
       ->check(positive_tp());
   sub->add_option("--gpus", opts->gpus, "Explicit TP group, e.g. 0,1,4,5")->check(nonempty_gpus());

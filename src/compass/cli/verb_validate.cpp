@@ -1,7 +1,6 @@
 // compass validate: runs a scaled-down grid for real on the CPU executor with emulated links
 // and compares every strategy's measured time with the planner's prediction.
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -9,9 +8,11 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "compass/cli/common.hpp"
+#include "compass/cli/process.hpp"
 #include "compass/hardware/profile_io.hpp"
 #include "compass/study/validation.hpp"
 
@@ -87,71 +88,62 @@ nlohmann::ordered_json json_of(const ValidateArgs& a, const ValidateResult& r) {
   return j;
 }
 
-void print_table(const ValidateArgs& a, const hardware::Profile& predicted,
+void print_table(std::FILE* out, const ValidateArgs& a, const hardware::Profile& predicted,
                  const ValidateResult& r) {
-  fmt::print("validate: grid {} ({} configurations), links {} x{:.4g}, {} of {} runs\n", a.grid,
+  fmt::print(out, "validate: grid {} ({} configurations), links {} x{:.4g}, {} of {} runs\n", a.grid,
              r.configs.size(), a.links, r.link_scale, a.stat, a.repeat);
-  fmt::print("planner profile: {}\n\n", predicted.name);
-  fmt::print("{:<34} {:<18} {:<18} {:>11} {:>11} {:>8}\n", "configuration", "chosen",
+  fmt::print(out, "planner profile: {}\n\n", predicted.name);
+  fmt::print(out, "{:<34} {:<18} {:<18} {:>11} {:>11} {:>8}\n", "configuration", "chosen",
              "measured best", "chosen", "best", "regret");
   for (const auto& c : r.configs)
-    fmt::print("{:<34} {:<18} {:<18} {:>11} {:>11} {:>7.1f}%\n", c.config, c.chosen, c.best,
+    fmt::print(out, "{:<34} {:<18} {:<18} {:>11} {:>11} {:>7.1f}%\n", c.config, c.chosen, c.best,
                format_seconds(c.chosen_s), format_seconds(c.best_s), 100 * c.regret);
-  fmt::print("\n{:<18} {:>10}\n", "strategy", "MAPE");
-  for (const auto& [k, v] : r.mape_by_strategy) fmt::print("{:<18} {:>9.1f}%\n", k, 100 * v);
-  fmt::print("{:<18} {:>9.1f}%\n\n", "all", 100 * r.mape);
-  fmt::print("choice is the measured best:      {:.0f}% of configurations\n", 100 * r.choice_best);
-  fmt::print("choice within {:.0f}% of the best:     {:.0f}%\n", 100 * study::kNearBest,
+  fmt::print(out, "\n{:<18} {:>10}\n", "strategy", "MAPE");
+  for (const auto& [k, v] : r.mape_by_strategy) fmt::print(out, "{:<18} {:>9.1f}%\n", k, 100 * v);
+  fmt::print(out, "{:<18} {:>9.1f}%\n\n", "all", 100 * r.mape);
+  fmt::print(out, "choice is the measured best:      {:.0f}% of configurations\n", 100 * r.choice_best);
+  fmt::print(out, "choice within {:.0f}% of the best:     {:.0f}%\n", 100 * study::kNearBest,
              100 * r.choice_within5);
-  fmt::print("regret of the choice:             mean {:.1f}%, worst {:.1f}%\n", 100 * r.mean_regret,
+  fmt::print(out, "regret of the choice:             mean {:.1f}%, worst {:.1f}%\n", 100 * r.mean_regret,
              100 * r.worst_regret);
-  fmt::print("measured speedup over sequential: {:.3f}x (geometric mean)\n", r.mean_speedup);
-  fmt::print("outputs match the FP64 reference: {}\n", r.outputs_ok ? "yes" : "NO");
+  fmt::print(out, "measured speedup over sequential: {:.3f}x (geometric mean)\n", r.mean_speedup);
+  fmt::print(out, "outputs match the FP64 reference: {}\n", r.outputs_ok ? "yes" : "NO");
 }
 
-void plot(const ValidateResult& r, const std::string& out, bool force) {
-  namespace fs = std::filesystem;
-  if (!force && fs::exists(out))
-    throw UsageError(fmt::format("--plot: '{}' exists (use --force to overwrite)", out));
+// The PNG of the predicted-vs-measured plot (the script writes it into a private directory,
+// and the bytes come back to be written atomically like every other output).
+std::string plot_png(const ValidateResult& r) {
   const std::string script = find_script("plot_validate.py", "tools/plot_validate.py", "--plot");
   const std::string python = python_with_matplotlib("--plot");
-  // The CSV goes into a fresh directory only this user can enter (mkdtemp), so no other user
-  // can predict its name or plant a link there.
-  std::string dir_template = (fs::temp_directory_path() / "compass-validate-XXXXXX").string();
-  if (::mkdtemp(dir_template.data()) == nullptr)
-    throw UsageError(fmt::format("--plot: cannot create a private temporary directory in {}",
-                                 fs::temp_directory_path().string()));
-  const fs::path dir = dir_template;
-  const fs::path tmp = dir / "validate.csv";
-  int rc = -1;
-  try {
-    write_file(tmp.string(), csv_text(r), true);
-    rc = run_program({python, script, tmp.string(), out});
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    throw;
-  }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (rc != 0) throw UsageError(fmt::format("--plot: {} {} failed (exit {})", python, script, rc));
+  const PrivateTempDir dir = unwrap(PrivateTempDir::create());
+  const std::string csv = unwrap(dir.write("validate.csv", csv_text(r)));
+  const std::string png = dir.path() + "/validate.png";
+  const int rc = unwrap(run_program({python, script, csv, png}, false));
+  if (rc != 0)
+    throw UsageError(fmt::format("--plot: {} {} failed (exit code {})", python, script, rc));
+  std::ifstream in(png, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in || bytes.str().empty())
+    throw UsageError(fmt::format("--plot: {} wrote no plot", script));
+  return bytes.str();
 }
 
 void run_validate(const ValidateArgs& a) {
   if (a.backend != "cpu")
     throw UsageError(
         fmt::format("--backend: unknown backend '{}' (validate supports cpu)", a.backend));
-  if (a.repeat < 1) throw UsageError(fmt::format("--repeat: must be at least 1, got {}", a.repeat));
-  if (a.warmup < 0)
-    throw UsageError(fmt::format("--warmup: must not be negative, got {}", a.warmup));
+  check_run_counts(a.repeat, a.warmup);
   if (a.tp < 2) throw UsageError(fmt::format("--tp: must be at least 2, got {}", a.tp));
   const std::string links = parse_links_option(a.links);
   const std::optional<double> scale = parse_link_scale(a.link_scale);
-  if (!a.csv.empty() && !a.force && std::filesystem::exists(a.csv))
-    throw UsageError(fmt::format("--csv: '{}' exists (use --force to overwrite)", a.csv));
-  a.json.check_writable(a.force);
-  if (!a.plot.empty() && !a.force && std::filesystem::exists(a.plot))
-    throw UsageError(fmt::format("--plot: '{}' exists (use --force to overwrite)", a.plot));
+  if (a.json.to_stdout() && a.csv == "-")
+    throw UsageError("--json and --csv - both want stdout; write one of them to a file");
+  const std::vector<OutputFile> outputs = {{"--csv", a.csv},
+                                           {"--json-out", a.json.file()},
+                                           {"--plot", a.plot},
+                                           {"--profile-out", a.profile_out}};
+  check_outputs(outputs, a.force);
   const hardware::Profile topology = load_profile(links);
   const hardware::Profile calibrated = unwrap(hardware::load_profile_file(a.calibration));
   if (calibrated.calibration.gemm.empty())
@@ -170,16 +162,20 @@ void run_validate(const ValidateArgs& a) {
   o.use_min = a.stat == "min";
   o.link_scale = scale ? *scale : study::auto_link_scale(grid, topology, calibrated);
   const hardware::Profile predicted = study::emulated_profile(topology, calibrated, o.link_scale);
-  if (!a.profile_out.empty())
-    unwrap(hardware::save_profile_file(predicted, a.profile_out, a.force));
+  unwrap(hardware::validate(predicted));
   ProgressBar bar("validating", a.quiet);
   if (bar.enabled()) o.progress = [&bar](double f) { bar.update(f); };
   const ValidateResult r = unwrap(study::run_validation(grid, topology, predicted, o));
   bar.finish();
-  if (!a.json.to_stdout()) print_table(a, predicted, r);
-  if (!a.csv.empty()) write_file(a.csv, csv_text(r), a.force);
+  // Every output is written after the runs it describes, each one complete or not at all. With
+  // '-' or --json, stdout carries that output alone and the table goes to stderr.
+  const bool stdout_data = a.json.to_stdout() || writes_stdout(outputs);
+  print_table(stdout_data ? stderr : stdout, a, predicted, r);
+  if (!a.csv.empty()) write_output(outputs[0], csv_text(r), a.force);
   if (a.json.any()) a.json.emit(json_of(a, r), a.force);
-  if (!a.plot.empty()) plot(r, a.plot, a.force);
+  if (!a.plot.empty()) write_output(outputs[2], plot_png(r), a.force);
+  if (!a.profile_out.empty())
+    write_output(outputs[3], hardware::profile_to_json(predicted), a.force);
 }
 
 }  // namespace
@@ -210,11 +206,13 @@ void add_validate_verb(CLI::App& app) {
                   "median or min of the repeats (min: the runs other processes disturbed least)")
       ->capture_default_str();
   sub->add_option("--warmup", args->warmup, "untimed runs first")->capture_default_str();
-  sub->add_option("--csv", args->csv, "write every (configuration, strategy) point as CSV");
+  add_output_option(sub, "--csv", args->csv,
+                    "write every (configuration, strategy) point as CSV ('-' for stdout)");
   args->json.add_to(sub, "the results", JsonOutput::Spelling::flag_or_file);
-  sub->add_option("--plot", args->plot, "write a predicted-vs-measured PNG (python3-matplotlib)");
-  sub->add_option("--profile-out", args->profile_out,
-                  "write the planner's profile of the emulated machine (for compass op/plan)");
+  add_output_option(sub, "--plot", args->plot,
+                    "write a predicted-vs-measured PNG (python3-matplotlib)");
+  add_output_option(sub, "--profile-out", args->profile_out,
+                    "write the planner's profile of the emulated machine (for compass op/plan)");
   sub->add_flag("--force", args->force, "overwrite output files");
   sub->add_flag("--quiet", args->quiet, "no progress bar (there is none when stderr is not a terminal)");
   sub->callback([args] { run_validate(*args); });

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "compass/core/file_io.hpp"
 #include "compass/hardware/presets.hpp"
 
 namespace compass::hardware {
@@ -151,18 +152,57 @@ std::string indexed(std::string_view array, std::size_t i) {
   return fmt::format("{}[{}]", array, i);
 }
 
-Status positive(const std::string& field, double v) {
+// Plausible ranges, far wider than any real machine, so that every time computed from a
+// profile stays finite (1e-300 B/s or a latency of 1e308 s would give inf and NaN later).
+constexpr double kMinFlops = 1e6;            // per device and dtype
+constexpr double kMaxFlops = 1e18;
+constexpr double kMinBandwidth = 1e3;        // bytes/s
+constexpr double kMaxBandwidth = 1e15;       // bytes/s
+constexpr double kMaxMemoryBytes = 1e16;
+constexpr double kMaxLatency = 1.0;          // s, per link
+constexpr double kMaxOverhead = 1.0;         // s, per launch
+constexpr double kMaxSlowdown = 100.0;       // interference factors
+constexpr double kMaxSampleTime = 1e6;       // s, a calibration GEMM
+constexpr std::int64_t kMaxSampleDim = std::int64_t{1} << 24;
+constexpr int kMaxSms = 1 << 16;
+
+Status positive(const std::string& field, double v, double max) {
   if (!(v > 0) || !std::isfinite(v)) return make_error("{}: must be positive, got {}", field, v);
+  if (v > max) return make_error("{}: {} is more than the limit of {}", field, v, max);
   return Status::success();
 }
 
-Status non_negative(const std::string& field, double v) {
+Status in_range(const std::string& field, double v, double min, double max) {
+  if (!(v > 0) || !std::isfinite(v)) return make_error("{}: must be positive, got {}", field, v);
+  if (v < min || v > max) return make_error("{}: must be in [{}, {}], got {}", field, min, max, v);
+  return Status::success();
+}
+
+// An integer count in 1..max.
+Status count(const std::string& field, std::int64_t v, std::int64_t max) {
+  if (v <= 0) return make_error("{}: must be positive, got {}", field, v);
+  if (v > max) return make_error("{}: {} is more than the limit of {}", field, v, max);
+  return Status::success();
+}
+
+Status non_negative(const std::string& field, double v, double max) {
   if (!(v >= 0) || !std::isfinite(v)) return make_error("{}: must be >= 0, got {}", field, v);
+  if (v > max) return make_error("{}: {} is more than the limit of {}", field, v, max);
   return Status::success();
 }
 
-Status at_least_one(const std::string& field, double v) {
+Status slowdown(const std::string& field, double v) {
   if (!(v >= 1) || !std::isfinite(v)) return make_error("{}: must be >= 1, got {}", field, v);
+  if (v > kMaxSlowdown)
+    return make_error("{}: {} is more than the limit of {}", field, v, kMaxSlowdown);
+  return Status::success();
+}
+
+// Names are echoed to terminals: no control characters.
+Status printable(const std::string& field, const std::string& name) {
+  for (unsigned char ch : name)
+    if (ch < 0x20 || ch == 0x7f)
+      return make_error("{}: contains a control character (0x{:02x})", field, ch);
   return Status::success();
 }
 
@@ -204,14 +244,20 @@ Status check_device(const DeviceSpec& d, const std::string& f,
   if (d.name.empty()) return make_error("{}.name: must not be empty", f);
   if (!names.insert(d.name).second)
     return make_error("{}.name: duplicate device name '{}'", f, d.name);
-  if (d.sm_count <= 0) return make_error("{}.sm_count: must be positive, got {}", f, d.sm_count);
+  COMPASS_TRY(printable(f + ".name", d.name));
+  COMPASS_TRY(count(f + ".sm_count", d.sm_count, kMaxSms));
   if (d.peak_flops.empty()) return make_error("{}.peak_flops: must list at least one dtype", f);
   for (const auto& [t, v] : d.peak_flops)
-    COMPASS_TRY(positive(fmt::format("{}.peak_flops.{}", f, to_string(t)), v));
-  COMPASS_TRY(positive(f + ".memory_bandwidth_bytes_per_s", d.memory_bandwidth_bytes_per_s));
-  COMPASS_TRY(positive(f + ".memory_bytes", d.memory_bytes));
+    COMPASS_TRY(
+        in_range(fmt::format("{}.peak_flops.{}", f, to_string(t)), v, kMinFlops, kMaxFlops));
+  COMPASS_TRY(in_range(f + ".memory_bandwidth_bytes_per_s", d.memory_bandwidth_bytes_per_s,
+                       kMinBandwidth, kMaxBandwidth));
+  COMPASS_TRY(positive(f + ".memory_bytes", d.memory_bytes, kMaxMemoryBytes));
   if (d.copy_engines < 1)
     return make_error("{}.copy_engines: must be >= 1, got {}", f, d.copy_engines);
+  if (d.copy_engines > kMaxCopyEngines)
+    return make_error("{}.copy_engines: {} is more than the limit of {}", f, d.copy_engines,
+                      kMaxCopyEngines);
   return Status::success();
 }
 
@@ -219,6 +265,7 @@ Status check_node(const Node& n, const std::string& f,
                   std::set<std::string, std::less<>>& names,
                   const std::set<std::string, std::less<>>& device_names) {
   if (n.name.empty()) return make_error("{}.name: must not be empty", f);
+  COMPASS_TRY(printable(f + ".name", n.name));
   if (!names.insert(n.name).second)
     return make_error("{}.name: duplicate node name '{}'", f, n.name);
   if (to_string(n.kind) == "?") return make_error("{}.kind: invalid node kind", f);
@@ -236,6 +283,7 @@ Status check_link(const Profile& p, const Link& l, const std::string& f,
                   std::set<std::string, std::less<>>& names) {
   const int node_count = static_cast<int>(p.nodes.size());
   if (l.name.empty()) return make_error("{}.name: must not be empty", f);
+  COMPASS_TRY(printable(f + ".name", l.name));
   if (!names.insert(l.name).second)
     return make_error("{}.name: duplicate link name '{}'", f, l.name);
   if (to_string(l.kind) == "?") return make_error("{}.kind: invalid link kind", f);
@@ -245,22 +293,24 @@ Status check_link(const Profile& p, const Link& l, const std::string& f,
     return make_error("{}.b: node index {} out of range (0..{})", f, l.b, node_count - 1);
   if (l.a == l.b)
     return make_error("{}.b: link connects node '{}' to itself", f, p.nodes[l.a].name);
-  COMPASS_TRY(positive(f + ".bandwidth_bytes_per_s", l.bandwidth_bytes_per_s));
-  COMPASS_TRY(positive(f + ".reverse_bandwidth_bytes_per_s", l.reverse_bandwidth_bytes_per_s));
-  return non_negative(f + ".latency_s", l.latency_s);
+  COMPASS_TRY(in_range(f + ".bandwidth_bytes_per_s", l.bandwidth_bytes_per_s, kMinBandwidth,
+                       kMaxBandwidth));
+  COMPASS_TRY(in_range(f + ".reverse_bandwidth_bytes_per_s", l.reverse_bandwidth_bytes_per_s,
+                       kMinBandwidth, kMaxBandwidth));
+  return non_negative(f + ".latency_s", l.latency_s, kMaxLatency);
 }
 
 Status check_gemm_sample(const GemmSample& g, const std::string& f) {
   if (to_string(g.dtype) == "?") return make_error("{}.dtype: invalid dtype", f);
-  if (g.m <= 0) return make_error("{}.m: must be positive, got {}", f, g.m);
-  if (g.n <= 0) return make_error("{}.n: must be positive, got {}", f, g.n);
-  if (g.k <= 0) return make_error("{}.k: must be positive, got {}", f, g.k);
-  return positive(f + ".time_s", g.time_s);
+  for (const auto& [key, v] : {std::pair{".m", g.m}, {".n", g.n}, {".k", g.k}})
+    COMPASS_TRY(count(f + key, v, kMaxSampleDim));
+  return positive(f + ".time_s", g.time_s, kMaxSampleTime);
 }
 
 /// Everything but the routes (which need a sound graph first).
 Status validate_graph(const Profile& p, ErrorSink& sink, const FilePositions& at = {}) {
   if (p.name.empty() && sink.failed(make_error("name: must not be empty"))) return sink.status();
+  if (sink.failed(printable("name", p.name))) return sink.status();
   if (p.devices.size() > kMaxDevices)
     return make_error("devices: {} devices is more than the limit of {}", p.devices.size(),
                       kMaxDevices);
@@ -297,13 +347,13 @@ Status validate_graph(const Profile& p, ErrorSink& sink, const FilePositions& at
   const Interference& in = p.interference;
   const Calibration& c = p.calibration;
   std::vector<Status> scalar = {
-      non_negative("overheads.kernel_launch_s", o.kernel_launch_s),
-      non_negative("overheads.collective_launch_s", o.collective_launch_s),
-      non_negative("overheads.flag_wait_s", o.flag_wait_s),
-      non_negative("overheads.copy_launch_s", o.copy_launch_s),
-      at_least_one("interference.gemm_slowdown_copy_engine", in.gemm_slowdown_copy_engine),
-      at_least_one("interference.gemm_slowdown_sm_copy", in.gemm_slowdown_sm_copy),
-      at_least_one("interference.comm_slowdown_beside_gemm", in.comm_slowdown_beside_gemm)};
+      non_negative("overheads.kernel_launch_s", o.kernel_launch_s, kMaxOverhead),
+      non_negative("overheads.collective_launch_s", o.collective_launch_s, kMaxOverhead),
+      non_negative("overheads.flag_wait_s", o.flag_wait_s, kMaxOverhead),
+      non_negative("overheads.copy_launch_s", o.copy_launch_s, kMaxOverhead),
+      slowdown("interference.gemm_slowdown_copy_engine", in.gemm_slowdown_copy_engine),
+      slowdown("interference.gemm_slowdown_sm_copy", in.gemm_slowdown_sm_copy),
+      slowdown("interference.comm_slowdown_beside_gemm", in.comm_slowdown_beside_gemm)};
   for (const Status& s : scalar)
     if (sink.failed(s)) return sink.status();
 
@@ -311,7 +361,8 @@ Status validate_graph(const Profile& p, ErrorSink& sink, const FilePositions& at
     if (sink.failed(check_gemm_sample(c.gemm[i], indexed("calibration.gemm", i))))
       return sink.status();
   if (c.copy_bandwidth_bytes_per_s &&
-      sink.failed(positive("calibration.copy_bandwidth_bytes_per_s", *c.copy_bandwidth_bytes_per_s)))
+      sink.failed(in_range("calibration.copy_bandwidth_bytes_per_s", *c.copy_bandwidth_bytes_per_s,
+                           kMinBandwidth, kMaxBandwidth)))
     return sink.status();
   if (c.gemm_efficiency) {
     const double e = *c.gemm_efficiency;
@@ -956,17 +1007,8 @@ Result<Profile> load_profile_file(const std::string& path) {
 }
 
 Status save_profile_file(const Profile& p, const std::string& path, bool overwrite) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!overwrite && fs::exists(path, ec))
-    return make_error("{}: file exists; refusing to overwrite it (pass --force)", path);
   if (Status s = validate(p); !s.ok()) return make_error("{}: {}", path, s.error().message);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return make_error("{}: cannot open for writing", path);
-  f << profile_to_json(p);
-  f.close();
-  if (!f) return make_error("{}: write failed", path);
-  return Status::success();
+  return write_file_atomic(path, profile_to_json(p), overwrite);
 }
 
 Result<Profile> resolve_profile(const std::string& preset_or_path) {

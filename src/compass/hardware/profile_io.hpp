@@ -9,6 +9,10 @@
 
 namespace compass::hardware {
 
+/// The most copy engines a device may declare (real GPUs have a handful); every engine is a
+/// serial resource the planner, simulator and executors track.
+inline constexpr int kMaxCopyEngines = 64;
+
 /// Checks every field and cross-reference; the error names the field ("links[3].a: ...").
 Status validate(const Profile& p);
 

@@ -109,11 +109,25 @@ Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
       oc.estimates.push_back(std::move(e));
     }
   }
+  // A prediction that is not a finite, non-negative time is never printed: the profile's
+  // numbers (validated one by one) combine into something this model cannot answer.
+  for (const Estimate& e : oc.estimates)
+    if (!std::isfinite(e.total_s) || e.total_s < 0)
+      return make_error("{} under {}: the predicted time is not finite ({}); check the numbers "
+                        "of profile '{}'",
+                        workload::describe(op), schedule::to_string(e.strategy), e.total_s, p.name);
   oc.chosen = select_fastest(oc.estimates);
   if (!breakdown) {
     COMPASS_ASSIGN(oc.estimates[oc.chosen],
                    estimate(p, op, oc.estimates[oc.chosen].strategy, plan, caches));
   }
+  for (const Estimate& e : oc.estimates)
+    for (double v : {e.total_s, e.compute_s, e.exposed_comm_s, e.overhead_s, e.interference_s,
+                     e.comm_s})
+      if (!std::isfinite(v))
+        return make_error("{} under {}: a predicted time is not finite; check the numbers of "
+                          "profile '{}'",
+                          workload::describe(op), schedule::to_string(e.strategy), p.name);
   oc.reason = explain_choice(oc.estimates, oc.chosen);
   return oc;
 }

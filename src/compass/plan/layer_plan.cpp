@@ -1,5 +1,7 @@
 #include "compass/plan/layer_plan.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 #include <numeric>
 #include <set>
@@ -149,6 +151,10 @@ Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelCo
   for (IterationEstimate* it : {&lp.megatron, &lp.te, &lp.compass}) {
     it->layer_s = it->tp_ops_s + lp.other.total_s();
     it->total_s = model.layers * it->layer_s + lp.lm_head_s;
+    if (!std::isfinite(it->total_s) || !std::isfinite(it->layer_s))
+      return make_error("model '{}' on profile '{}': the iteration estimate is not finite; check "
+                        "the sizes and the profile's numbers",
+                        model.name, p.name);
   }
   return lp;
 }

@@ -56,23 +56,48 @@ Region Builder::whole(int rank, const std::string& name) const {
   return rows(rank, name, Rows{0, s_.buffers[static_cast<std::size_t>(it->second)].rows});
 }
 
+void Builder::AccessList::add(const Access& a) {
+  by_row.emplace(a.region.row, a);
+  max_rows = std::max(max_rows, a.region.rows);
+}
+
+template <typename F>
+void Builder::AccessList::for_each_near(std::int64_t row, std::int64_t rows, F&& f) const {
+  // An access starting before row - max_rows + 1 ends at or before `row`.
+  auto it = by_row.lower_bound(row - max_rows + 1);
+  const auto end = by_row.lower_bound(row + rows);
+  for (; it != end; ++it) f(it->second);
+}
+
 void Builder::access(int task, const Region& r, bool write, std::vector<int>& deps) {
-  auto& writes = writes_[static_cast<std::size_t>(r.buffer)];
-  auto& reads = reads_[static_cast<std::size_t>(r.buffer)];
-  for (const Access& a : writes)
+  AccessList& writes = writes_[static_cast<std::size_t>(r.buffer)];
+  AccessList& reads = reads_[static_cast<std::size_t>(r.buffer)];
+  writes.for_each_near(r.row, r.rows, [&](const Access& a) {
     if (overlaps(a.region, r)) deps.push_back(a.task);
+  });
   if (!write) {
-    reads.push_back(Access{task, r, false});
+    reads.add(Access{task, r, false});
     return;
   }
-  for (const Access& a : reads)
+  reads.for_each_near(r.row, r.rows, [&](const Access& a) {
     if (overlaps(a.region, r)) deps.push_back(a.task);
+  });
   // A write that covers an earlier access orders every later conflicting access after it,
-  // so the earlier one need not be remembered (keeps the lists short and deps minimal).
-  auto covered = [&](const Access& a) { return a.task != task && covers(r, a.region); };
-  std::erase_if(writes, covered);
-  std::erase_if(reads, covered);
-  writes.push_back(Access{task, r, true});
+  // so the earlier one need not be remembered (keeps the lists short and deps minimal). A
+  // covered access starts inside the write's rows.
+  auto erase_covered = [&](AccessList& list) {
+    auto it = list.by_row.lower_bound(r.row);
+    const auto end = list.by_row.lower_bound(r.row + r.rows);
+    while (it != end) {
+      if (it->second.task != task && covers(r, it->second.region))
+        it = list.by_row.erase(it);
+      else
+        ++it;
+    }
+  };
+  erase_covered(writes);
+  erase_covered(reads);
+  writes.add(Access{task, r, true});
 }
 
 int Builder::emit(Task t) {

@@ -66,15 +66,26 @@ class Builder {
     Region region;
     bool write;
   };
+  /// Live accesses of one buffer, ordered by first row, so that finding the ones that overlap
+  /// a region costs a logarithmic search plus the accesses near it (building a schedule stays
+  /// n log n in tasks, not quadratic).
+  struct AccessList {
+    std::multimap<std::int64_t, Access> by_row;
+    std::int64_t max_rows = 0;  ///< the most rows any access ever held (bounds the search)
+    void add(const Access& a);
+    /// Calls f(access) for every access whose rows intersect [row, row + rows).
+    template <typename F>
+    void for_each_near(std::int64_t row, std::int64_t rows, F&& f) const;
+  };
   int emit(Task t);
   void access(int task, const Region& r, bool write, std::vector<int>& deps);
 
   Schedule s_;
   std::map<std::pair<int, std::string>, int> index_;
-  // Per buffer, live accesses in program order, writes and reads apart so a read scans only
-  // the writes (inputs and weights are read by many tasks and never written).
-  std::vector<std::vector<Access>> writes_;
-  std::vector<std::vector<Access>> reads_;
+  // Per buffer, live accesses, writes and reads apart so a read scans only the writes (inputs
+  // and weights are read by many tasks and never written).
+  std::vector<AccessList> writes_;
+  std::vector<AccessList> reads_;
 };
 
 }  // namespace compass::schedule::detail

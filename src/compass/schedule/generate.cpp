@@ -2,6 +2,7 @@
 // graphs in words; the tests in tests/schedule check their dataflow symbolically.
 
 #include "compass/schedule/generate.hpp"
+#include "compass/schedule/limits.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -517,6 +518,9 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
   if (strategy.kind == StrategyKind::decompose) {
     const int d = strategy.parts;
     if (d < 1) return make_error("decompose:{}: the number of parts must be at least 1", d);
+    if (d > kMaxDecomposeParts)
+      return make_error("decompose:{}: the number of parts must be at most {}", d,
+                        kMaxDecomposeParts);
     if (op.m % p != 0 && d > 1)
       return make_error(
           "decompose:{}: M = {} is not divisible by tp = {}, so ranks own unequal "
@@ -528,6 +532,18 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
           "decompose:{}: {} parts do not divide the {} rows each rank owns "
           "(M/tp = {}/{})",
           d, d, rows, op.m, p);
+  }
+
+  // Every strategy emits at most about parts x p x (p + 2) tasks (a transfer to every other
+  // rank, a GEMM and an add or copy per part and rank); refuse before building what no
+  // machine should be asked to run.
+  {
+    const double parts = strategy.kind == StrategyKind::decompose ? strategy.parts : 2.0;
+    const double tasks = parts * p * (p + 2.0) * std::max(1, plan.copy_engines >= 2 ? 2 : 1);
+    if (tasks > static_cast<double>(kMaxTasks))
+      return make_error(
+          "{} at tp {} would build about {:.3g} tasks, more than the limit of {}",
+          to_string(strategy), p, tasks, kMaxTasks);
   }
 
   const bool ag_fusion =

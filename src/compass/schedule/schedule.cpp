@@ -1,9 +1,14 @@
 #include "compass/schedule/schedule.hpp"
+#include "compass/schedule/limits.hpp"
 
+#include <limits>
 #include <map>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
+
+#include "compass/hardware/profile_io.hpp"
 
 namespace compass::schedule {
 
@@ -104,8 +109,9 @@ Status validate(const Schedule& s) {
   const int p = s.ranks();
   if (p < 1) return make_error("schedule: gpus is empty (needs one GPU per rank)");
   if (s.op.tp != p) return make_error("schedule: op.tp is {} but gpus lists {} ranks", s.op.tp, p);
-  if (s.copy_engines < 1)
-    return make_error("schedule: copy_engines must be at least 1, got {}", s.copy_engines);
+  if (s.copy_engines < 1 || s.copy_engines > hardware::kMaxCopyEngines)
+    return make_error("schedule: copy_engines must be in 1..{}, got {}", hardware::kMaxCopyEngines,
+                      s.copy_engines);
   std::set<std::pair<int, std::string>> names;
   for (std::size_t i = 0; i < s.buffers.size(); ++i) {
     const Buffer& b = s.buffers[i];
@@ -283,11 +289,42 @@ struct Reader {
   Result<T> get(const json& j, const char* key) const {
     auto it = j.find(key);
     if (it == j.end()) return make_error("schedule JSON: {}.{} is missing", path, key);
-    try {
-      return it->template get<T>();
-    } catch (const json::exception&) {
-      return make_error("schedule JSON: {}.{} has the wrong type ({})", path, key, it->dump());
+    // Integers must be JSON integers that fit: a float or an out-of-range value converted to
+    // an integer type is undefined behaviour.
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      return integer<T>(*it, fmt::format("{}.{}", path, key));
+    } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+      if (!it->is_array())
+        return make_error("schedule JSON: {}.{} has the wrong type ({})", path, key, it->dump());
+      std::vector<int> out;
+      out.reserve(it->size());
+      for (std::size_t i = 0; i < it->size(); ++i) {
+        COMPASS_ASSIGN(int v, integer<int>((*it)[i], fmt::format("{}.{}[{}]", path, key, i)));
+        out.push_back(v);
+      }
+      return out;
+    } else {
+      try {
+        return it->template get<T>();
+      } catch (const json::exception&) {
+        return make_error("schedule JSON: {}.{} has the wrong type ({})", path, key, it->dump());
+      }
     }
+  }
+  template <typename T>
+  static Result<T> integer(const json& v, const std::string& where) {
+    if (!v.is_number_integer())
+      return make_error("schedule JSON: {} must be an integer, got {}", where, v.dump());
+    if (v.is_number_unsigned()) {
+      if (v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
+        return make_error("schedule JSON: {} is out of range ({})", where, v.dump());
+      return static_cast<T>(v.get<std::uint64_t>());
+    }
+    const std::int64_t x = v.get<std::int64_t>();
+    if (x < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
+        x > static_cast<std::int64_t>(std::numeric_limits<T>::max()))
+      return make_error("schedule JSON: {} is out of range ({})", where, v.dump());
+    return static_cast<T>(x);
   }
   template <typename T>
   Result<T> get_or(const json& j, const char* key, T fallback) const {
@@ -342,6 +379,9 @@ Result<Schedule> schedule_from_json(const std::string& text) {
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
+    return make_error("schedule JSON: not valid JSON ({})", e.what());
+  } catch (const json::exception& e) {
+    // e.g. a number too large for a double (1e999): out_of_range, not parse_error.
     return make_error("schedule JSON: not valid JSON ({})", e.what());
   }
   if (!j.is_object()) return make_error("schedule JSON: the top level must be an object");
@@ -402,6 +442,9 @@ Result<Schedule> schedule_from_json(const std::string& text) {
 
   if (!j.contains("tasks") || !j["tasks"].is_array())
     return make_error("schedule JSON: schedule.tasks is missing or not an array");
+  if (j["tasks"].size() > static_cast<std::size_t>(kMaxTasks))
+    return make_error("schedule JSON: schedule.tasks has {} tasks, more than the limit of {}",
+                      j["tasks"].size(), kMaxTasks);
   for (std::size_t i = 0; i < j["tasks"].size(); ++i) {
     const json& jt = j["tasks"][i];
     Reader rt = top.sub(fmt::format(".tasks[{}]", i));

@@ -1,4 +1,5 @@
 #include "compass/schedule/strategy.hpp"
+#include "compass/schedule/limits.hpp"
 
 #include <charconv>
 
@@ -27,6 +28,9 @@ Result<Strategy> parse_strategy(std::string_view s) {
     auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), d);
     if (ec != std::errc() || ptr != num.data() + num.size() || d < 1)
       return make_error("strategy '{}': the decomposition degree must be a positive integer", s);
+    if (d > kMaxDecomposeParts)
+      return make_error("strategy '{}': the decomposition degree must be at most {}", s,
+                        kMaxDecomposeParts);
     return Strategy{StrategyKind::decompose, d};
   }
   return make_error(

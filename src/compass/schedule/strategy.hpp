@@ -21,7 +21,8 @@ struct Strategy {
 
 /// "sequential", "decompose:4", "fuse:all2all", "fuse:ring", "fuse:double-ring".
 std::string to_string(const Strategy& s);
-/// Parses the names above; the error names the bad text and lists the accepted forms.
+/// Parses the names above; the error names the bad text and lists the accepted forms. The
+/// degree of decompose:D must be in 1..kMaxDecomposeParts (limits.hpp).
 Result<Strategy> parse_strategy(std::string_view s);
 /// Simplicity rank used to break ties (sequential simplest).
 int simplicity_rank(StrategyKind k);

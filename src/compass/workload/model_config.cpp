@@ -47,6 +47,9 @@ std::vector<ModelConfig> builtin_models() {
 Status validate(const ModelConfig& m) {
   const std::string who = m.name.empty() ? std::string("model") : "model '" + m.name + "'";
   if (m.name.empty()) return make_error("model: field 'name' must not be empty");
+  for (unsigned char ch : m.name)
+    if (ch < 0x20 || ch == 0x7f)
+      return make_error("model: field 'name' contains a control character (0x{:02x})", ch);
   if (m.hidden <= 0) return make_error("{}: hidden={} must be positive", who, m.hidden);
   if (m.ffn <= 0) return make_error("{}: ffn={} must be positive", who, m.ffn);
   if (m.heads <= 0) return make_error("{}: heads={} must be positive", who, m.heads);
@@ -66,8 +69,12 @@ Result<ModelConfig> model_from_json(const std::string& text, const std::string& 
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return make_error("{}: malformed JSON: {}", origin, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for a number too large for a double (1e999).
+    std::string what = e.what();
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos)
+      what = what.substr(what.find("] ") + 2);
+    return make_error("{}: malformed JSON: {}", origin, what);
   }
   if (!j.is_object()) return make_error("{}: a model must be a JSON object", origin);
 
@@ -157,17 +164,29 @@ Result<ModelConfig> resolve_model(const std::string& name_or_path) {
   for (auto& m : builtin_models()) {
     if (m.name == name_or_path) return m;
   }
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (!name_or_path.empty() && std::filesystem::is_regular_file(name_or_path, ec)) {
+  const bool looks_like_path =
+      name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json");
+  if (!name_or_path.empty() && fs::exists(name_or_path, ec)) {
+    if (fs::is_directory(name_or_path, ec))
+      return make_error("{}: is a directory, not a model file", name_or_path);
+    if (!fs::is_regular_file(name_or_path, ec))
+      return make_error("{}: not a regular file", name_or_path);
+    constexpr std::uintmax_t kMaxModelFileBytes = std::uintmax_t{1} << 20;
+    const auto size = fs::file_size(name_or_path, ec);
+    if (ec) return make_error("{}: cannot read model file: {}", name_or_path, ec.message());
+    if (size > kMaxModelFileBytes)
+      return make_error("{}: model file too large ({} bytes, the limit is {})", name_or_path, size,
+                        kMaxModelFileBytes);
     std::ifstream in(name_or_path, std::ios::binary);
     if (!in) return make_error("{}: cannot read model file", name_or_path);
     std::ostringstream ss;
     ss << in.rdbuf();
+    if (in.bad()) return make_error("{}: cannot read model file", name_or_path);
     return model_from_json(ss.str(), name_or_path);
   }
-  if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json")) {
-    return make_error("{}: model file not found", name_or_path);
-  }
+  if (looks_like_path) return make_error("{}: model file not found", name_or_path);
   return make_error("unknown model '{}' (known: {}; or a JSON file path)", name_or_path,
                     known_names());
 }

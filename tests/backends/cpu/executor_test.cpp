@@ -196,6 +196,70 @@ TEST(Executor, InjectedFaultNamesRankAndTaskAndStopsEveryone) {
   EXPECT_LT(elapsed, 5.0);  // generous: the design target is well under a second
 }
 
+TEST(Executor, GemmPiecesGiveBitIdenticalResults) {
+  // The smallest pieces allowed (192 rows; N x K = 2^18, so 192 rows reach the minimum size)
+  // against one BLAS call per GEMM: every buffer bit for bit.
+  for (const auto& s : {hand_ag_gemm(1536, 1024, 512, 2), hand_gemm_rs(768, 512, 1024, 2)}) {
+    auto data = make_operator_data(s.op, 3);
+    ASSERT_TRUE(data.ok());
+    ExecutorOptions whole, pieces;
+    whole.gemm_piece_flops = 0;
+    pieces.gemm_piece_flops = 1;
+    ExecutorOptions::PieceCounts counts;
+    pieces.piece_counts = &counts;
+    auto ws1 = Workspace::create(s, *data, whole);
+    auto ws2 = Workspace::create(s, *data, pieces);
+    ASSERT_TRUE(ws1.ok() && ws2.ok());
+    ASSERT_TRUE(run(s, *ws1, whole).ok());
+    ASSERT_TRUE(run(s, *ws2, pieces).ok());
+    EXPECT_TRUE(ws1->buffers() == ws2->buffers()) << "results changed";
+    std::int64_t want = 0;
+    for (const auto& t : s.tasks)
+      if (t.kind == TaskKind::gemm) {
+        ASSERT_GE(static_cast<double>(kGemmPieceRowAlign) * t.dst.cols * t.src.cols,
+                  kGemmPieceMinMnk);
+        want += t.dst.rows / kGemmPieceRowAlign;
+      }
+    EXPECT_EQ(counts.run.load(), want);
+    EXPECT_EQ(counts.after_stop.load(), 0);
+  }
+}
+
+TEST(Executor, FailingRankStopsALongGemmOfAnotherRank) {
+  // GEMM-RS 8192^3 at tp 2: each rank's partial GEMM is 5.5e11 FLOPs (seconds on any CPU).
+  // Rank 1's GEMM fails one second in; rank 0's must stop at its next piece (192 rows, 1.3e10
+  // FLOPs), not run on.
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "2.3 GB of buffers: too much shadow memory under ThreadSanitizer";
+#endif
+  const auto s = hand_gemm_rs(8192, 8192, 8192, 2);
+  int fail = -1;
+  for (const auto& t : s.tasks)
+    if (t.name == "r1 partial") fail = t.id;
+  ASSERT_GE(fail, 0);
+  ExecutorOptions o;
+  o.fail_task_id = fail;
+  o.delay_task_id = fail;
+  o.delay_s = 1.0;
+  o.wait_timeout_s = 600;
+  ExecutorOptions::PieceCounts counts;
+  o.piece_counts = &counts;
+  auto data = make_operator_data(s.op, 1);
+  ASSERT_TRUE(data.ok());
+  auto ws = Workspace::create(s, *data, o);
+  ASSERT_TRUE(ws.ok()) << ws.error().message;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run(s, *ws, o);
+  const double elapsed = seconds_since(t0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("injected fault"), std::string::npos) << r.error().message;
+  const std::int64_t pieces_per_gemm = 8192 / kGemmPieceRowAlign;  // the last one longer
+  EXPECT_GE(counts.run.load(), 1) << "rank 0's GEMM had started";
+  EXPECT_LT(counts.run.load(), pieces_per_gemm) << "rank 0's GEMM ran to its end";
+  EXPECT_LE(counts.after_stop.load(), 1) << "more than the one piece in flight ran after the stop";
+  EXPECT_LT(elapsed, 30.0);  // generous: a loaded machine; the pieces above are the real check
+}
+
 TEST(Executor, TaskFailureOnEveryTaskIsClean) {
   // Any task may fail; each time the run ends with an error naming exactly that task.
   const auto s = hand_ag_gemm(6, 6, 3, 3);

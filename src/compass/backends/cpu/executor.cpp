@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -208,6 +209,9 @@ ErrorStats compare_outputs(const Schedule& s, const Workspace& ws,
 
 namespace {
 
+// Thrown inside a task that saw the run stopped between two pieces of work.
+struct Stopped {};
+
 // Shared state of one run. Every flag lives under one mutex: completions are rare compared to
 // the work in a task, and a mutex gives each waiter the happens-before edge to the data the
 // finished task wrote (which TSAN can check).
@@ -260,6 +264,8 @@ class Runner final : public TransportSink {
           continue;
         }
         execute(t);
+      } catch (const Stopped&) {
+        return;  // another task failed; its error is the run's
       } catch (const std::exception& e) {
         fail(id, e.what());
         return;
@@ -529,17 +535,48 @@ class Runner final : public TransportSink {
 
   Span span(const Region& r) { return Span{ptr(r), ld(r), r.rows, r.cols}; }
 
+  // The GEMM of `t` as row blocks, checking for a stop before each one. Row i of the output
+  // depends only on row i of A, and every block is large enough for BLAS to take the same
+  // (blocked) path as one call would, so the blocks compute exactly what one call would.
+  void gemm_in_pieces(const Task& t) {
+    const std::int64_t m = t.dst.rows, n = t.dst.cols, k = t.src.cols;
+    const double nk = static_cast<double>(n) * static_cast<double>(k);
+    std::int64_t rows = m, least = m;
+    if (options_.gemm_piece_flops > 0 && nk > 0) {
+      auto aligned = [](double r) {
+        return static_cast<std::int64_t>(r) / kGemmPieceRowAlign * kGemmPieceRowAlign;
+      };
+      const double md = static_cast<double>(m);
+      const std::int64_t want = aligned(std::min(md, options_.gemm_piece_flops / (2.0 * nk)));
+      const double least_rows = std::ceil(kGemmPieceMinMnk / nk) + kGemmPieceRowAlign - 1;
+      least = std::max(kGemmPieceRowAlign, aligned(std::min(md, least_rows)));
+      rows = std::max(want, least);
+    }
+    const float* a = ptr(t.src);
+    const float* b = ptr(t.b);
+    float* c = ptr(t.dst);
+    const std::int64_t lda = ld(t.src), ldc = ld(t.dst);
+    for (std::int64_t row = 0; row < m;) {
+      if (stop_.stop_requested()) throw Stopped{};
+      // A last block below the minimum size joins the one before it.
+      const std::int64_t len = m - row - rows < least ? m - row : rows;
+      if (options_.piece_counts) ++options_.piece_counts->run;
+      Status st = sgemm(len, n, k, a + row * lda, lda, b, ld(t.b), c + row * ldc, ldc,
+                        t.accumulate);
+      if (options_.piece_counts && stop_.stop_requested()) ++options_.piece_counts->after_stop;
+      if (!st.ok()) throw std::runtime_error(st.error().message);
+      row += len;
+    }
+  }
+
   float* ptr(const Region& r) { return ws_.data(r.buffer) + r.row * ws_.ld(r.buffer) + r.col; }
   std::int64_t ld(const Region& r) const { return ws_.ld(r.buffer); }
 
   void execute(const Task& t) {
     switch (t.kind) {
-      case TaskKind::gemm: {
-        Status st = sgemm(t.dst.rows, t.dst.cols, t.src.cols, ptr(t.src), ld(t.src), ptr(t.b),
-                          ld(t.b), ptr(t.dst), ld(t.dst), t.accumulate);
-        if (!st.ok()) throw std::runtime_error(st.error().message);
+      case TaskKind::gemm:
+        gemm_in_pieces(t);
         break;
-      }
       case TaskKind::transfer: {
         TransferRequest req;
         req.task = &t;

@@ -5,6 +5,7 @@
 // OpenBLAS (FP32), transfers through a TransferEngine (plain memcpy by default), adds and
 // copies are loops. docs/cpu-backend.md explains threads, determinism and failure handling.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -37,12 +38,37 @@ struct ExecutorOptions {
   /// transport->rank(), holds only that rank's buffers, and reaches the other ranks (one per
   /// process) through the transport (transport.hpp).
   std::shared_ptr<Transport> transport;
+  /// A GEMM runs as pieces of whole row blocks (multiples of kGemmPieceRowAlign rows, at least
+  /// kGemmPieceMinMnk multiply-adds) of about this many FLOPs, checking between pieces whether
+  /// the run was stopped, so a failing rank stops the others within one piece rather than one
+  /// whole GEMM. Pieces write disjoint rows of the output and each is the same BLAS call on a
+  /// sub-matrix, so results do not change. 0 = every GEMM in one call.
+  double gemm_piece_flops = 1 << 30;
 
   // Fault injection, for tests.
   int fail_task_id = -1;   ///< this task throws when it starts
   int delay_task_id = -1;  ///< this task sleeps delay_s (abortably) before it runs
   double delay_s = 0;
+  /// When set, counts GEMM pieces: every piece run, and those that finished after the run was
+  /// stopped (the ones in flight at the stop: at most one per rank, since no piece starts
+  /// once the stop is seen).
+  struct PieceCounts {
+    std::atomic<std::int64_t> run{0};
+    std::atomic<std::int64_t> after_stop{0};
+  };
+  PieceCounts* piece_counts = nullptr;
 };
+
+/// GEMM pieces start at row offsets that are multiples of this. OpenBLAS's result for an
+/// output row depends on the row's position in its column-major N blocking (three times the
+/// kernel's unroll); 192 is a multiple of every such period up to 3 x 64, so a piece starting
+/// there computes its rows exactly as the whole call does
+/// (`Executor.GemmPiecesGiveBitIdenticalResults` checks it on the machine at hand).
+inline constexpr std::int64_t kGemmPieceRowAlign = 192;
+/// Every GEMM piece has at least this many multiply-adds (rows x N x K): BLAS libraries take
+/// other code paths (small-matrix and direct kernels, with another summation order) below a
+/// few million, and a piece must compute exactly what the whole call would.
+inline constexpr double kGemmPieceMinMnk = 33554432.0;  // 2^25
 
 /// The per-rank buffers of one schedule, bound to an operator's data: buffers named "x" (role
 /// input) and "w" (role weight) hold rank r's blocks of X and W; every other buffer (outputs

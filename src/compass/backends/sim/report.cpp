@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compass/backends/sim/simulator.hpp"
+#include "compass/core/file_io.hpp"
 
 namespace compass::backends::sim {
 namespace {
@@ -126,15 +127,7 @@ std::string trace_to_json(const SimResult& r, const schedule::Schedule& s) {
 
 Status write_trace(const SimResult& r, const schedule::Schedule& s, const std::string& path,
                    bool overwrite) {
-  std::error_code ec;
-  if (!overwrite && std::filesystem::exists(path, ec))
-    return make_error("{}: file exists; pass --force to overwrite it", path);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return make_error("{}: cannot open for writing", path);
-  f << trace_to_json(r, s);
-  f.close();
-  if (!f) return make_error("{}: write failed", path);
-  return Status::success();
+  return write_file_atomic(path, trace_to_json(r, s), overwrite);
 }
 
 }  // namespace compass::backends::sim

@@ -3,6 +3,8 @@
 
 #include "compass/backends/sim/simulator.hpp"
 
+#include <cmath>
+
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -412,7 +414,13 @@ Result<SimResult> Prepared::run() const {
   if (raw.tasks.size() != s_->tasks.size())
     return make_error("simulator returned {} task times for {} tasks", raw.tasks.size(),
                       s_->tasks.size());
-  return detail::finish(*profile_, *s_, *prep_, std::move(raw));
+  SimResult r = detail::finish(*profile_, *s_, *prep_, std::move(raw));
+  if (!std::isfinite(r.total_s) || r.total_s < 0 || !std::isfinite(r.exposed_comm_s))
+    return make_error("simulating {} under {}: the simulated time is not finite; check the "
+                      "numbers of profile '{}'",
+                      workload::describe(s_->op), schedule::to_string(s_->strategy),
+                      profile_->name);
+  return r;
 }
 
 backends::Measurement measurement(const SimResult& r) {
