@@ -45,9 +45,11 @@ void print_table(std::FILE* out, const backends::cuda::CalibrationResult& c,
   if (c.collective_launch_s) {
     fmt::print(out, "  {:<34} {}\n", "NCCL collective launch", format_seconds(*c.collective_launch_s));
   }
-  fmt::print(out, "  {:<34} {:.3f}x\n", "GEMM beside copy-engine copies", c.gemm_slowdown_copy_engine);
-  fmt::print(out, "  {:<34} {:.3f}x\n", "GEMM beside an SM copy kernel", c.gemm_slowdown_sm_copy);
-  fmt::print(out, "  {:<34} {:.3f}x\n", "copy beside a GEMM", c.comm_slowdown_beside_gemm);
+  fmt::print(out, "  {:<34} {}\n", "GEMM beside copy-engine copies",
+             format_ratio(c.gemm_slowdown_copy_engine));
+  fmt::print(out, "  {:<34} {}\n", "GEMM beside an SM copy kernel",
+             format_ratio(c.gemm_slowdown_sm_copy));
+  fmt::print(out, "  {:<34} {}\n", "copy beside a GEMM", format_ratio(c.comm_slowdown_beside_gemm));
   for (const auto& n : c.notes) fmt::print(out, "  note: {}\n", n);
   fmt::print(out, "wrote {}\n", path);
 }

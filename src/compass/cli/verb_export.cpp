@@ -68,9 +68,9 @@ void print_report(const plan::TeExport& e, const OutputPaths& paths, const std::
   fmt::print("{:<11} {:<11} {:<17} {:>10}  {:<14} {:>10}  {:<14} {:>10}\n", "total", "", "",
              format_duration(e.compass_s), "", format_duration(e.exported_s), "",
              format_duration(e.te_default_s));
-  fmt::print("\nTP operators of one layer: exported {:.3f}x faster than TE's defaults; Compass's "
-             "own choices {:.3f}x\n",
-             e.te_default_s / e.exported_s, e.te_default_s / e.compass_s);
+  fmt::print("\nTP operators of one layer: exported {} faster than TE's defaults; Compass's "
+             "own choices {}\n",
+             format_ratio(e.te_default_s / e.exported_s), format_ratio(e.te_default_s / e.compass_s));
   fmt::print("\nlaunch settings\n");
   for (const auto& [k, v] : e.env) fmt::print("  export {}={}\n", k, v);
   std::string args;

@@ -64,12 +64,13 @@ void print_human(const plan::LayerPlan& lp) {
   const std::pair<const char*, const plan::IterationEstimate*> rows[] = {
       {"megatron", &lp.megatron}, {"te-default", &lp.te}, {"compass", &lp.compass}};
   for (const auto& [name, it] : rows)
-    fmt::print("{:<12} {:>12} {:>12} {:>14} {:>9.3f}x\n", name, format_duration(it->tp_ops_s),
+    fmt::print("{:<12} {:>12} {:>12} {:>14} {:>10}\n", name, format_duration(it->tp_ops_s),
                format_duration(it->layer_s), format_duration(it->total_s),
-               lp.megatron.total_s / it->total_s);
-  fmt::print("\ncompass over megatron {:.3f}x, over te-default {:.3f}x (one micro-batch, "
+               format_ratio(lp.megatron.total_s / it->total_s));
+  fmt::print("\ncompass over megatron {}, over te-default {} (one micro-batch, "
              "forward + backward)\n",
-             lp.megatron.total_s / lp.compass.total_s, lp.te.total_s / lp.compass.total_s);
+             format_ratio(lp.megatron.total_s / lp.compass.total_s),
+             format_ratio(lp.te.total_s / lp.compass.total_s));
   std::string left;
   for (const std::string& s : plan::LayerPlan::left_out()) left += (left.empty() ? "" : ", ") + s;
   fmt::print("left out: {}\n", left);

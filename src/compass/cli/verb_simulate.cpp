@@ -148,9 +148,9 @@ void run_simulate(const SimulateArgs& a) {
     if (!r.result.busiest_links.empty())
       link = fmt::format("{} ({:.0f})", r.result.busiest_links[0].name,
                          100.0 * r.result.busiest_links[0].busy_fraction);
-    fmt::print("  {:<18} {:>12} {:>13} {:>7.2f}x  {}\n", schedule::to_string(r.strategy),
+    fmt::print("  {:<18} {:>12} {:>13} {:>8}  {}\n", schedule::to_string(r.strategy),
                format_seconds(r.result.total_s), format_seconds(r.result.exposed_comm_s),
-               best > 0 ? r.result.total_s / best : 1.0, link);
+               format_ratio(best > 0 ? r.result.total_s / best : 1.0, 2), link);
   }
 }
 

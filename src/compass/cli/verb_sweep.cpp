@@ -60,8 +60,9 @@ void print_distributions(
   fmt::print(out, "{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", title, "rows", "min", "median", "mean",
              "max");
   for (const auto& [what, d] : lines) {
-    fmt::print(out, "{:<44} {:>5} {:>6.3f}x {:>6.3f}x {:>6.3f}x {:>6.3f}x\n", what, d->count, d->min,
-               d->median, d->mean, d->max);
+    fmt::print(out, "{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", what, d->count,
+               format_ratio(d->min), format_ratio(d->median), format_ratio(d->mean),
+               format_ratio(d->max));
   }
 }
 

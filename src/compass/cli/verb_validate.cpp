@@ -106,7 +106,8 @@ void print_table(std::FILE* out, const ValidateArgs& a, const hardware::Profile&
              100 * r.choice_within5);
   fmt::print(out, "regret of the choice:             mean {:.1f}%, worst {:.1f}%\n", 100 * r.mean_regret,
              100 * r.worst_regret);
-  fmt::print(out, "measured speedup over sequential: {:.3f}x (geometric mean)\n", r.mean_speedup);
+  fmt::print(out, "measured speedup over sequential: {} (geometric mean)\n",
+             format_ratio(r.mean_speedup));
   fmt::print(out, "outputs match the FP64 reference: {}\n", r.outputs_ok ? "yes" : "NO");
 }
 

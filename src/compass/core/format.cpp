@@ -8,10 +8,16 @@
 namespace compass {
 
 std::string format_duration(double s, int decimals) {
+  if (!std::isfinite(s)) return "n/a";
   const double a = std::fabs(s);
   if (a < 1e-3) return fmt::format("{:.1f} us", s * 1e6);
   if (a < 1.0) return fmt::format("{:.{}f} ms", s * 1e3, decimals);
   return fmt::format("{:.{}f} s", s, decimals);
+}
+
+std::string format_ratio(double r, int decimals) {
+  if (!std::isfinite(r)) return "n/a";
+  return fmt::format("{:.{}f}x", r, decimals);
 }
 
 std::vector<std::string> split_ws(std::string_view line) {

@@ -66,7 +66,7 @@ std::string explain_choice(const std::vector<Estimate>& estimates, std::size_t c
     for (const Estimate& e : estimates)
       if (e.strategy.kind == StrategyKind::sequential) seq = &e;
     if (seq && c.total_s > 0)
-      line += fmt::format(", {:.2f}x over sequential", seq->total_s / c.total_s);
+      line += fmt::format(", {} over sequential", format_ratio(seq->total_s / c.total_s, 2));
   }
   for (const Estimate& e : estimates) {
     if (e.strategy.kind != StrategyKind::fuse_all2all || &e == &c || e.congested.empty()) continue;
