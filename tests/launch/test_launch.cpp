@@ -65,6 +65,10 @@ struct Case {
   int p;
 };
 
+// `--strategy all`: sequential, decompose:4, fuse:all2all, fuse:ring, fuse:double-ring,
+// fuse:hier and fuse:synth.
+constexpr std::size_t kStrategies = 7;
+
 class MpiRun : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MpiRun, EveryStrategyPassesTheCheckAndMatchesThreads) {
@@ -76,7 +80,7 @@ TEST_P(MpiRun, EveryStrategyPassesTheCheckAndMatchesThreads) {
   const auto j = nlohmann::json::parse(mpi.result.out);
   EXPECT_EQ(j.at("launch"), "mpi");
   EXPECT_TRUE(j.at("passed").get<bool>());
-  ASSERT_EQ(j.at("results").size(), 5u);
+  ASSERT_EQ(j.at("results").size(), kStrategies);
 
   // The same schedules on threads: one process per rank must compute the very same numbers.
   std::vector<std::string> threads{compass_binary()};
@@ -84,8 +88,8 @@ TEST_P(MpiRun, EveryStrategyPassesTheCheckAndMatchesThreads) {
   const Timed thr = run_timed(threads, 120);
   ASSERT_EQ(thr.result.exit_code, 0) << thr.result.err;
   const auto t = nlohmann::json::parse(thr.result.out);
-  ASSERT_EQ(t.at("results").size(), 5u);
-  for (std::size_t i = 0; i < 5; ++i) {
+  ASSERT_EQ(t.at("results").size(), kStrategies);
+  for (std::size_t i = 0; i < kStrategies; ++i) {
     const auto& m = j.at("results")[i];
     const auto& h = t.at("results")[i];
     EXPECT_EQ(m.at("strategy"), h.at("strategy"));
@@ -228,7 +232,7 @@ TEST_P(EnvRun, EveryStrategyPassesTheCheck) {
   const auto j = nlohmann::json::parse(procs[0].result.out);
   EXPECT_EQ(j.at("launch"), "env");
   EXPECT_TRUE(j.at("passed").get<bool>());
-  ASSERT_EQ(j.at("results").size(), 5u);
+  ASSERT_EQ(j.at("results").size(), kStrategies);
   for (const auto& res : j.at("results"))
     EXPECT_TRUE(res.at("check").at("pass").get<bool>()) << res.at("strategy");
 }

@@ -84,8 +84,14 @@ TEST(Sweep, PaperGrid) {
   for (const auto& [name, n] : r->summary.wins) wins += n;
   EXPECT_EQ(wins, 288);
   for (const SweepRow& row : r->rows) {
+    // The tree patterns are candidates for ag_gemm only (their reduce-scatter model is not
+    // trusted for choosing).
     double best = row.choice.estimates.front().total_s;
-    for (const model::Estimate& e : row.choice.estimates) best = std::min(best, e.total_s);
+    for (const model::Estimate& e : row.choice.estimates) {
+      const bool tree = e.strategy.kind == schedule::StrategyKind::fuse_hier ||
+                        e.strategy.kind == schedule::StrategyKind::fuse_synth;
+      if (!tree || row.choice.op.kind == workload::OpKind::ag_gemm) best = std::min(best, e.total_s);
+    }
     EXPECT_LE(row.choice.choice().total_s, best * (1 + model::kTieTolerance));
     EXPECT_GE(row.worst_d_s, row.choice.odp.t_argmin_s);
   }

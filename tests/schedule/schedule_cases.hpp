@@ -68,7 +68,41 @@ inline std::vector<Strategy> strategies() {
   return {Strategy{StrategyKind::sequential, 0},      Strategy{StrategyKind::decompose, 1},
           Strategy{StrategyKind::decompose, 2},       Strategy{StrategyKind::decompose, 3},
           Strategy{StrategyKind::fuse_all2all, 0},    Strategy{StrategyKind::fuse_ring, 0},
-          Strategy{StrategyKind::fuse_double_ring, 0}};
+          Strategy{StrategyKind::fuse_double_ring, 0}, Strategy{StrategyKind::fuse_hier, 0},
+          Strategy{StrategyKind::fuse_synth, 0}};
+}
+
+/// Tree plans that exercise forwarding: `hier` sends each shard down a shuffled chain in two
+/// trees (shares 1/3 and 2/3) cut into 2 pipeline chunks; `synth` uses a binary tree over a
+/// shuffled order (share 1) in 3 chunks.
+inline void shuffled_trees(CommPlan& plan, std::mt19937& rng) {
+  const int p = static_cast<int>(plan.gpus.size());
+  plan.hier.trees.clear();
+  plan.synth.trees.clear();
+  plan.hier.chunks = 2;
+  plan.synth.chunks = 3;
+  for (int root = 0; root < p; ++root) {
+    for (double share : {1.0 / 3.0, 2.0 / 3.0}) {
+      std::vector<int> order;
+      for (int r = 0; r < p; ++r)
+        if (r != root) order.push_back(r);
+      std::shuffle(order.begin(), order.end(), rng);
+      RankTree t{root, share, {}};
+      int prev = root;
+      for (int r : order) {
+        t.edges.push_back({prev, r});
+        prev = r;
+      }
+      plan.hier.trees.push_back(t);
+    }
+    std::vector<int> order{root};
+    for (int r = 0; r < p; ++r)
+      if (r != root) order.push_back(r);
+    std::shuffle(order.begin() + 1, order.end(), rng);
+    RankTree t{root, 1.0, {}};
+    for (std::size_t i = 1; i < order.size(); ++i) t.edges.push_back({order[(i - 1) / 2], order[i]});
+    plan.synth.trees.push_back(t);
+  }
 }
 
 /// Default plan; a shuffled ring with an unrelated shuffled second ring; one copy engine.
@@ -79,6 +113,7 @@ inline std::vector<std::pair<std::string, CommPlan>> plans(int p) {
   std::mt19937 rng(1234u + static_cast<unsigned>(p));
   std::shuffle(shuffled.ring.begin(), shuffled.ring.end(), rng);
   std::shuffle(shuffled.ring2.begin(), shuffled.ring2.end(), rng);
+  shuffled_trees(shuffled, rng);
   out.emplace_back("shuffled", shuffled);
   CommPlan one_engine = shuffled;
   one_engine.copy_engines = 1;

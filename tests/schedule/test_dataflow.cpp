@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <deque>
 #include <map>
 #include <random>
@@ -289,6 +290,33 @@ std::map<std::pair<int, int>, std::int64_t> expected_link_elements(const Case& c
         }
       }
       break;
+    case StrategyKind::fuse_hier:
+    case StrategyKind::fuse_synth: {
+      // Every tree edge carries the tree's rows of its root's shard/chunk (share of the rows by
+      // cumulative rounding, the last tree of a root takes the rest): down the edge for an
+      // all-gather, up it for a reduce-scatter, both for gemm_ar.
+      const TreePlan& tp = c.strategy.kind == StrategyKind::fuse_hier ? c.plan.hier : c.plan.synth;
+      for (int j = 0; j < p; ++j) {
+        const std::int64_t total = ag ? op.m / p : len(j);
+        std::vector<const RankTree*> mine;
+        for (const RankTree& t : tp.trees)
+          if (t.root == j) mine.push_back(&t);
+        double cum = 0;
+        std::int64_t off = 0;
+        for (std::size_t i = 0; i < mine.size(); ++i) {
+          cum += mine[i]->share;
+          const std::int64_t end =
+              i + 1 == mine.size() ? total : static_cast<std::int64_t>(std::llround(cum * total));
+          const std::int64_t rows = end - off;
+          off = end;
+          for (auto [a, b] : mine[i]->edges) {
+            if (ag || ar) want[{a, b}] += rows * width;
+            if (!ag) want[{b, a}] += rows * width;
+          }
+        }
+      }
+      break;
+    }
   }
   for (auto it = want.begin(); it != want.end();) it = it->second == 0 ? want.erase(it) : ++it;
   return want;

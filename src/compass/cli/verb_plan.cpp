@@ -32,13 +32,17 @@ void print_human(const plan::LayerPlan& lp) {
   for (int r : lp.plan.ring) ring += fmt::format("{} -> ", lp.plan.gpus[r]);
   if (!lp.plan.ring.empty()) ring += std::to_string(lp.plan.gpus[lp.plan.ring.front()]);
   fmt::print("ring      {}\n\n", ring);
-  fmt::print("{:<11} {:<4} {:<8} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n",
-             "role", "pass", "kind", "M", "N", "K", "sequential", "decomp:d*", "all2all", "ring",
-             "dbl-ring", "te-default", "choice");
+  fmt::print(
+      "{:<11} {:<4} {:<8} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} "
+      "{:>10}  {}\n",
+      "role", "pass", "kind", "M", "N", "K", "sequential", "decomp:d*", "all2all", "ring",
+      "dbl-ring", "hier", "synth", "te-default", "choice");
   for (const plan::PlannedOp& po : lp.ops) {
     const model::OperatorChoice& c = po.choice;
     const workload::OperatorSpec& op = c.op;
-    fmt::print("{:<11} {:<4} {:<8} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n",
+    fmt::print(
+        "{:<11} {:<4} {:<8} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} "
+        "{:>10}  {}\n",
                op.role, po.layer_op.pass == workload::Pass::forward ? "fwd" : "bwd",
                workload::to_string(op.kind), op.m, op.n, op.k,
                format_duration(c.of(StrategyKind::sequential).total_s),
@@ -47,6 +51,8 @@ void print_human(const plan::LayerPlan& lp) {
                format_duration(c.of(StrategyKind::fuse_all2all).total_s),
                format_duration(c.of(StrategyKind::fuse_ring).total_s),
                format_duration(c.of(StrategyKind::fuse_double_ring).total_s),
+               format_duration(c.of(StrategyKind::fuse_hier).total_s),
+               format_duration(c.of(StrategyKind::fuse_synth).total_s),
                format_duration(po.te.total_s), schedule::to_string(c.choice().strategy));
   }
   fmt::print("\nreasons\n");

@@ -479,7 +479,8 @@ void add_run_verb(CLI::App& app) {
   sub->add_option("--tp", args->tp, "tensor-parallel degree p (ranks)")
       ->check(positive_tp())->required();
   sub->add_option("--strategy", args->strategy,
-                  "sequential, decompose:D, fuse:all2all, fuse:ring, fuse:double-ring or all")
+                  "sequential, decompose:D, fuse:all2all, fuse:ring, fuse:double-ring, fuse:hier, "
+                  "fuse:synth or all")
       ->capture_default_str();
   sub->add_option("--profile", args->profile, "machine preset or profile file (ring order)")
       ->capture_default_str();

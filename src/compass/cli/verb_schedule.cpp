@@ -182,7 +182,8 @@ void add_schedule_verb(CLI::App& app) {
   sub->add_option("--dtype", args->dtype, "element type: fp32, fp16, bf16, fp8")
       ->capture_default_str();
   sub->add_option("--strategy", args->strategy,
-                  "sequential, decompose:D, fuse:all2all, fuse:ring or fuse:double-ring")
+                  "sequential, decompose:D, fuse:all2all, fuse:ring, fuse:double-ring, fuse:hier or "
+                  "fuse:synth")
       ->capture_default_str();
   sub->add_option("--profile", args->profile, "machine: a preset name or a profile JSON file")
       ->capture_default_str();

@@ -60,6 +60,10 @@ void print_distributions(
   fmt::print(out, "{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", title, "rows", "min", "median", "mean",
              "max");
   for (const auto& [what, d] : lines) {
+    if (d->count == 0) {  // no rows: no statistics to show
+      fmt::print(out, "{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", what, 0, "-", "-", "-", "-");
+      continue;
+    }
     fmt::print(out, "{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", what, d->count,
                format_ratio(d->min), format_ratio(d->median), format_ratio(d->mean),
                format_ratio(d->max));
@@ -97,6 +101,10 @@ void print_sim_summary(std::FILE* out, const plan::SweepResult& r, const std::ve
                        {"simulated best over sequential", &s.simbest_over_seq}});
   fmt::print(out, "simulated fuse:all2all slower than sequential in {} of {} rows\n",
              s.a2a_slower_than_seq, rows.size());
+  print_distributions(out, "tree patterns, simulated",
+                      {{"best tree pattern over dbl-ring, comm-bound", &s.trees_over_dring_cb},
+                       {"share of attainable speedup, comm-bound", &s.attained_cb},
+                       {"share of attainable speedup, all rows", &s.attained_all}});
 }
 
 std::string sim_csv(const plan::SweepResult& r, const std::vector<SimRow>& rows) {
@@ -153,13 +161,19 @@ nlohmann::json sim_json(const plan::SweepResult& r, const std::vector<SimRow>& r
 
 void print_rows(std::FILE* out, const plan::SweepResult& r) {
   using compass::format_duration;
-  fmt::print("{:>3} {:<10} {:<5} {:>3} {:>6} {:>10} {:>10} {:>3} {:>10} {:>10} {:>10} {:>10}  {}\n",
-             "#", "model", "layer", "tp", "M", "sequential", "decomp:d*", "d*", "decomp:4",
-             "all2all", "ring", "dbl-ring", "choice");
+  fmt::print(
+      out,
+      "{:>3} {:<10} {:<5} {:>3} {:>6} {:>10} {:>10} {:>3} {:>10} {:>10} {:>10} {:>10} {:>10} "
+      "{:>10}  {}\n",
+      "#", "model", "layer", "tp", "M", "sequential", "decomp:d*", "d*", "decomp:4", "all2all",
+      "ring", "dbl-ring", "hier", "synth", "choice");
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     const plan::SweepRow& row = r.rows[i];
     const model::OperatorChoice& c = row.choice;
-    fmt::print(out, "{:>3} {:<10} {:<5} {:>3} {:>6} {:>10} {:>10} {:>3} {:>10} {:>10} {:>10} {:>10}  {}\n",
+    fmt::print(
+        out,
+        "{:>3} {:<10} {:<5} {:>3} {:>6} {:>10} {:>10} {:>3} {:>10} {:>10} {:>10} {:>10} {:>10} "
+        "{:>10}  {}\n",
                i + 1, row.entry.model, row.entry.layer, c.op.tp, c.op.m,
                format_duration(c.of(StrategyKind::sequential).total_s),
                format_duration(c.of(StrategyKind::decompose).total_s), c.odp.d_closed,
@@ -167,6 +181,8 @@ void print_rows(std::FILE* out, const plan::SweepResult& r) {
                format_duration(c.of(StrategyKind::fuse_all2all).total_s),
                format_duration(c.of(StrategyKind::fuse_ring).total_s),
                format_duration(c.of(StrategyKind::fuse_double_ring).total_s),
+               format_duration(c.of(StrategyKind::fuse_hier).total_s),
+               format_duration(c.of(StrategyKind::fuse_synth).total_s),
                schedule::to_string(c.choice().strategy));
   }
   fmt::print(out, "\n");
@@ -180,6 +196,8 @@ void print_summary(std::FILE* out, const plan::SweepResult& r) {
   fmt::print(out, "\n");
   print_distributions(out, "speedup",
                       {{"fuse:double-ring over fuse:all2all", &s.double_ring_over_all2all},
+                       {"best tree pattern over fuse:double-ring", &s.trees_over_double_ring},
+                       {"best tree pattern over fuse:all2all", &s.trees_over_all2all},
                        {"decompose:d* over decompose:4", &s.dstar_over_d4},
                        {"decompose:d* over the worst d", &s.dstar_over_worst_d},
                        {"choice over sequential", &s.choice_over_sequential}});

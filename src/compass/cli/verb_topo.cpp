@@ -1,7 +1,8 @@
 // compass topo [--profile] <preset|file.json> [--tp N] [--gpus 0,1,..] [--size BYTES] [--json]:
 // the machine (devices, nodes, links), the topology-aware ring and double ring for a TP group,
-// and the all-gather time of each communication pattern with its bottleneck and, for
-// all-to-all, the congested link directions.
+// and the all-gather time of each communication pattern (rings, all-to-all, the tree patterns)
+// with its bottleneck and, for all-to-all, the congested link directions; --sim also simulates
+// the tree patterns' chunked all-gather schedules; --random SEED uses a random machine.
 
 #include <fmt/format.h>
 
@@ -12,7 +13,11 @@
 
 #include "compass/cli/common.hpp"
 #include "compass/hardware/cut_bound.hpp"
+#include "compass/hardware/random_topology.hpp"
 #include "compass/hardware/rings.hpp"
+#include "compass/hardware/synthesis.hpp"
+#include "compass/schedule/patterns.hpp"
+#include "compass/backends/sim/simulator.hpp"
 
 namespace compass::cli {
 
@@ -31,6 +36,16 @@ struct TopoOptions {
   double size_bytes = 1024.0 * 1024.0 * 1024.0;
   JsonOutput json;
   bool force = false;
+  bool sim = false;
+  long long random_seed = -1;  // >= 0: a random machine of --tp GPUs
+};
+
+// A tree pattern's simulated all-gather.
+struct TreeSim {
+  std::string pattern;
+  double time_s = 0;
+  int trees = 0;
+  int depth = 0;
 };
 
 struct TopoReport {
@@ -38,8 +53,9 @@ struct TopoReport {
   std::vector<int> group;
   Ring ring;
   DoubleRing double_ring;
-  std::vector<PatternTime> patterns;  // ring, double-ring, all2all
+  std::vector<PatternTime> patterns;  // ring, double-ring, all2all, hier, synth
   hardware::CutBound bound;           // all-gather lower bound from cuts
+  std::vector<TreeSim> sims;          // --sim: hier, synth
 };
 
 std::string bound_ratio(double t_s, double bound_s) {
@@ -137,7 +153,19 @@ void print_human(const TopoReport& r, double size_bytes) {
                bound_ratio(t.time_s, b.time_s), neck);
   }
 
-  const PatternTime& a2a = r.patterns.back();
+  fmt::print("  (hier, synth: busiest direction's busy time, reached with perfect pipelining)\n");
+  if (!r.sims.empty()) {
+    fmt::print("\nsimulated all-gather along the trees (SimGrid, chunked as fuse:hier/fuse:synth "
+               "run it):\n");
+    fmt::print("  {:<12} {:>11} {:>8} {:>6} {:>6} {:>6}\n", "PATTERN", "TIME", "SPEEDUP", "/BOUND",
+               "TREES", "DEPTH");
+    for (const TreeSim& t : r.sims)
+      fmt::print("  {:<12} {:>11} {:>7.2f}x {:>6} {:>6} {:>6}\n", t.pattern,
+                 format_seconds(t.time_s), ring_s / t.time_s, bound_ratio(t.time_s, b.time_s),
+                 t.trees, t.depth);
+  }
+
+  const PatternTime& a2a = r.patterns[2];
   fmt::print("\nall2all congested link directions (busier than the ring's busiest direction):\n");
   if (a2a.congested.empty()) fmt::print("  none\n");
   for (const std::string& name : a2a.congested)
@@ -213,6 +241,14 @@ nlohmann::ordered_json topo_json(const TopoReport& r, double size_bytes) {
   nlohmann::ordered_json patterns = nlohmann::ordered_json::array();
   for (const PatternTime& t : r.patterns) patterns.push_back(pattern_json(t, r.bound.time_s));
   out["patterns"] = patterns;
+  nlohmann::ordered_json sims = nlohmann::ordered_json::array();
+  for (const TreeSim& t : r.sims)
+    sims.push_back({{"pattern", t.pattern},
+                    {"time_s", t.time_s},
+                    {"time_over_bound", r.bound.time_s > 0 ? t.time_s / r.bound.time_s : 0.0},
+                    {"trees", t.trees},
+                    {"depth", t.depth}});
+  if (!r.sims.empty()) out["simulated"] = sims;
   return out;
 }
 
@@ -227,7 +263,14 @@ void run_topo(const TopoOptions& o) {
     throw UsageError(fmt::format("--size: must be in (0, 1e18] bytes, got {}", o.size_bytes));
 
   TopoReport r;
-  r.profile = load_profile(which);
+  if (o.random_seed >= 0) {
+    if (!o.profile.empty() || !o.positional.empty())
+      throw UsageError("--random: give either a profile or --random SEED, not both");
+    if (o.tp < 1 || o.tp > 64) throw UsageError("--random: needs --tp between 1 and 64");
+    r.profile = hardware::random_topology(static_cast<std::uint64_t>(o.random_seed), o.tp);
+  } else {
+    r.profile = load_profile(which);
+  }
   r.group = select_group(r.profile, o.tp, o.gpus);
   unwrap(hardware::validate_group(r.profile, r.group));
   r.ring = unwrap(hardware::find_ring(r.profile, r.group));
@@ -236,7 +279,34 @@ void run_topo(const TopoOptions& o) {
   r.patterns.push_back(
       hardware::allgather_time_double_ring(r.profile, r.double_ring, o.size_bytes));
   r.patterns.push_back(hardware::allgather_time_all2all(r.profile, r.group, o.size_bytes));
+  const hardware::TreePattern trees[] = {
+      unwrap(hardware::hierarchical_pattern(r.profile, r.group)),
+      unwrap(hardware::synthesize_pattern(r.profile, r.group))};
+  for (const hardware::TreePattern& t : trees)
+    r.patterns.push_back(hardware::allgather_load_pattern(r.profile, t, o.size_bytes));
   r.bound = unwrap(hardware::allgather_cut_bound(r.profile, r.group, o.size_bytes));
+  if (o.sim && !backends::sim::compiled_in())
+    throw UsageError("--sim: this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
+  if (o.sim && r.group.size() >= 2) {
+    int engines = 0;
+    for (int g : r.group) {
+      const int ce = std::max(1, r.profile.gpu_device(g).copy_engines);
+      engines = engines == 0 ? ce : std::min(engines, ce);
+    }
+    // BF16 rows of 8192 elements; the shard is rounded down to whole rows.
+    constexpr std::int64_t kCols = 8192;
+    const std::int64_t rows = static_cast<std::int64_t>(
+        o.size_bytes / static_cast<double>(r.group.size()) / (kCols * 2));
+    if (rows < 1) throw UsageError("--sim: --size is too small for one 16 KiB row per rank");
+    for (const hardware::TreePattern& t : trees) {
+      const schedule::TreePlan plan = unwrap(schedule::tree_plan_from(t, r.group));
+      const schedule::Schedule s =
+          unwrap(schedule::tree_allgather(plan, r.group, engines, rows, kCols));
+      const backends::sim::SimResult res = unwrap(backends::sim::simulate(r.profile, s));
+      r.sims.push_back({t.name, res.total_s, static_cast<int>(t.trees.size()),
+                        hardware::pattern_depth(t)});
+    }
+  }
   if (o.json.any()) o.json.emit(topo_json(r, o.size_bytes), o.force);
   if (!o.json.to_stdout()) print_human(r, o.size_bytes);
 }
@@ -261,6 +331,11 @@ void add_topo_verb(CLI::App& app) {
   sub->add_option("--size", opts->size_bytes, "All-gather size in bytes (default 1 GiB)");
   opts->json.add_to(sub, "the machine, its rings and the patterns' times");
   add_force_flag(sub, opts->force, "--json-out");
+  sub->add_flag("--sim", opts->sim,
+                "Also simulate the tree patterns' all-gather schedules (SimGrid); the size is "
+                "rounded down to whole 16 KiB rows per rank");
+  sub->add_option("--random", opts->random_seed,
+                  "Use a random machine of --tp GPUs drawn from this seed instead of a profile");
   sub->callback([opts] { run_topo(*opts); });
 }
 

@@ -332,4 +332,15 @@ double ring_collective_time_s(const hardware::Profile& p, const std::vector<int>
   return steps * step + (with_launch ? p.overheads.collective_launch_s : 0.0);
 }
 
+bool same_timed_flows(const std::vector<TimedFlow>& a, const std::vector<TimedFlow>& b) {
+  const auto bits = [](double x) { return std::bit_cast<std::uint64_t>(x); };
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].src != b[i].src || a[i].dst != b[i].dst || a[i].after != b[i].after ||
+        bits(a[i].bytes) != bits(b[i].bytes) || bits(a[i].release_s) != bits(b[i].release_s) ||
+        bits(a[i].gap_s) != bits(b[i].gap_s))
+      return false;
+  return true;
+}
+
 }  // namespace compass::model

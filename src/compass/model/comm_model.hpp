@@ -51,6 +51,11 @@ struct TimedFlow {
   double gap_s = 0;   ///< issue cost between `after` finishing and this flow starting
 };
 
+/// Bit for bit equal flow lists (0.0 and -0.0 differ, a NaN equals itself): equal inputs of
+/// run_released_flows give equal outputs, so a fixed-point iteration over releases has converged
+/// once a round repeats the previous one.
+bool same_timed_flows(const std::vector<TimedFlow>& a, const std::vector<TimedFlow>& b);
+
 /// Finish time (route latency included) of each flow when flows join the max-min sharing at
 /// their release times; rates are re-shared at every release and every finish. `after` must
 /// point to an earlier index. Results are memoised in `caches` by their exact inputs (the

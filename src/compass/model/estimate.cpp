@@ -1,7 +1,6 @@
 #include "compass/model/estimate.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -12,7 +11,8 @@
 #include "compass/model/comm_model.hpp"
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/task_costs.hpp"
-
+#include "compass/model/tree_estimate.hpp"
+#include "compass/schedule/patterns.hpp"
 
 namespace compass::model {
 
@@ -49,6 +49,7 @@ struct Ctx {
   std::vector<int> ring;        // GPU order of the one-way ring
   std::vector<int> ring2;       // GPU order of the second ring
   int engines = 2;              // copy engines per rank
+  const schedule::CommPlan& plan;
   double launch = 0, coll_launch = 0, copy_issue = 0, flag_wait = 0;
   double fg = 1, fc = 1;        // interference factors (transfers run on copy engines)
   double fg_nccl = 1;           // GEMM beside NCCL-style collectives (sequential, decompose)
@@ -56,7 +57,7 @@ struct Ctx {
   Ctx(const hardware::Profile& pr, const workload::OperatorSpec& o,
       const schedule::CommPlan& plan, ModelKnobs k, Caches& ca)
       : prof(pr), op(o), caches(ca), knobs(k), p(o.tp), e(dtype_bytes(o.dtype)), gpus(plan.gpus),
-        engines(std::max(1, plan.copy_engines)) {
+        engines(std::max(1, plan.copy_engines)), plan(plan) {
     for (int r : plan.ring) ring.push_back(gpus[r]);
     for (int r : plan.ring2) ring2.push_back(gpus[r]);
     if (ring2.empty()) ring2.assign(ring.rbegin(), ring.rend());
@@ -433,19 +434,6 @@ Outcome fused_ag_all2all(const Ctx& c) {
 
 // ---- IntraFusion, GEMM-RS (and the reduce-scatter half of GEMM-AR) ---------------------------
 
-// Bit for bit equal (0.0 and -0.0 differ, a NaN equals itself): equal inputs of
-// run_released_flows give equal outputs.
-bool same_flows(const std::vector<TimedFlow>& a, const std::vector<TimedFlow>& b) {
-  const auto bits = [](double x) { return std::bit_cast<std::uint64_t>(x); };
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].src != b[i].src || a[i].dst != b[i].dst || a[i].after != b[i].after ||
-        bits(a[i].bytes) != bits(b[i].bytes) || bits(a[i].release_s) != bits(b[i].release_s) ||
-        bits(a[i].gap_s) != bits(b[i].gap_s))
-      return false;
-  return true;
-}
-
 // Ring reduce-scatter fused with the GEMM (one ring, or a double ring with half of every chunk
 // on each ring): at step s the rank at ring position P computes the partial of the chunk owned
 // by ring[P - s - 1], adds the running sum that arrived, and forwards it; at the last step the
@@ -551,7 +539,7 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
         }
     // Converged: the same flows give the same finishes, and the recurrence then gives the same
     // releases, so every later round would repeat this one bit for bit.
-    if (iter > 0 && same_flows(flows, previous)) break;
+    if (iter > 0 && same_timed_flows(flows, previous)) break;
     finish = run_released_flows(c.prof, flows, c.caches);
     recurrence(false);
     std::swap(flows, previous);
@@ -615,8 +603,22 @@ Outcome fused_ar(const Ctx& c, StrategyKind kind) {
   return o;
 }
 
+// fuse:hier and fuse:synth (model/tree_estimate.hpp).
+Outcome fused_tree(const Ctx& c, const schedule::TreePlan& tp) {
+  detail::TreeCosts tc{c.launch, c.copy_issue, c.flag_wait, c.fg, c.fc, c.details};
+  const detail::TreeOutcome t = detail::tree_estimate(c.prof, c.op, tp, c.plan, tc, c.caches);
+  Outcome o;
+  o.total_s = t.total_s;
+  o.compute_s = t.compute_s;
+  o.comm_s = t.comm_s;
+  o.bottleneck = t.bottleneck;
+  return o;
+}
+
 Outcome evaluate(const Ctx& c, const schedule::Strategy& st) {
   switch (st.kind) {
+    case StrategyKind::fuse_hier: return fused_tree(c, c.plan.hier);
+    case StrategyKind::fuse_synth: return fused_tree(c, c.plan.synth);
     case StrategyKind::sequential: return decompose(c, 1);
     case StrategyKind::decompose: return decompose(c, st.parts);
     case StrategyKind::fuse_all2all:
@@ -652,6 +654,12 @@ Status check_inputs(const hardware::Profile& p, const workload::OperatorSpec& op
   for (int g : plan.gpus)
     if (g < 0 || g >= p.gpu_count())
       return make_error("GPU {} does not exist on '{}' ({} GPUs)", g, p.name, p.gpu_count());
+  if (strategy.kind == StrategyKind::fuse_hier || strategy.kind == StrategyKind::fuse_synth) {
+    const schedule::TreePlan& tp =
+        strategy.kind == StrategyKind::fuse_hier ? plan.hier : plan.synth;
+    if (Status st = schedule::validate_tree_plan(tp, op.tp); !st.ok())
+      return make_error("comm plan: {}: {}", schedule::to_string(strategy), st.error().message);
+  }
   if (strategy.kind == StrategyKind::decompose) {
     const std::int64_t rows = rows_per_rank(op);
     if (strategy.parts < 1 || rows % strategy.parts != 0)

@@ -94,7 +94,8 @@ Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
   const std::vector<Strategy> strategies = {
       Strategy{StrategyKind::sequential, 0}, Strategy{StrategyKind::decompose, oc.odp.d_closed},
       Strategy{StrategyKind::fuse_all2all, 0}, Strategy{StrategyKind::fuse_ring, 0},
-      Strategy{StrategyKind::fuse_double_ring, 0}};
+      Strategy{StrategyKind::fuse_double_ring, 0}, Strategy{StrategyKind::fuse_hier, 0},
+      Strategy{StrategyKind::fuse_synth, 0}};
   for (const Strategy& s : strategies) {
     if (breakdown) {
       COMPASS_ASSIGN(Estimate e, estimate(p, op, s, plan, caches));

@@ -97,6 +97,8 @@ nlohmann::json dist_json(const Distribution& d) {
 nlohmann::json to_json(const SweepSummary& s) {
   return {{"wins", s.wins},
           {"double_ring_over_all2all", dist_json(s.double_ring_over_all2all)},
+          {"trees_over_double_ring", dist_json(s.trees_over_double_ring)},
+          {"trees_over_all2all", dist_json(s.trees_over_all2all)},
           {"dstar_over_d4", dist_json(s.dstar_over_d4)},
           {"dstar_over_worst_d", dist_json(s.dstar_over_worst_d)},
           {"choice_over_sequential", dist_json(s.choice_over_sequential)},

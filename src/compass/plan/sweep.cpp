@@ -22,9 +22,10 @@ Distribution distribution(std::vector<double> values) {
 
 SweepSummary summarise(const std::vector<SweepRow>& rows) {
   SweepSummary s;
-  for (const char* k : {"sequential", "decompose", "fuse:all2all", "fuse:ring", "fuse:double-ring"})
+  for (const char* k : {"sequential", "decompose", "fuse:all2all", "fuse:ring", "fuse:double-ring",
+                        "fuse:hier", "fuse:synth"})
     s.wins[k] = 0;
-  std::vector<double> dr, d4, worst, choice, gap;
+  std::vector<double> dr, d4, worst, choice, gap, trees_dr, trees_a2a;
   for (const SweepRow& r : rows) {
     const model::OperatorChoice& c = r.choice;
     const schedule::Strategy& st = c.choice().strategy;
@@ -34,6 +35,10 @@ SweepSummary summarise(const std::vector<SweepRow>& rows) {
     const double dring = c.of(StrategyKind::fuse_double_ring).total_s;
     const double dstar = c.of(StrategyKind::decompose).total_s;
     dr.push_back(a2a / dring);
+    const double trees = std::min(c.of(StrategyKind::fuse_hier).total_s,
+                                  c.of(StrategyKind::fuse_synth).total_s);
+    trees_dr.push_back(dring / trees);
+    trees_a2a.push_back(a2a / trees);
     if (r.decompose4_s > 0) d4.push_back(r.decompose4_s / dstar);
     worst.push_back(r.worst_d_s / dstar);
     choice.push_back(seq / c.choice().total_s);
@@ -42,6 +47,8 @@ SweepSummary summarise(const std::vector<SweepRow>& rows) {
     if (c.odp.d_closed == c.odp.d_argmin) ++s.closed_form_is_argmin;
   }
   s.double_ring_over_all2all = distribution(dr);
+  s.trees_over_double_ring = distribution(trees_dr);
+  s.trees_over_all2all = distribution(trees_a2a);
   s.dstar_over_d4 = distribution(d4);
   s.dstar_over_worst_d = distribution(worst);
   s.choice_over_sequential = distribution(choice);

@@ -32,6 +32,8 @@ Distribution distribution(std::vector<double> values);
 struct SweepSummary {
   std::map<std::string, int> wins;  ///< chosen strategy kind ("decompose" for any d) -> rows
   Distribution double_ring_over_all2all;  ///< t(fuse:all2all) / t(fuse:double-ring)
+  Distribution trees_over_double_ring;    ///< t(fuse:double-ring) / t(best of fuse:hier, fuse:synth)
+  Distribution trees_over_all2all;        ///< t(fuse:all2all) / t(best of fuse:hier, fuse:synth)
   Distribution dstar_over_d4;             ///< t(decompose:4) / t(decompose:d*)
   Distribution dstar_over_worst_d;        ///< t(decompose:worst) / t(decompose:d*)
   Distribution choice_over_sequential;    ///< t(sequential) / t(choice)

@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "compass/hardware/rings.hpp"
+#include "compass/hardware/synthesis.hpp"
 #include "compass/schedule/generate.hpp"
+#include "compass/schedule/patterns.hpp"
 
 namespace compass::schedule {
 
@@ -47,6 +49,10 @@ Result<CommPlan> comm_plan_for(const hardware::Profile& profile, const std::vect
     engines = i == 0 ? ce : std::min(engines, ce);
   }
   plan.copy_engines = std::max(1, engines);
+  COMPASS_ASSIGN(hardware::TreePattern hier, hardware::hierarchical_pattern(profile, gpus));
+  COMPASS_ASSIGN(plan.hier, tree_plan_from(hier, gpus));
+  COMPASS_ASSIGN(hardware::TreePattern synth, hardware::synthesize_pattern(profile, gpus));
+  COMPASS_ASSIGN(plan.synth, tree_plan_from(synth, gpus));
   return plan;
 }
 

@@ -8,6 +8,8 @@
 #include <functional>
 
 #include "compass/schedule/builder.hpp"
+#include "compass/schedule/patterns.hpp"
+#include "compass/schedule/tree_graph.hpp"
 
 namespace compass::schedule {
 
@@ -25,6 +27,8 @@ CommPlan default_comm_plan(int p) {
   }
   plan.ring2.assign(plan.ring.rbegin(), plan.ring.rend());
   plan.copy_engines = 2;
+  plan.hier = direct_tree_plan(p);
+  plan.synth = direct_tree_plan(p);
   return plan;
 }
 
@@ -575,6 +579,14 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
     case StrategyKind::fuse_double_ring:
       ag ? ag_double_ring(b, c) : rs_double_ring(b, c);
       break;
+    case StrategyKind::fuse_hier:
+    case StrategyKind::fuse_synth: {
+      const TreePlan& tp = strategy.kind == StrategyKind::fuse_hier ? plan.hier : plan.synth;
+      if (Status st = validate_tree_plan(tp, p); !st.ok())
+        return make_error("comm plan: {}: {}", to_string(strategy), st.error().message);
+      detail::tree_pattern_graph(b, op, tp, plan.copy_engines);
+      break;
+    }
   }
   Schedule s = std::move(b).finish();
   COMPASS_CHECK(validate(s).ok(), "generated schedule is invalid: {}", validate(s).error().message);

@@ -1,6 +1,7 @@
 #pragma once
 // One generator per strategy, for each operator kind.
 
+#include <utility>
 #include <vector>
 
 #include "compass/hardware/profile.hpp"
@@ -8,18 +9,39 @@
 
 namespace compass::schedule {
 
+/// A broadcast tree in rank numbers: carries `share` of the root's shard/chunk; every edge's
+/// `from` is the root or the `to` of an earlier edge, and the edges reach every other rank once.
+struct RankTree {
+  int root = 0;
+  double share = 1;
+  std::vector<std::pair<int, int>> edges;
+  bool operator==(const RankTree&) const = default;
+};
+
+/// A tree pattern (docs/patterns.md): trees per root whose shares sum to 1. Each tree's rows
+/// are cut into `chunks` pipeline chunks (0: chosen from the shard size, see patterns.hpp).
+struct TreePlan {
+  std::vector<RankTree> trees;
+  int chunks = 0;
+  bool operator==(const TreePlan&) const = default;
+};
+
 /// The communication orders a schedule follows, in *rank* numbers (0..p-1).
 struct CommPlan {
   std::vector<int> gpus;   ///< GPU ordinal of each rank
   std::vector<int> ring;   ///< one-way ring: data flows ring[i] -> ring[i+1]
   std::vector<int> ring2;  ///< second ring of the double ring (half of every chunk)
   int copy_engines = 2;    ///< copy engines per rank available to transfers
+  TreePlan hier;           ///< fuse:hier's trees (hardware::hierarchical_pattern)
+  TreePlan synth;          ///< fuse:synth's trees (hardware::synthesize_pattern)
 };
 
-/// Ranks 0..p-1 on GPUs 0..p-1, ring in rank order, second ring its reverse.
+/// Ranks 0..p-1 on GPUs 0..p-1, ring in rank order, second ring its reverse; both tree
+/// patterns are direct (every root sends its whole shard to every other rank).
 CommPlan default_comm_plan(int p);
-/// The topology-aware plan for a TP group on a Profile (uses hardware::find_ring and
-/// find_double_ring); the error names the bad GPU or group.
+/// The topology-aware plan for a TP group on a Profile (uses hardware::find_ring,
+/// find_double_ring, hierarchical_pattern and synthesize_pattern); the error names the bad GPU
+/// or group.
 Result<CommPlan> comm_plan_for(const hardware::Profile& profile, const std::vector<int>& gpus);
 
 /// Choices of the generators beyond strategy and plan.

@@ -1,10 +1,14 @@
 #include "compass/study/sim_sweep.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "compass/backends/sim/simulator.hpp"
+#include "compass/hardware/cut_bound.hpp"
+#include "compass/hardware/rings.hpp"
+#include "compass/hardware/gemm_cost.hpp"
 #include "compass/model/selector.hpp"
 #include "compass/schedule/generate.hpp"
 
@@ -13,8 +17,8 @@ namespace compass::study {
 using schedule::StrategyKind;
 
 const char* candidate_name(int i) {
-  static const char* names[] = {"sequential", "decompose:d*", "fuse:all2all", "fuse:ring",
-                                "fuse:double-ring"};
+  static const char* names[] = {"sequential",       "decompose:d*", "fuse:all2all", "fuse:ring",
+                                "fuse:double-ring", "fuse:hier",    "fuse:synth"};
   return names[i];
 }
 
@@ -34,6 +38,44 @@ ConfigTimes config_times(const SimRow& row) {
   c.chosen = static_cast<std::size_t>(row.chosen);
   return c;
 }
+
+namespace {
+
+// Fills row.attainable_s and row.comm_bound: the collective at its cut bound, the GEMM alone,
+// and the double ring's collective under max-min sharing.
+Status attainable(const hardware::Profile& profile, const workload::OperatorSpec& op,
+                  const schedule::CommPlan& plan, SimRow& row) {
+  const double e = dtype_bytes(op.dtype);
+  const bool ag = op.kind == workload::OpKind::ag_gemm;
+  const double bytes = static_cast<double>(op.m) * static_cast<double>(ag ? op.k : op.n) * e;
+  const int gpu = plan.gpus.front();
+  const double gemm = ag ? hardware::gemm_time_s(profile, op.m, op.n / op.tp, op.k, op.dtype, gpu)
+                         : hardware::gemm_time_s(profile, op.m, op.n, op.k / op.tp, op.dtype, gpu);
+  double bound = 0, dring = 0;
+  if (op.tp > 1) {
+    hardware::DoubleRing dr;
+    for (int r : plan.ring) dr.first.order.push_back(plan.gpus[static_cast<std::size_t>(r)]);
+    for (int r : plan.ring2) dr.second.order.push_back(plan.gpus[static_cast<std::size_t>(r)]);
+    const double ag_dring = hardware::allgather_time_double_ring(profile, dr, bytes).time_s;
+    COMPASS_ASSIGN(const hardware::CutBound agb,
+                   hardware::allgather_cut_bound(profile, plan.gpus, bytes));
+    COMPASS_ASSIGN(const hardware::CutBound rsb,
+                   hardware::reduce_scatter_cut_bound(profile, plan.gpus, bytes));
+    switch (op.kind) {
+      case workload::OpKind::ag_gemm: bound = agb.time_s; dring = ag_dring; break;
+      case workload::OpKind::gemm_rs: bound = rsb.time_s; dring = ag_dring; break;
+      case workload::OpKind::gemm_ar:
+        bound = rsb.time_s + agb.time_s;
+        dring = 2 * ag_dring;
+        break;
+    }
+  }
+  row.attainable_s = std::max(bound, gemm);
+  row.comm_bound = dring > gemm;
+  return Status::success();
+}
+
+}  // namespace
 
 Result<std::vector<SimRow>> simulate_sweep(
     const hardware::Profile& profile, const plan::SweepResult& r,
@@ -87,6 +129,7 @@ Result<std::vector<SimRow>> simulate_sweep(
                      run_one(c.op, schedule::Strategy{StrategyKind::decompose, 4}, it->second, i));
     }
     row.regret = regret(config_times(row));
+    COMPASS_TRY(attainable(profile, c.op, it->second, row));
     out.push_back(row);
     if (progress) progress(i + 1, r.rows.size());
   }
@@ -97,7 +140,7 @@ SimSummary summarise(const std::vector<SimRow>& rows) {
   SimSummary s;
   if (rows.empty()) return s;
   std::vector<ConfigTimes> configs;
-  std::vector<double> drv, rv, drr, d4, cs, bs;
+  std::vector<double> drv, rv, drr, d4, cs, bs, tdr, acb, aall;
   for (const SimRow& r : rows) {
     configs.push_back(config_times(r));
     drv.push_back(r.sim_s[2] / r.sim_s[4]);
@@ -107,7 +150,16 @@ SimSummary summarise(const std::vector<SimRow>& rows) {
     cs.push_back(r.sim_s[0] / r.sim_s[r.chosen]);
     bs.push_back(r.sim_s[0] / r.sim_s[r.best]);
     if (r.sim_s[2] > r.sim_s[0]) ++s.a2a_slower_than_seq;
+    const double share = r.attainable_s / r.sim_s[r.chosen];
+    aall.push_back(share);
+    if (r.comm_bound) {
+      tdr.push_back(r.sim_s[4] / std::min(r.sim_s[5], r.sim_s[6]));
+      acb.push_back(share);
+    }
   }
+  s.trees_over_dring_cb = plan::distribution(tdr);
+  s.attained_cb = plan::distribution(acb);
+  s.attained_all = plan::distribution(aall);
   s.accuracy = accuracy(configs);
   s.choice_within_tie = choice_within(s.accuracy, model::kTieTolerance);
   s.dring_over_a2a = plan::distribution(drv);

@@ -16,19 +16,21 @@
 namespace compass::study {
 
 /// The candidates of a sweep row, in model::OperatorChoice::estimates order.
-inline constexpr int kCandidateCount = 5;
+inline constexpr int kCandidateCount = 7;
 inline constexpr schedule::StrategyKind kCandidates[kCandidateCount] = {
-    schedule::StrategyKind::sequential, schedule::StrategyKind::decompose,
-    schedule::StrategyKind::fuse_all2all, schedule::StrategyKind::fuse_ring,
-    schedule::StrategyKind::fuse_double_ring};
+    schedule::StrategyKind::sequential,       schedule::StrategyKind::decompose,
+    schedule::StrategyKind::fuse_all2all,     schedule::StrategyKind::fuse_ring,
+    schedule::StrategyKind::fuse_double_ring, schedule::StrategyKind::fuse_hier,
+    schedule::StrategyKind::fuse_synth};
 
-/// "sequential", "decompose:d*", "fuse:all2all", "fuse:ring", "fuse:double-ring".
+/// "sequential", "decompose:d*", "fuse:all2all", "fuse:ring", "fuse:double-ring", "fuse:hier",
+/// "fuse:synth".
 const char* candidate_name(int i);
 
 /// "llama2-13b qkv ag_gemm tp8 M=4096": row i of a sweep, for reports and errors.
 std::string row_label(const plan::SweepResult& r, std::size_t i);
 
-/// Simulated times of one sweep row: the five candidates, and decompose:4 when d* != 4.
+/// Simulated times of one sweep row: the seven candidates, and decompose:4 when d* != 4.
 struct SimRow {
   double sim_s[kCandidateCount] = {};
   double pred_s[kCandidateCount] = {};
@@ -36,6 +38,11 @@ struct SimRow {
   int best = 0;          ///< index of the simulated fastest candidate (study::fastest)
   int chosen = 0;        ///< index of the model's choice
   double regret = 0;     ///< sim(chosen) / sim(best) - 1
+  /// max(the collective at its cut bound, the GEMM alone): the time no strategy can beat
+  /// (gemm_ar: reduce-scatter plus all-gather bounds; docs/patterns.md).
+  double attainable_s = 0;
+  /// The double ring's collective alone (max-min flows) outlasts the GEMM.
+  bool comm_bound = false;
 };
 
 /// A row as one configuration of the accuracy module.
@@ -58,6 +65,9 @@ struct SimSummary {
   plan::Distribution dring_over_a2a, ring_over_a2a, dring_over_ring, dstar_over_d4,
       choice_over_seq, simbest_over_seq;
   int a2a_slower_than_seq = 0;
+  /// Comm-bound rows: best tree pattern over the double ring; attainable / sim(choice) on
+  /// comm-bound rows and on all rows.
+  plan::Distribution trees_over_dring_cb, attained_cb, attained_all;
 };
 
 SimSummary summarise(const std::vector<SimRow>& rows);

@@ -10,6 +10,7 @@
 
 #include "compass/backends/cpu/executor.hpp"
 #include "compass/hardware/presets.hpp"
+#include "compass/hardware/random_topology.hpp"
 #include "compass/schedule/generate.hpp"
 
 namespace compass::backends::cpu {
@@ -51,7 +52,8 @@ const Strategy kStrategies[] = {
     {StrategyKind::sequential, 0},       {StrategyKind::decompose, 1},
     {StrategyKind::decompose, 2},        {StrategyKind::decompose, 4},
     {StrategyKind::fuse_all2all, 0},     {StrategyKind::fuse_ring, 0},
-    {StrategyKind::fuse_double_ring, 0},
+    {StrategyKind::fuse_double_ring, 0}, {StrategyKind::fuse_hier, 0},
+    {StrategyKind::fuse_synth, 0},
 };
 
 using Param = std::tuple<OpKind, int /*p*/>;
@@ -138,6 +140,46 @@ TEST_P(Generated, FusedGemmGroupsRunChunkByChunkWithTheSameBits) {
       ASSERT_EQ(a->buffers()[static_cast<std::size_t>(a->output_buffer(r))],
                 b->buffers()[static_cast<std::size_t>(b->output_buffer(r))])
           << schedule::to_string(st) << " rank " << r;
+  }
+}
+
+// The tree patterns synthesised for other machines: every preset family and random machines
+// (NVSwitch, one-root PCIe, PCIe chains, p2p off).
+TEST_P(Generated, TreePatternsOfSeveralMachinesMatchTheReference) {
+  const auto [kind, p] = GetParam();
+  std::vector<std::pair<std::string, hardware::Profile>> machines;
+  for (const char* name : {"h100x8", "rtx4090x8"}) {
+    auto prof = hardware::make_preset(name);
+    ASSERT_TRUE(prof.ok()) << prof.error().message;
+    machines.emplace_back(name, *prof);
+  }
+  for (auto fam : {hardware::TopologyFamily::pcie_tree, hardware::TopologyFamily::one_root,
+                   hardware::TopologyFamily::switch_chain, hardware::TopologyFamily::nvswitch,
+                   hardware::TopologyFamily::staged})
+    machines.emplace_back(std::string(hardware::to_string(fam)),
+                          hardware::random_topology(77u + static_cast<unsigned>(p), p, fam));
+  std::vector<int> gpus;
+  for (int g = 0; g < p; ++g) gpus.push_back(g);
+  const OperatorSpec op = shape(kind, p, true);
+  auto data = make_operator_data(op, 4321);
+  ASSERT_TRUE(data.ok()) << data.error().message;
+  auto ref = reference_output(*data);
+  ASSERT_TRUE(ref.ok());
+  for (const auto& [name, prof] : machines) {
+    auto plan = schedule::comm_plan_for(prof, gpus);
+    ASSERT_TRUE(plan.ok()) << name << ": " << plan.error().message;
+    for (StrategyKind k : {StrategyKind::fuse_hier, StrategyKind::fuse_synth}) {
+      const std::string label = fmt::format("{} {} p={} {}", name, workload::to_string(op.kind),
+                                            p, schedule::to_string(Strategy{k, 0}));
+      auto s = schedule::generate(op, Strategy{k, 0}, *plan);
+      ASSERT_TRUE(s.ok()) << label << ": " << s.error().message;
+      auto ws = Workspace::create(*s, *data);
+      ASSERT_TRUE(ws.ok()) << label << ": " << ws.error().message;
+      ASSERT_TRUE(run(*s, *ws).ok()) << label;
+      const ErrorStats err = compare_outputs(*s, *ws, *ref);
+      EXPECT_LE(err.max_rel_error, kCheckTolerance) << label;
+      EXPECT_GT(err.max_ref_abs, 0.0) << label;
+    }
   }
 }
 

@@ -100,9 +100,7 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
   // Fused strategies run each rank's GEMM chunks inside one kernel that waits on arrival
   // flags, with copy engines moving data; sequential/decompose run one GEMM kernel per part and
   // NCCL-style collectives (one kernel per collective, reductions inside it, on SMs).
-  const bool fused = s.strategy.kind == schedule::StrategyKind::fuse_all2all ||
-                     s.strategy.kind == schedule::StrategyKind::fuse_ring ||
-                     s.strategy.kind == schedule::StrategyKind::fuse_double_ring;
+  const bool fused = schedule::is_fused(s.strategy.kind);
   if (o.interference) out.gemm_slowdown = hardware::gemm_slowdown(p, fused, s.ranks());
   std::vector<char> rank_has_gemm(s.ranks(), 0);
   // A fused kernel computes all of a rank's chunks as one GEMM's tiles: each chunk costs its

@@ -1,0 +1,352 @@
+// Tree-pattern schedules: every shard (ag_gemm) or chunk (gemm_rs/gemm_ar) is cut into pieces,
+// one per (tree, pipeline chunk); pieces travel down their tree (all-gather) or up it
+// (reduce-scatter, partial sums added at every forwarding rank). Transfers are emitted in
+// pipeline rounds: piece chunk k crosses an edge whose far end is at depth d in round k + d - 1
+// (all-gather), or leaves a rank at depth d in round k + (height - d) (reduce-scatter), so every
+// copy engine meets its transfers in the order their data becomes ready.
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "compass/schedule/patterns.hpp"
+#include "compass/schedule/tree_graph.hpp"
+
+namespace compass::schedule {
+
+using detail::Builder;
+using detail::Rows;
+using detail::split_rows;
+using workload::OpKind;
+
+namespace {
+// Shard bytes per pipeline chunk the automatic chunk count aims at, and its limit.
+constexpr double kTreeChunkBytes = 4.0 * 1024 * 1024;
+constexpr int kTreeMaxChunks = 32;
+}  // namespace
+
+int tree_chunks(const TreePlan& plan, double shard_bytes) {
+  if (plan.chunks > 0) return plan.chunks;
+  // Trees of depth 1 forward nothing: pipelining has nothing to overlap, chunks only add
+  // transfers.
+  int height = 0;
+  for (const RankTree& t : plan.trees) {
+    const int p = static_cast<int>(t.edges.size()) + 1;
+    const std::vector<int> d = tree_depths(t, p);
+    height = std::max(height, *std::max_element(d.begin(), d.end()));
+  }
+  if (height <= 1) return 1;
+  const double c = std::round(shard_bytes / kTreeChunkBytes);
+  return static_cast<int>(std::clamp(c, 1.0, static_cast<double>(kTreeMaxChunks)));
+}
+
+TreePlan direct_tree_plan(int p) {
+  TreePlan plan;
+  for (int r = 0; r < p; ++r) {
+    RankTree t{r, 1.0, {}};
+    for (int k = 1; k < p; ++k) t.edges.push_back({r, (r + k) % p});
+    plan.trees.push_back(std::move(t));
+  }
+  return plan;
+}
+
+Status validate_tree_plan(const TreePlan& plan, int p) {
+  std::vector<int> gpus(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) gpus[r] = r;
+  hardware::TreePattern t;
+  t.gpus = gpus;
+  for (const RankTree& rt : plan.trees) t.trees.push_back({rt.root, rt.share, rt.edges});
+  if (plan.chunks < 0) return make_error("tree plan: chunks must not be negative");
+  return hardware::validate_pattern(t, gpus);
+}
+
+Result<TreePlan> tree_plan_from(const hardware::TreePattern& t, const std::vector<int>& gpus) {
+  COMPASS_TRY(hardware::validate_pattern(t, gpus));
+  auto rank_of = [&](int gpu) {
+    return static_cast<int>(std::find(gpus.begin(), gpus.end(), gpu) - gpus.begin());
+  };
+  TreePlan plan;
+  for (const hardware::BroadcastTree& bt : t.trees) {
+    RankTree rt{rank_of(bt.root), bt.share, {}};
+    for (auto [a, b] : bt.edges) rt.edges.push_back({rank_of(a), rank_of(b)});
+    plan.trees.push_back(std::move(rt));
+  }
+  return plan;
+}
+
+std::vector<int> tree_depths(const RankTree& t, int p) {
+  std::vector<int> depth(static_cast<std::size_t>(p), -1);
+  depth[t.root] = 0;
+  for (auto [a, b] : t.edges) depth[b] = depth[a] + 1;
+  return depth;
+}
+
+std::map<std::pair<int, int>, int> tree_engines(const TreePlan& plan, int engines, bool up) {
+  std::map<std::pair<int, int>, int> eng;
+  std::map<int, int> next;
+  for (const RankTree& t : plan.trees)
+    for (auto [a, b] : t.edges) {
+      const std::pair<int, int> e = up ? std::make_pair(b, a) : std::make_pair(a, b);
+      if (!eng.count(e)) eng[e] = next[e.first]++ % std::max(1, engines);
+    }
+  return eng;
+}
+
+std::vector<TreePiece> tree_pieces(const TreePlan& plan, int root, std::int64_t len, int chunks) {
+  std::vector<TreePiece> out;
+  double cum = 0;
+  std::int64_t off = 0;
+  std::vector<int> trees;
+  for (std::size_t i = 0; i < plan.trees.size(); ++i)
+    if (plan.trees[i].root == root) trees.push_back(static_cast<int>(i));
+  for (std::size_t j = 0; j < trees.size(); ++j) {
+    cum += plan.trees[trees[j]].share;
+    const std::int64_t end = j + 1 == trees.size()
+                                 ? len
+                                 : std::min(len, static_cast<std::int64_t>(std::llround(cum * len)));
+    const std::int64_t tree_len = std::max<std::int64_t>(0, end - off);
+    for (int k = 0; k < chunks; ++k) {
+      const detail::Rows r = split_rows(tree_len, chunks, k);
+      if (r.len > 0) out.push_back(TreePiece{trees[j], k, off + r.off, r.len});
+    }
+    off += tree_len;
+  }
+  return out;
+}
+
+namespace detail {
+namespace {
+
+// One piece: rows [rows.off, +len) of the root's shard/chunk, carried by tree `tree` as
+// pipeline chunk `chunk`.
+struct Piece {
+  int tree = 0;
+  int chunk = 0;
+  Rows rows;
+};
+
+// Per tree: depth and parent of every rank, children lists and height.
+struct TreeShape {
+  std::vector<int> depth, parent;
+  std::vector<std::vector<int>> children;
+  int height = 0;
+};
+
+TreeShape shape_of(const RankTree& t, int p) {
+  TreeShape s{std::vector<int>(p, -1), std::vector<int>(p, -1),
+              std::vector<std::vector<int>>(p), 0};
+  s.depth[t.root] = 0;
+  for (auto [a, b] : t.edges) {
+    s.depth[b] = s.depth[a] + 1;
+    s.parent[b] = a;
+    s.children[a].push_back(b);
+    s.height = std::max(s.height, s.depth[b]);
+  }
+  return s;
+}
+
+std::vector<Piece> pieces_of(const TreePlan& plan, int root, std::int64_t len, int chunks) {
+  std::vector<Piece> out;
+  for (const TreePiece& t : tree_pieces(plan, root, len, chunks))
+    out.push_back(Piece{t.tree, t.chunk, Rows{t.off, t.len}});
+  return out;
+}
+
+struct Graph {
+  Builder& b;
+  const workload::OperatorSpec& op;
+  const TreePlan& plan;
+  int p;
+  int chunks;
+  std::vector<TreeShape> shapes;
+  std::map<std::pair<int, int>, int> eng;     // (parent, child): all-gather sends
+  std::map<std::pair<int, int>, int> eng_up;  // (child, parent): reduce-scatter sends
+
+  Rows chunk_rows(int j) const { return split_rows(op.m, p, j); }
+};
+
+// All-gather of each root's rows: `src(root, rows_in_shard)` on the root, `dst(rank, root,
+// rows_in_shard)` everywhere; `on_arrival(rank, root, piece)` after each round's transfers
+// for the pieces that landed in it.
+template <class Src, class Dst, class Arrive>
+void tree_allgather_rounds(Graph& g, const std::vector<std::vector<Piece>>& pieces, const Src& src,
+                           const Dst& dst, const Arrive& on_arrival, const char* tag) {
+  int rounds = 0;
+  for (int o = 0; o < g.p; ++o)
+    for (const Piece& pc : pieces[o])
+      rounds = std::max(rounds, pc.chunk + g.shapes[pc.tree].height);
+  for (int rho = 0; rho < rounds; ++rho) {
+    for (int o = 0; o < g.p; ++o)
+      for (const Piece& pc : pieces[o]) {
+        const RankTree& t = g.plan.trees[pc.tree];
+        const TreeShape& sh = g.shapes[pc.tree];
+        for (auto [from, to] : t.edges) {
+          if (pc.chunk + sh.depth[to] - 1 != rho) continue;
+          Region s = from == o ? src(o, pc.rows) : dst(from, o, pc.rows);
+          g.b.transfer(s, dst(to, o, pc.rows), g.eng.at({from, to}), pc.tree, rho, o,
+                       fmt::format("r{} {} s{} c{} t{} k{} ->r{}", from, tag, rho, o, pc.tree,
+                                   pc.chunk, to));
+        }
+      }
+    for (int o = 0; o < g.p; ++o)
+      for (const Piece& pc : pieces[o]) {
+        const TreeShape& sh = g.shapes[pc.tree];
+        for (int r = 0; r < g.p; ++r)
+          if (r != o && pc.chunk + sh.depth[r] - 1 == rho) on_arrival(r, o, pc, rho);
+      }
+  }
+}
+
+void ag_graph(Graph& g, bool gemms) {
+  const int p = g.p;
+  const std::int64_t shard = g.op.m / p;
+  for (int r = 0; r < p; ++r) {
+    g.b.buffer(r, "x", shard, g.op.k, BufferRole::input);
+    if (gemms) {
+      g.b.buffer(r, "w", g.op.k, g.op.n / p, BufferRole::weight);
+      g.b.buffer(r, "y", g.op.m, g.op.n / p, BufferRole::output);
+    }
+    if (p > 1) g.b.buffer(r, "xg", g.op.m, g.op.k, BufferRole::scratch);
+  }
+  if (gemms)
+    for (int r = 0; r < p; ++r)
+      g.b.gemm(r, g.b.whole(r, "x"), g.b.whole(r, "w"), g.b.rows(r, "y", g.chunk_rows(r)), 0, r,
+               fmt::format("r{} gemm own c{}", r, r));
+  if (p == 1) return;
+  std::vector<std::vector<Piece>> pieces(p);
+  for (int o = 0; o < p; ++o) pieces[o] = pieces_of(g.plan, o, shard, g.chunks);
+  auto global = [&](int o, Rows r) { return Rows{o * shard + r.off, r.len}; };
+  tree_allgather_rounds(
+      g, pieces, [&](int o, Rows r) { return g.b.rows(o, "x", r); },
+      [&](int rank, int o, Rows r) { return g.b.rows(rank, "xg", global(o, r)); },
+      [&](int r, int o, const Piece& pc, int rho) {
+        if (!gemms) return;
+        g.b.gemm(r, g.b.rows(r, "xg", global(o, pc.rows)), g.b.whole(r, "w"),
+                 g.b.rows(r, "y", global(o, pc.rows)), rho + 1, o,
+                 fmt::format("r{} gemm s{} c{} t{} k{}", r, rho + 1, o, pc.tree, pc.chunk));
+      },
+      "ag");
+}
+
+void rs_graph(Graph& g) {
+  const int p = g.p;
+  const bool ar = g.op.kind == OpKind::gemm_ar;
+  std::vector<std::vector<Piece>> pieces(p);
+  for (int j = 0; j < p; ++j) pieces[j] = pieces_of(g.plan, j, g.chunk_rows(j).len, g.chunks);
+  // Receive slots: one per (receiving rank, owner, piece, child), rows allocated in order.
+  std::map<std::tuple<int, int, int, int, int>, Rows> slot;  // (rank, owner, tree, chunk, child)
+  std::vector<std::int64_t> recv_rows(p, 0);
+  for (int j = 0; j < p; ++j)
+    for (const Piece& pc : pieces[j]) {
+      const TreeShape& sh = g.shapes[pc.tree];
+      for (int v = 0; v < p; ++v)
+        for (int u : sh.children[v]) {
+          slot[{v, j, pc.tree, pc.chunk, u}] = Rows{recv_rows[v], pc.rows.len};
+          recv_rows[v] += pc.rows.len;
+        }
+    }
+  for (int r = 0; r < p; ++r) {
+    g.b.buffer(r, "x", g.op.m, g.op.k / p, BufferRole::input);
+    g.b.buffer(r, "w", g.op.k / p, g.op.n, BufferRole::weight);
+    g.b.buffer(r, "y", ar ? g.op.m : g.op.m / p, g.op.n, BufferRole::output);
+    if (p > 1 && !ar) g.b.buffer(r, "part", g.op.m, g.op.n, BufferRole::scratch);
+    if (p > 1 && recv_rows[r] > 0) g.b.buffer(r, "recv", recv_rows[r], g.op.n, BufferRole::scratch);
+  }
+  auto global = [&](int j, Rows r) { return Rows{g.chunk_rows(j).off + r.off, r.len}; };
+  // Where rank v keeps its running sum of owner j's rows `r` (the owner: its output).
+  auto sum_at = [&](int v, int j, Rows r) {
+    if (v == j) return g.b.rows(v, "y", ar ? global(j, r) : r);
+    return g.b.rows(v, ar ? "y" : "part", global(j, r));
+  };
+  // Round in which rank v finishes its sum of a piece (and sends it on unless it is the owner).
+  auto round_of = [&](const Piece& pc, int v) {
+    const TreeShape& sh = g.shapes[pc.tree];
+    return pc.chunk + sh.height - sh.depth[v];
+  };
+  int rounds = 0;
+  for (int j = 0; j < p; ++j)
+    for (const Piece& pc : pieces[j]) rounds = std::max(rounds, round_of(pc, j) + 1);
+  auto gemms_of_round = [&](int rho) {
+    for (int j = 0; j < p; ++j)
+      for (const Piece& pc : pieces[j])
+        for (int v = 0; v < p; ++v)
+          if (round_of(pc, v) == rho)
+            g.b.gemm(v, g.b.rows(v, "x", global(j, pc.rows)), g.b.whole(v, "w"),
+                     sum_at(v, j, pc.rows), rho, j,
+                     fmt::format("r{} gemm s{} c{} t{} k{}", v, rho, j, pc.tree, pc.chunk));
+  };
+  // Program order: the GEMMs of round rho + 1 before the adds of round rho, so compute runs
+  // ahead while partial sums are still on their way.
+  gemms_of_round(0);
+  for (int rho = 0; rho < rounds; ++rho) {
+    if (rho + 1 < rounds) gemms_of_round(rho + 1);
+    for (int j = 0; j < p; ++j)
+      for (const Piece& pc : pieces[j]) {
+        const TreeShape& sh = g.shapes[pc.tree];
+        for (int v = 0; v < p; ++v) {
+          if (round_of(pc, v) != rho) continue;
+          const Region sum = sum_at(v, j, pc.rows);
+          for (int u : sh.children[v])
+            g.b.add(v, g.b.rows(v, "recv", slot.at({v, j, pc.tree, pc.chunk, u})), sum, rho, j,
+                    fmt::format("r{} add s{} c{} t{} k{} from r{}", v, rho, j, pc.tree, pc.chunk,
+                                u));
+          if (v == j) continue;
+          const int to = sh.parent[v];
+          g.b.transfer(sum, g.b.rows(to, "recv", slot.at({to, j, pc.tree, pc.chunk, v})),
+                       g.eng_up.at({v, to}), pc.tree, rho, j,
+                       fmt::format("r{} rs s{} c{} t{} k{} ->r{}", v, rho, j, pc.tree, pc.chunk,
+                                   to));
+        }
+      }
+  }
+  if (!ar) return;
+  // gemm_ar: the reduced chunks go down the same trees.
+  tree_allgather_rounds(
+      g, pieces, [&](int j, Rows r) { return g.b.rows(j, "y", global(j, r)); },
+      [&](int rank, int j, Rows r) { return g.b.rows(rank, "y", global(j, r)); },
+      [](int, int, const Piece&, int) {}, "ag");
+}
+
+}  // namespace
+
+void tree_pattern_graph(Builder& b, const workload::OperatorSpec& op, const TreePlan& plan,
+                        int engines, bool gemms) {
+  const int p = op.tp;
+  const double cols = op.kind == OpKind::ag_gemm ? op.k : op.n;
+  const double shard_bytes =
+      static_cast<double>((op.m + p - 1) / p) * cols * dtype_bytes(op.dtype);
+  Graph g{b,  op, plan, p, tree_chunks(plan, shard_bytes), {}, tree_engines(plan, engines, false),
+          tree_engines(plan, engines, true)};
+  for (const RankTree& t : plan.trees) g.shapes.push_back(shape_of(t, p));
+  if (op.kind == OpKind::ag_gemm) {
+    ag_graph(g, gemms);
+  } else if (p == 1) {
+    b.buffer(0, "x", op.m, op.k, BufferRole::input);
+    b.buffer(0, "w", op.k, op.n, BufferRole::weight);
+    b.buffer(0, "y", op.m, op.n, BufferRole::output);
+    b.gemm(0, b.whole(0, "x"), b.whole(0, "w"), b.whole(0, "y"), 0, 0, "r0 gemm");
+  } else {
+    rs_graph(g);
+  }
+}
+
+}  // namespace detail
+
+Result<Schedule> tree_allgather(const TreePlan& plan, const std::vector<int>& gpus,
+                                int copy_engines, std::int64_t shard_rows, std::int64_t cols) {
+  const int p = static_cast<int>(gpus.size());
+  if (p < 2) return make_error("tree all-gather: needs at least 2 ranks, got {}", p);
+  if (shard_rows < 1 || cols < 1)
+    return make_error("tree all-gather: shards of {} x {} are empty", shard_rows, cols);
+  if (copy_engines < 1) return make_error("tree all-gather: copy_engines must be at least 1");
+  COMPASS_TRY(validate_tree_plan(plan, p));
+  workload::OperatorSpec op{OpKind::ag_gemm, shard_rows * p, p, cols, p, DType::bf16, ""};
+  Builder b(op, Strategy{StrategyKind::fuse_synth, 0}, gpus);
+  detail::tree_pattern_graph(b, op, plan, copy_engines, /*gemms=*/false);
+  Schedule s = std::move(b).finish();
+  COMPASS_TRY(validate(s));
+  return s;
+}
+
+}  // namespace compass::schedule

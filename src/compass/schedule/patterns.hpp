@@ -1,0 +1,57 @@
+#pragma once
+// Schedules of the tree patterns (docs/patterns.md): fuse:hier and fuse:synth, and a bare
+// all-gather along a tree pattern for measuring a pattern alone.
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "compass/hardware/synthesis.hpp"
+#include "compass/schedule/generate.hpp"
+
+namespace compass::schedule {
+
+/// Chunks per tree for a shard of `shard_bytes`: plan.chunks when set, else about one chunk per
+/// 4 MiB of shard, between 1 and 32 (docs/patterns.md).
+int tree_chunks(const TreePlan& plan, double shard_bytes);
+
+/// One piece of a root's rows: rows [off, off + len) of its shard/chunk, carried by tree
+/// `tree` (index into TreePlan::trees) as pipeline chunk `chunk`.
+struct TreePiece {
+  int tree = 0;
+  int chunk = 0;
+  std::int64_t off = 0;
+  std::int64_t len = 0;
+};
+
+/// The non-empty pieces of `root`'s `rows` rows: split among its trees by share (cumulative
+/// rounding), each tree's rows cut into `chunks` near-equal pipeline chunks.
+std::vector<TreePiece> tree_pieces(const TreePlan& plan, int root, std::int64_t rows, int chunks);
+
+/// Copy engine of every (sender, receiver) edge of the plan: a sender's distinct receivers take
+/// its `engines` engines in turn, in the order they first appear; `up` reverses every edge
+/// (reduce-scatter sends go child -> parent).
+std::map<std::pair<int, int>, int> tree_engines(const TreePlan& plan, int engines, bool up);
+
+/// Depth (edges from the root) of every rank in tree `t` of p ranks.
+std::vector<int> tree_depths(const RankTree& t, int p);
+
+/// A hardware pattern (GPU ordinals) in rank numbers (rank i runs on gpus[i]); the error names
+/// a GPU outside the group or a malformed tree.
+Result<TreePlan> tree_plan_from(const hardware::TreePattern& t, const std::vector<int>& gpus);
+
+/// Every root sends its whole shard straight to every other rank (the pattern of a plan with
+/// no topology).
+TreePlan direct_tree_plan(int p);
+
+/// Checks a tree plan against p ranks (roots, spanning trees, shares summing to 1 per root).
+Status validate_tree_plan(const TreePlan& plan, int p);
+
+/// A bare all-gather (no GEMM) of `shard_rows` x `cols` BF16 shards along `plan` over ranks on
+/// `gpus`, with the same transfers, chunks, engines and order as fuse:hier/fuse:synth's
+/// all-gather. Errors: p < 2, empty shards, an invalid plan.
+Result<Schedule> tree_allgather(const TreePlan& plan, const std::vector<int>& gpus,
+                                int copy_engines, std::int64_t shard_rows, std::int64_t cols);
+
+}  // namespace compass::schedule

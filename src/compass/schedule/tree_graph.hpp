@@ -1,0 +1,15 @@
+#pragma once
+// Internal to the generators: the task graph of a tree pattern (docs/patterns.md).
+
+#include "compass/schedule/builder.hpp"
+#include "compass/schedule/generate.hpp"
+
+namespace compass::schedule::detail {
+
+/// Emits `op` (ag_gemm, gemm_rs or gemm_ar) along the trees of `plan` on `engines` copy
+/// engines per rank; with `gemms` false only the all-gather's buffers and transfers (ag_gemm).
+/// `plan` must be valid for op.tp ranks.
+void tree_pattern_graph(Builder& b, const workload::OperatorSpec& op, const TreePlan& plan,
+                        int engines, bool gemms = true);
+
+}  // namespace compass::schedule::detail
