@@ -151,7 +151,8 @@ void add_layer_plan_flags(CLI::App* sub, LayerPlanFlags& f) {
   sub->add_flag("--no-sp", f.no_sp, "Without sequence parallelism (GEMM + AllReduce)");
 }
 
-PlannedLayer plan_from_flags(const LayerPlanFlags& f, DType dtype) {
+PlannedLayer plan_from_flags(const LayerPlanFlags& f, DType dtype,
+                             const plan::ChoiceRefiner& refine) {
   hardware::Profile profile = load_profile(f.profile);
   const workload::ModelConfig model = unwrap(workload::resolve_model(f.model));
   const bool tp_given = f.tp_option != nullptr && f.tp_option->count() > 0;
@@ -169,7 +170,7 @@ PlannedLayer plan_from_flags(const LayerPlanFlags& f, DType dtype) {
   pc.micro_batch = f.mbs;
   pc.sequence_parallel = !f.no_sp;
   pc.dtype = dtype;
-  plan::LayerPlan lp = unwrap(plan::plan_layer(profile, model, pc, group));
+  plan::LayerPlan lp = unwrap(plan::plan_layer(profile, model, pc, group, refine));
   return PlannedLayer{std::move(profile), std::move(lp)};
 }
 

@@ -88,7 +88,8 @@ struct PlannedLayer {
 };
 /// Plans the layer the flags describe (`dtype` for the GEMMs). --gpus without --tp sets tp to
 /// the group's size; with both, the sizes must agree.
-PlannedLayer plan_from_flags(const LayerPlanFlags& f, DType dtype = DType::bf16);
+PlannedLayer plan_from_flags(const LayerPlanFlags& f, DType dtype = DType::bf16,
+                             const plan::ChoiceRefiner& refine = {});
 
 /// Checks --repeat (1..kMaxRuns) and --warmup (0..kMaxRuns) of the verbs that time runs.
 inline constexpr int kMaxRuns = 1000000;

@@ -109,7 +109,7 @@ OtherWork other_work(const hardware::Profile& p, const workload::ModelConfig& mc
 
 Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelConfig& model,
                              const workload::ParallelConfig& parallel,
-                             const std::vector<int>& gpus) {
+                             const std::vector<int>& gpus, const ChoiceRefiner& refine) {
   if (parallel.tp < 1) return make_error("tp={} must be at least 1", parallel.tp);
   if (parallel.tp > p.gpu_count())
     return make_error("tp={} exceeds the {} GPUs of '{}'", parallel.tp, p.gpu_count(), p.name);
@@ -135,6 +135,7 @@ Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelCo
     PlannedOp po;
     po.layer_op = lo;
     COMPASS_ASSIGN(po.choice, model::choose_strategy(p, lo.op, lp.plan, caches));
+    if (refine) COMPASS_TRY(refine(po.choice, lp.plan));
     po.megatron = po.choice.of(StrategyKind::sequential);
     COMPASS_ASSIGN(po.te, model::estimate(p, lo.op, te_default_strategy(lo.op), lp.te_plan, caches));
     lp.compass.tp_ops_s += po.compass().total_s;

@@ -4,6 +4,7 @@
 // configurations side by side: Megatron-LM (all sequential), TransformerEngine's defaults and
 // Compass's choices. What the estimate covers and leaves out: docs/model.md, "End to end".
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,11 +79,18 @@ struct LayerPlan {
   static std::vector<std::string> left_out();
 };
 
+/// Called on every operator's choice right after the model made it, with the plan the operator
+/// runs on; it may move choice.chosen (e.g. study::refine_choice simulates close candidates).
+/// An error stops the plan.
+using ChoiceRefiner = std::function<Status(model::OperatorChoice&, const schedule::CommPlan&)>;
+
 /// Plans one layer of `model` with `parallel` on the TP group `gpus` of `p` (GPUs 0..tp-1 when
-/// empty). Errors: TP larger than the machine, a group whose size is not tp or that names a
-/// GPU the machine lacks, shapes not divisible by tp (from workload::layer_operators).
+/// empty), passing every choice through `refine` when given. Errors: TP larger than the
+/// machine, a group whose size is not tp or that names a GPU the machine lacks, shapes not
+/// divisible by tp (from workload::layer_operators), an error of `refine`.
 Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelConfig& model,
                              const workload::ParallelConfig& parallel,
-                             const std::vector<int>& gpus = {});
+                             const std::vector<int>& gpus = {},
+                             const ChoiceRefiner& refine = {});
 
 }  // namespace compass::plan

@@ -136,13 +136,23 @@ Result<std::vector<SimRow>> simulate_sweep(
   return out;
 }
 
-SimSummary summarise(const std::vector<SimRow>& rows) {
+SimSummary summarise(const std::vector<SimRow>& rows, const RefineOptions& refine) {
   SimSummary s;
   if (rows.empty()) return s;
-  std::vector<ConfigTimes> configs;
+  std::vector<ConfigTimes> configs, refined;
   std::vector<double> drv, rv, drr, d4, cs, bs, tdr, acb, aall;
   for (const SimRow& r : rows) {
     configs.push_back(config_times(r));
+    ConfigTimes c = configs.back();
+    const std::vector<std::size_t> candidates =
+        refine_candidates(c.predicted_s, c.chosen, refine);
+    if (candidates.size() > 1) {
+      std::vector<double> sim;
+      for (std::size_t k : candidates) sim.push_back(c.reference_s[k]);
+      c.chosen = refined_pick(candidates, sim);
+      s.refine_simulations += static_cast<int>(candidates.size());
+    }
+    refined.push_back(std::move(c));
     drv.push_back(r.sim_s[2] / r.sim_s[4]);
     rv.push_back(r.sim_s[2] / r.sim_s[3]);
     drr.push_back(r.sim_s[3] / r.sim_s[4]);
@@ -161,6 +171,7 @@ SimSummary summarise(const std::vector<SimRow>& rows) {
   s.attained_cb = plan::distribution(acb);
   s.attained_all = plan::distribution(aall);
   s.accuracy = accuracy(configs);
+  s.refined = accuracy(refined);
   s.choice_within_tie = choice_within(s.accuracy, model::kTieTolerance);
   s.dring_over_a2a = plan::distribution(drv);
   s.ring_over_a2a = plan::distribution(rv);

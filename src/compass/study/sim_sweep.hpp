@@ -12,6 +12,7 @@
 #include "compass/plan/sweep.hpp"
 #include "compass/schedule/strategy.hpp"
 #include "compass/study/accuracy.hpp"
+#include "compass/study/refine.hpp"
 
 namespace compass::study {
 
@@ -68,8 +69,12 @@ struct SimSummary {
   /// Comm-bound rows: best tree pattern over the double ring; attainable / sim(choice) on
   /// comm-bound rows and on all rows.
   plan::Distribution trees_over_dring_cb, attained_cb, attained_all;
+  /// The accuracy had every row's choice been refined by simulation (refine_candidates and
+  /// refined_pick with `refine`), and how many simulations that rule would have run.
+  Accuracy refined;
+  int refine_simulations = 0;
 };
 
-SimSummary summarise(const std::vector<SimRow>& rows);
+SimSummary summarise(const std::vector<SimRow>& rows, const RefineOptions& refine = {});
 
 }  // namespace compass::study
