@@ -102,7 +102,7 @@ TEST(Refine, NothingToSimulateLeavesTheChoiceAlone) {
   const std::size_t before = c.chosen;
   const std::string reason = c.reason;
   RefineOptions o;
-  o.margin = 0;
+  o.max_candidates = 1;  // the model's pick alone
   const Result<RefinedOp> r = refine_choice(p, c, plan, o);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE(r->simulated.empty());
