@@ -30,7 +30,7 @@ for tool in clang clang++ cmake ninja; do
   command -v "$tool" >/dev/null 2>&1 || { echo "run-fuzz: $tool not found (run tools/setup.sh)" >&2; exit 2; }
 done
 
-build=build/fuzz
+build="$PWD/build/fuzz"  # absolute: the CLI harness runs in a directory of its own
 # Instrument the libraries too (not only the harness), so coverage guides the fuzzer into the
 # loaders and the sanitizers check them; the harness targets add -fsanitize=fuzzer themselves.
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
@@ -51,7 +51,7 @@ for i in "${!targets[@]}"; do
   artifacts="$work/artifacts"
   mkdir -p "$corpus" "$artifacts"
   seed_dirs=()
-  [ -d "fuzz/corpus/$h" ] && seed_dirs+=("fuzz/corpus/$h")
+  [ -d "fuzz/corpus/$h" ] && seed_dirs+=("$PWD/fuzz/corpus/$h")
   if [ "$h" = profile ]; then
     rm -rf "$work/seeds"
     COMPASS_FUZZ_WRITE_SEEDS="$work/seeds" "$fuzzer"
