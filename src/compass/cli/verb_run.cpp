@@ -432,9 +432,12 @@ void run_verb(const RunArgs& a) {
   } catch (const UsageError& e) {
     fmt::print(stderr, "compass: error: [rank {} of {}] {}\n", dist.rank, dist.size, e.what());
     std::fflush(stderr);
-    if (dist.transport) dist.transport->farewell(2.0);
+    // When every process has said goodbye, all of them have reported and each ends normally
+    // (MPI_Finalize, exit 2). MPI_Abort is kept for a peer that did not answer: it would
+    // otherwise wait forever, but it may also cut off output the launcher has not forwarded.
+    const bool all_left = dist.transport && dist.transport->farewell(5.0);
     dist.transport.reset();
-    if (dist.mpi) dist.mpi->abort_job(2);
+    if (dist.mpi && !all_left) dist.mpi->abort_job(2);
     throw ExitCode{2};
   }
 }

@@ -230,7 +230,7 @@ class MpiTransport final : public Transport {
     drop_pending();
   }
 
-  void farewell(double timeout_s) override {
+  bool farewell(double timeout_s) override {
     static const char bye = 1;
     std::vector<MPI_Request> sent;
     for (int r = 0; r < size_; ++r) {
@@ -263,6 +263,7 @@ class MpiTransport final : public Transport {
       MPI_Test(&r, &done, MPI_STATUS_IGNORE);
       if (!done) MPI_Request_free(&r);
     }
+    return missing == 0;
   }
 
   Status barrier(double timeout_s) override {

@@ -154,16 +154,17 @@ class SocketTransport final : public Transport {
     queue_.clear();
   }
 
-  void farewell(double timeout_s) override {
+  bool farewell(double timeout_s) override {
     for (int r = 0; r < size_; ++r)
       if (r != rank_) enqueue(r, make_frame(kBye, -1, rank_, nullptr, 0));
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
     while (Clock::now() < deadline) {
-      if (!pump(nullptr, 5).ok()) break;
+      if (!pump(nullptr, 5).ok()) return false;
       int heard = 0;
       for (const Peer& p : peers_) heard += p.bye || p.closed ? 1 : 0;
-      if (heard == size_ - 1) break;
+      if (heard == size_ - 1) return true;
     }
+    return false;
   }
 
   Status barrier(double timeout_s) override {

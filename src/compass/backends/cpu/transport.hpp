@@ -82,8 +82,9 @@ class Transport {
   virtual Status barrier(double timeout_s) = 0;
   /// After a failed run, every process that knows of the failure calls this once: it tells
   /// every other process it is leaving and waits up to timeout_s until all have said so, so
-  /// that each has reported the failure before any of them ends the job.
-  virtual void farewell(double timeout_s) = 0;
+  /// that each has reported the failure before any of them ends the job. True when every other
+  /// process said so in time: then each can end normally, and none has to abort the job.
+  virtual bool farewell(double timeout_s) = 0;
   /// Every rank receives every rank's bytes (index = rank); also a barrier.
   virtual Result<std::vector<std::string>> all_gather(const std::string& mine,
                                                       double timeout_s) = 0;
