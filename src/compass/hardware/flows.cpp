@@ -232,6 +232,12 @@ const std::vector<double>& IncrementalMaxmin::rates() {
 }
 
 std::vector<double> maxmin(const std::vector<double>& cap, const std::vector<FlowPath>& flows) {
+  MaxminWorkspace ws;
+  return maxmin(cap, flows, ws);
+}
+
+std::vector<double> maxmin(const std::vector<double>& cap, const std::vector<FlowPath>& flows,
+                           MaxminWorkspace& ws) {
   const std::size_t nf = flows.size();
   FlatPaths paths;
   std::vector<int> ids;
@@ -241,7 +247,6 @@ std::vector<double> maxmin(const std::vector<double>& cap, const std::vector<Flo
     if (flows[f].active) ids.push_back(static_cast<int>(f));
   }
   std::vector<double> rate(nf, 0.0);
-  thread_local MaxminWorkspace ws;
   maxmin_of(cap, paths, ids, rate, ws);
   return rate;
 }
@@ -265,8 +270,9 @@ std::vector<double> simulate(const std::vector<double>& cap, std::vector<FlowPat
     ++active;
   }
   double now_s = 0;
+  MaxminWorkspace ws;
   while (active > 0) {
-    const std::vector<double> rate = maxmin(cap, flows);
+    const std::vector<double> rate = maxmin(cap, flows, ws);
     double dt = std::numeric_limits<double>::infinity();
     for (std::size_t f = 0; f < nf; ++f)
       if (flows[f].active && rate[f] > 0) dt = std::min(dt, left[f] / rate[f]);
@@ -349,6 +355,15 @@ FlowOutcome run_flows(const Profile& p, const std::vector<Flow>& flows) {
     out.loads.push_back(std::move(l));
   }
   sort_loads(out.loads);
+  return out;
+}
+
+std::vector<std::string> congested_beyond(const std::vector<HopLoad>& loads, double limit_s) {
+  constexpr double kRelTol = 1e-9;
+  std::vector<std::string> out;
+  for (const HopLoad& l : loads)
+    if (limit_s < l.busy_s - kRelTol * std::max(std::fabs(limit_s), std::fabs(l.busy_s)))
+      out.push_back(l.name);
   return out;
 }
 

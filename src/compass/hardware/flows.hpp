@@ -46,6 +46,11 @@ FlowOutcome run_flows(const Profile& p, const std::vector<Flow>& flows);
 /// Orders loads heaviest busy_s first; ties by link index, forward direction first.
 void sort_loads(std::vector<HopLoad>& loads);
 
+/// The names of the link directions in `loads` that are busier than `limit_s` (more than a
+/// relative 1e-9, so rounding never counts), in the order of `loads`: the one rule for
+/// "congested" (e.g. all-to-all directions loaded beyond the busiest direction of a ring).
+std::vector<std::string> congested_beyond(const std::vector<HopLoad>& loads, double limit_s);
+
 // Link-direction building blocks: flow paths as dense direction ids, max-min sharing
 // (batch and incremental) and flow-level simulation. Used by the ring search (rings.cpp),
 // the communication model and the CPU backend's paced links.
@@ -65,8 +70,6 @@ Hop dir_hop(int id);
 std::vector<double> dir_capacities(const Profile& p);
 /// The distinct direction ids on the route src -> dst (empty when src == dst).
 std::vector<int> route_dirs(const Profile& p, int src, int dst);
-/// Max-min rates of the active flows (inactive or hop-less flows get 0).
-std::vector<double> maxmin(const std::vector<double>& cap, const std::vector<FlowPath>& flows);
 
 /// Flow paths in one flat array: flow f crosses dirs[offset[f]] .. dirs[offset[f + 1] - 1].
 struct FlatPaths {
@@ -88,6 +91,12 @@ struct MaxminWorkspace {
 /// directions they cross, not with all flows or all directions. maxmin() is built on it.
 void maxmin_of(const std::vector<double>& cap, const FlatPaths& paths, const std::vector<int>& ids,
                std::vector<double>& rate, MaxminWorkspace& ws);
+
+/// Max-min rates of the active flows (inactive or hop-less flows get 0), with the caller's
+/// buffers (an event loop keeps one workspace) or buffers of its own.
+std::vector<double> maxmin(const std::vector<double>& cap, const std::vector<FlowPath>& flows,
+                           MaxminWorkspace& ws);
+std::vector<double> maxmin(const std::vector<double>& cap, const std::vector<FlowPath>& flows);
 
 /// Max-min rates of a changing set of active flows for an event loop. Flows joined by shared
 /// directions form components, and progressive filling in one component never reads another,

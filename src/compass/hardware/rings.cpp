@@ -513,9 +513,7 @@ void mark_congested(const Profile& p, const std::vector<int>& gpus, double total
   COMPASS_CHECK(best.ok(), "find_ring failed on a validated group");
   PatternTime ring = ring_pattern(p, *best, total_bytes);
   const double limit_s = ring.loads.empty() ? 0.0 : ring.loads.front().busy_s;
-  t.congested.clear();
-  for (const HopLoad& l : t.loads)
-    if (less_tol(limit_s, l.busy_s)) t.congested.push_back(l.name);
+  t.congested = congested_beyond(t.loads, limit_s);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "compass/hardware/rings.hpp"
 #include "compass/model/cache_tables.hpp"
 #include "compass/model/comm_model.hpp"
+#include "compass/schedule/comm_order.hpp"
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/task_costs.hpp"
 #include "compass/model/tree_estimate.hpp"
@@ -48,6 +49,7 @@ struct Ctx {
   std::vector<int> gpus;        // GPU of each rank
   std::vector<int> ring;        // GPU order of the one-way ring
   std::vector<int> ring2;       // GPU order of the second ring
+  std::vector<int> ring_ranks, ring2_ranks;  // the same rings in rank numbers
   int engines = 2;              // copy engines per rank
   const schedule::CommPlan& plan;
   double launch = 0, coll_launch = 0, copy_issue = 0, flag_wait = 0;
@@ -61,6 +63,9 @@ struct Ctx {
     for (int r : plan.ring) ring.push_back(gpus[r]);
     for (int r : plan.ring2) ring2.push_back(gpus[r]);
     if (ring2.empty()) ring2.assign(ring.rbegin(), ring.rend());
+    ring_ranks = plan.ring;
+    ring2_ranks = plan.ring2;
+    if (ring2_ranks.empty()) ring2_ranks.assign(ring_ranks.rbegin(), ring_ranks.rend());
     if (k.overheads) {
       launch = pr.overheads.kernel_launch_s;
       coll_launch = pr.overheads.collective_launch_s;
@@ -125,16 +130,6 @@ struct Outcome {
   std::vector<std::string> congested;
 };
 
-// Local GEMM shape: ag_gemm multiplies gathered rows by W_r [K, N/p]; gemm_rs/ar multiply
-// rows of X_r [M, K/p] by W_r [K/p, N].
-struct GemmShape {
-  std::int64_t n = 0, k = 0;
-};
-GemmShape local_shape(const workload::OperatorSpec& op) {
-  if (op.kind == OpKind::ag_gemm) return {op.n / op.tp, op.k};
-  return {op.n, op.k / op.tp};
-}
-
 // ---- sequential and decompose:d (sequential is decompose:1, as in the schedule) --------------
 // The collectives are NCCL-style rings of transfers on copy engine 0; a reduce-scatter step
 // adds the received block on the compute stream before the next step forwards it.
@@ -163,7 +158,7 @@ CollectiveCosts collective_costs(const Ctx& c, std::int64_t part_rows) {
 
 Outcome decompose(const Ctx& c, int d) {
   Outcome o;
-  const GemmShape s = local_shape(c.op);
+  const workload::GemmShape s = workload::local_gemm(c.op);
   const int p = c.p;
   const std::int64_t part_rows = c.op.m / d;  // all ranks' rows of one part (ag), or M/d
   const bool staged = d > 1 && p > 1;
@@ -286,7 +281,7 @@ Outcome decompose(const Ctx& c, int d) {
 // GEMM's waves (Ctx::fused_chunk).
 double fused_compute(const Ctx& c, const std::vector<double>& arrivals,
                      const std::vector<std::int64_t>& rows, double comm_end, double* compute_acc) {
-  const GemmShape s = local_shape(c.op);
+  const workload::GemmShape s = workload::local_gemm(c.op);
   double t = c.launch;
   for (std::size_t i = 0; i < arrivals.size(); ++i) {
     const double start = std::max(t, arrivals[i]);
@@ -339,8 +334,8 @@ std::vector<double> all2all_pushes(const Ctx& c, double bytes,
   for (int r = 0; r < c.p; ++r) {
     std::vector<int> last_on_engine(static_cast<std::size_t>(c.engines), -1);
     for (int k = 1; k < c.p; ++k) {
-      const int dst = (r + k) % c.p;
-      const int engine = (k - 1) % c.engines;
+      const int dst = schedule::all2all_peer(r, k, c.p);
+      const int engine = schedule::all2all_engine(k, c.engines);
       const double rel = release ? (*release)(r, k) + c.copy_issue : 0.0;
       TimedFlow f{c.gpus[r], c.gpus[dst], bytes, rel, last_on_engine[engine],
                   release ? c.copy_issue : 0.0};
@@ -396,8 +391,7 @@ void all2all_congestion(const Ctx& c, double block, Outcome* o) {
   const double ring_busy = rr.loads.empty() ? 0.0 : rr.loads.front().busy_s;
   detail::Congestion found;
   if (!ra.loads.empty()) found.bottleneck = ra.loads.front().name;
-  for (const hardware::HopLoad& l : ra.loads)
-    if (l.busy_s > ring_busy * (1 + 1e-9)) found.congested.push_back(l.name);
+  found.congested = hardware::congested_beyond(ra.loads, ring_busy);
   o->bottleneck = found.bottleneck;
   o->congested = found.congested;
   if (cache.size() > 1024) cache.clear();
@@ -414,7 +408,8 @@ Outcome fused_ag_all2all(const Ctx& c) {
   // Rank r computes its own shard, then the shard of r-k for k = 1..p-1, each when it landed.
   for (int r = 0; r < c.p; ++r) {
     std::vector<double> arrivals{0.0};
-    for (int k = 1; k < c.p; ++k) arrivals.push_back(fin[((r - k + c.p) % c.p) * c.p + r]);
+    for (int k = 1; k < c.p; ++k)
+      arrivals.push_back(fin[schedule::all2all_source(r, k, c.p) * c.p + r]);
     const double comm_end = *std::max_element(arrivals.begin(), arrivals.end());
     double compute = 0;
     const double t = fused_compute(c, arrivals, std::vector<std::int64_t>(c.p, shard_rows),
@@ -444,7 +439,7 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
   // of that lane is done and q's previous transfer on that lane has finished, and takes that
   // edge's time under the step's sharing (docs/model.md, "Model vs simulation").
   Outcome o;
-  const GemmShape s = local_shape(c.op);
+  const workload::GemmShape s = workload::local_gemm(c.op);
   const int p = c.p;
   const std::int64_t chunk_rows = ceil_div(c.op.m, p);
   const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
@@ -459,11 +454,7 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
       p > 1 ? c.ring_edges(double_ring ? chunk_bytes / 2 : chunk_bytes, double_ring)
             : std::vector<double>{};
   for (int h = 0; h < lanes; ++h) {
-    const std::vector<int>& ring = h == 0 ? c.ring : c.ring2;
-    pos[h].assign(p, 0);
-    for (int i = 0; i < p; ++i)
-      for (int q = 0; q < p; ++q)
-        if (c.gpus[q] == ring[i]) pos[h][q] = i;
+    pos[h] = schedule::ring_positions(h == 0 ? c.ring_ranks : c.ring2_ranks);
     if (p > 1) edge[h].assign(all.begin() + h * p, all.begin() + (h + 1) * p);
   }
   // rank_at[h][i]: the rank at position i of ring h.
@@ -555,7 +546,7 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
 // r-1, r-2, ... as they land.
 Outcome fused_rs_all2all(const Ctx& c) {
   Outcome o;
-  const GemmShape s = local_shape(c.op);
+  const workload::GemmShape s = workload::local_gemm(c.op);
   const std::int64_t chunk_rows = ceil_div(c.op.m, c.p);
   const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
   const double g = c.fused_chunk(chunk_rows, s.n, s.k);
@@ -566,7 +557,7 @@ Outcome fused_rs_all2all(const Ctx& c) {
   for (int r = 0; r < c.p; ++r) {
     double t = c.launch + c.p * g_f;
     for (int k = 1; k < c.p; ++k)
-      t = std::max(t, fin[((r - k + c.p) % c.p) * c.p + r]) + add_work + c.flag_wait;
+      t = std::max(t, fin[schedule::all2all_source(r, k, c.p) * c.p + r]) + add_work + c.flag_wait;
     o.total_s = std::max(o.total_s, t);
   }
   o.compute_s = c.p * g + (c.p - 1) * add_work;
@@ -733,7 +724,7 @@ DecomposeParts decompose_parts(const hardware::Profile& p, const workload::Opera
   COMPASS_CHECK(d >= 1 && rows_per_rank(op) % d == 0, "decompose_parts: bad degree {}", d);
   const Ctx c(p, op, plan, {true, true}, caches);
   DecomposeParts dp;
-  const GemmShape s = local_shape(op);
+  const workload::GemmShape s = workload::local_gemm(op);
   const std::int64_t part_rows = op.m / d;
   const bool staged = d > 1 && c.p > 1;
   const CollectiveCosts cc = collective_costs(c, part_rows);

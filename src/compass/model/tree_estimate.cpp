@@ -286,8 +286,7 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   const int p = op.tp;
   const double e = dtype_bytes(op.dtype);
   const bool ag = op.kind == OpKind::ag_gemm;
-  const std::int64_t gn = ag ? op.n / p : op.n;  // local GEMM n and k
-  const std::int64_t gk = ag ? op.k : op.k / p;
+  const workload::GemmShape local = workload::local_gemm(op);
   const int gpu = plan.gpus.front();
   // A fused kernel's chunks share one GEMM's waves (hardware::fused_chunk_compute_s); every
   // rank computes all M rows of its local GEMM.
@@ -295,12 +294,12 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   auto gemm = [&](std::int64_t rows) {
     auto it = gemm_cache.find(rows);
     if (it != gemm_cache.end()) return it->second;
-    const double t = hardware::fused_chunk_compute_s(prof, rows, op.m, gn, gk, op.dtype, gpu);
+    const double t = hardware::fused_chunk_compute_s(prof, rows, local.m, local.n, local.k, op.dtype, gpu);
     gemm_cache.emplace(rows, t);
     return t;
   };
   if (p == 1) {
-    const double g = hardware::gemm_compute_s(prof, op.m, gn, gk, op.dtype, gpu);
+    const double g = hardware::gemm_compute_s(prof, local.m, local.n, local.k, op.dtype, gpu);
     o.total_s = c.launch + g;
     o.compute_s = g;
     return o;

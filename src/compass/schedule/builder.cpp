@@ -172,4 +172,14 @@ Schedule Builder::finish() && {
   return std::move(s_);
 }
 
+void declare_operands(Builder& b, const workload::OperatorSpec& op, int r, bool input_only) {
+  const workload::Block x = workload::input_block(op, r);
+  b.buffer(r, "x", x.rows, x.cols, BufferRole::input);
+  if (input_only) return;
+  const workload::Block w = workload::weight_block(op, r);
+  const workload::Block y = workload::output_block(op, r);
+  b.buffer(r, "w", w.rows, w.cols, BufferRole::weight);
+  b.buffer(r, "y", y.rows, y.cols, BufferRole::output);
+}
+
 }  // namespace compass::schedule::detail

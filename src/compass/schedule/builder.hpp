@@ -36,6 +36,13 @@ inline Rows half_rows(std::int64_t len, int c) {
   return c == 0 ? Rows{0, first} : Rows{first, len - first};
 }
 
+class Builder;
+
+/// Declares rank r's input "x" (and, unless `input_only`, its weight "w" and output "y") with
+/// the shapes of its blocks of the global X, W and Y (workload::input_block, weight_block,
+/// output_block), in that order.
+void declare_operands(Builder& b, const workload::OperatorSpec& op, int r, bool input_only = false);
+
 class Builder {
  public:
   Builder(const workload::OperatorSpec& op, const Strategy& strategy, const std::vector<int>& gpus);

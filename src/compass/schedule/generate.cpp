@@ -8,12 +8,14 @@
 #include <functional>
 
 #include "compass/schedule/builder.hpp"
+#include "compass/schedule/comm_order.hpp"
 #include "compass/schedule/patterns.hpp"
 #include "compass/schedule/tree_graph.hpp"
 
 namespace compass::schedule {
 
 using detail::Builder;
+using detail::declare_operands;
 using detail::half_rows;
 using detail::Rows;
 using detail::split_rows;
@@ -147,9 +149,7 @@ void ring_reduce_scatter(Builder& b, const Ctx& c, const RingView& rv, int engin
 void declare_ag(Builder& b, const Ctx& c, bool gathered) {
   const auto& op = c.op;
   for (int r = 0; r < c.p; ++r) {
-    b.buffer(r, "x", op.m / c.p, op.k, BufferRole::input);
-    b.buffer(r, "w", op.k, op.n / c.p, BufferRole::weight);
-    b.buffer(r, "y", op.m, op.n / c.p, BufferRole::output);
+    declare_operands(b, op, r);
     if (gathered && c.p > 1) b.buffer(r, "xg", op.m, op.k, BufferRole::scratch);
   }
 }
@@ -211,14 +211,15 @@ void ag_all2all(Builder& b, const Ctx& c) {
   declare_ag(b, c, true);
   for (int r = 0; r < p; ++r)
     for (int k = 1; k < p; ++k) {
-      const int peer = mod(r + k, p);
-      b.transfer(b.whole(r, "x"), b.rows(peer, "xg", c.chunk(r)), (k - 1) % c.engines, -1, k - 1, r,
+      const int peer = all2all_peer(r, k, p);
+      b.transfer(b.whole(r, "x"), b.rows(peer, "xg", c.chunk(r)), all2all_engine(k, c.engines), -1,
+                 k - 1, r,
                  fmt::format("r{} push c{} ->r{}", r, r, peer));
     }
   for (int r = 0; r < p; ++r) {
     ag_copy_own(b, c, r);
     for (int k = 0; k < p; ++k) {
-      const int o = mod(r - k, p);
+      const int o = k == 0 ? r : all2all_source(r, k, p);
       Region a = ag_operand(b, c, r, o, Rows{0, c.chunk(o).len});
       b.fuse(b.gemm(r, a, b.whole(r, "w"), b.rows(r, "y", c.chunk(o)), k, o,
                     fmt::format("r{} gemm s{} c{}", r, k, o)),
@@ -297,9 +298,7 @@ bool is_ar(const Ctx& c) {
 void declare_rs(Builder& b, const Ctx& c, bool need_part, std::int64_t recv_rows) {
   const auto& op = c.op;
   for (int r = 0; r < c.p; ++r) {
-    b.buffer(r, "x", op.m, op.k / c.p, BufferRole::input);
-    b.buffer(r, "w", op.k / c.p, op.n, BufferRole::weight);
-    b.buffer(r, "y", is_ar(c) ? op.m : op.m / c.p, op.n, BufferRole::output);
+    declare_operands(b, op, r);
     if (c.p > 1 && need_part) b.buffer(r, "part", op.m, op.n, BufferRole::scratch);
     if (c.p > 1 && recv_rows > 0) b.buffer(r, "recv", recv_rows, op.n, BufferRole::scratch);
   }
@@ -391,8 +390,8 @@ void ar_allgather_all2all(Builder& b, const Ctx& c) {
   const int p = c.p;
   for (int r = 0; r < p; ++r)
     for (int k = 1; k < p; ++k) {
-      const int peer = mod(r + k, p);
-      b.transfer(b.rows(r, "y", c.chunk(r)), b.rows(peer, "y", c.chunk(r)), (k - 1) % c.engines, -1,
+      const int peer = all2all_peer(r, k, p);
+      b.transfer(b.rows(r, "y", c.chunk(r)), b.rows(peer, "y", c.chunk(r)), all2all_engine(k, c.engines), -1,
                  k - 1, r, fmt::format("r{} ag push c{} ->r{}", r, r, peer));
     }
 }
@@ -405,11 +404,11 @@ void rs_all2all(Builder& b, const Ctx& c) {
   // and pushes it to the owner's receive slot k-1 (k = distance from sender to owner).
   for (int r = 0; r < p; ++r) {
     for (int k = 1; k < p; ++k) {
-      const int j = mod(r + k, p);
+      const int j = all2all_peer(r, k, p);
       Region pr = partial(b, c, r, c.chunk(j));
       b.gemm(r, b.rows(r, "x", c.chunk(j)), b.whole(r, "w"), pr, k - 1, j,
              fmt::format("r{} gemm s{} c{}", r, k - 1, j));
-      b.transfer(pr, b.rows(j, "recv", Rows{(k - 1) * slot, c.chunk(j).len}), (k - 1) % c.engines,
+      b.transfer(pr, b.rows(j, "recv", Rows{(k - 1) * slot, c.chunk(j).len}), all2all_engine(k, c.engines),
                  -1, k - 1, j, fmt::format("r{} push c{} ->r{}", r, j, j));
     }
     b.gemm(r, b.rows(r, "x", c.chunk(r)), b.whole(r, "w"), final_rows(b, c, r, c.chunk(r)), p - 1,
@@ -419,7 +418,7 @@ void rs_all2all(Builder& b, const Ctx& c) {
     for (int k = 1; k < p; ++k)
       b.add(r, b.rows(r, "recv", Rows{(k - 1) * slot, c.chunk(r).len}),
             final_rows(b, c, r, c.chunk(r)), k - 1, r,
-            fmt::format("r{} add c{} from r{}", r, r, mod(r - k, p)));
+            fmt::format("r{} add c{} from r{}", r, r, all2all_source(r, k, p)));
   if (is_ar(c)) ar_allgather_all2all(b, c);
 }
 

@@ -11,11 +11,13 @@
 #include <tuple>
 
 #include "compass/schedule/patterns.hpp"
+#include "compass/schedule/comm_order.hpp"
 #include "compass/schedule/tree_graph.hpp"
 
 namespace compass::schedule {
 
 using detail::Builder;
+using detail::declare_operands;
 using detail::Rows;
 using detail::split_rows;
 using workload::OpKind;
@@ -45,7 +47,7 @@ TreePlan direct_tree_plan(int p) {
   TreePlan plan;
   for (int r = 0; r < p; ++r) {
     RankTree t{r, 1.0, {}};
-    for (int k = 1; k < p; ++k) t.edges.push_back({r, (r + k) % p});
+    for (int k = 1; k < p; ++k) t.edges.push_back({r, all2all_peer(r, k, p)});
     plan.trees.push_back(std::move(t));
   }
   return plan;
@@ -202,11 +204,7 @@ void ag_graph(Graph& g, bool gemms) {
   const int p = g.p;
   const std::int64_t shard = g.op.m / p;
   for (int r = 0; r < p; ++r) {
-    g.b.buffer(r, "x", shard, g.op.k, BufferRole::input);
-    if (gemms) {
-      g.b.buffer(r, "w", g.op.k, g.op.n / p, BufferRole::weight);
-      g.b.buffer(r, "y", g.op.m, g.op.n / p, BufferRole::output);
-    }
+    declare_operands(g.b, g.op, r, /*input_only=*/!gemms);
     if (p > 1) g.b.buffer(r, "xg", g.op.m, g.op.k, BufferRole::scratch);
   }
   if (gemms)
@@ -247,9 +245,7 @@ void rs_graph(Graph& g) {
         }
     }
   for (int r = 0; r < p; ++r) {
-    g.b.buffer(r, "x", g.op.m, g.op.k / p, BufferRole::input);
-    g.b.buffer(r, "w", g.op.k / p, g.op.n, BufferRole::weight);
-    g.b.buffer(r, "y", ar ? g.op.m : g.op.m / p, g.op.n, BufferRole::output);
+    declare_operands(g.b, g.op, r);
     if (p > 1 && !ar) g.b.buffer(r, "part", g.op.m, g.op.n, BufferRole::scratch);
     if (p > 1 && recv_rows[r] > 0) g.b.buffer(r, "recv", recv_rows[r], g.op.n, BufferRole::scratch);
   }
@@ -322,9 +318,7 @@ void tree_pattern_graph(Builder& b, const workload::OperatorSpec& op, const Tree
   if (op.kind == OpKind::ag_gemm) {
     ag_graph(g, gemms);
   } else if (p == 1) {
-    b.buffer(0, "x", op.m, op.k, BufferRole::input);
-    b.buffer(0, "w", op.k, op.n, BufferRole::weight);
-    b.buffer(0, "y", op.m, op.n, BufferRole::output);
+    declare_operands(b, op, 0);
     b.gemm(0, b.whole(0, "x"), b.whole(0, "w"), b.whole(0, "y"), 0, 0, "r0 gemm");
   } else {
     rs_graph(g);

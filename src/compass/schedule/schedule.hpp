@@ -94,10 +94,29 @@ struct Schedule {
   int find_buffer(int rank, const std::string& name) const;
 };
 
+/// "task 3 ('r0 gemm s1 c1')" ("task 3" when the task has no name): how errors name a task.
+std::string task_label(const Task& t);
+
 /// Bytes a task moves (transfer/copy/add) given the operator's dtype; 0 for gemm.
 std::int64_t task_bytes(const Schedule& s, const Task& t);
 /// FLOPs of a gemm task (2 m n k); 0 otherwise.
 double task_flops(const Task& t, const Schedule& s);
+
+/// The serial resources of a schedule, each with the tasks it runs in the order it runs them
+/// (the order of Schedule::tasks). A compute resource is one per rank (its index counts as 0).
+struct ResourceLanes {
+  std::vector<Resource> resources;      ///< in order of first use
+  std::vector<std::vector<int>> tasks;  ///< task ids of resources[i], in run order
+  std::vector<int> lane_of;             ///< per task id: its index into resources (-1: skipped)
+};
+/// The lanes of every resource, or of rank `only_rank`'s resources when it is not negative.
+ResourceLanes resource_lanes(const Schedule& s, int only_rank = -1);
+
+/// The order in which a backend can issue the tasks: each after its deps and after the tasks
+/// before it on its resource, the lowest id first among the ready ones. Needs every dep to be
+/// a task id. Error, naming a task that waits forever, when the deps and the resources' orders
+/// form a cycle (the schedule would deadlock).
+Result<std::vector<int>> issue_order(const Schedule& s);
 
 /// Structural checks: ids, deps in range and acyclic, regions inside their buffers, transfers
 /// on copy engines, gemm shapes consistent. Errors name the task.

@@ -49,8 +49,8 @@ Status attainable(const hardware::Profile& profile, const workload::OperatorSpec
   const bool ag = op.kind == workload::OpKind::ag_gemm;
   const double bytes = static_cast<double>(op.m) * static_cast<double>(ag ? op.k : op.n) * e;
   const int gpu = plan.gpus.front();
-  const double gemm = ag ? hardware::gemm_time_s(profile, op.m, op.n / op.tp, op.k, op.dtype, gpu)
-                         : hardware::gemm_time_s(profile, op.m, op.n, op.k / op.tp, op.dtype, gpu);
+  const workload::GemmShape local = workload::local_gemm(op);
+  const double gemm = hardware::gemm_time_s(profile, local.m, local.n, local.k, op.dtype, gpu);
   double bound = 0, dring = 0;
   if (op.tp > 1) {
     hardware::DoubleRing dr;

@@ -75,6 +75,36 @@ Status validate(const OperatorSpec& op) {
   return Status::success();
 }
 
+Block input_block(const OperatorSpec& op, int rank) {
+  const std::int64_t p = op.tp;
+  if (op.kind == OpKind::ag_gemm) return {rank * (op.m / p), op.m / p, 0, op.k};
+  return {0, op.m, rank * (op.k / p), op.k / p};
+}
+
+Block weight_block(const OperatorSpec& op, int rank) {
+  const std::int64_t p = op.tp;
+  if (op.kind == OpKind::ag_gemm) return {0, op.k, rank * (op.n / p), op.n / p};
+  return {rank * (op.k / p), op.k / p, 0, op.n};
+}
+
+Block output_block(const OperatorSpec& op, int rank) {
+  const std::int64_t p = op.tp;
+  switch (op.kind) {
+    case OpKind::ag_gemm:
+      return {0, op.m, rank * (op.n / p), op.n / p};
+    case OpKind::gemm_rs:
+      return {rank * (op.m / p), op.m / p, 0, op.n};
+    case OpKind::gemm_ar:
+      return {0, op.m, 0, op.n};
+  }
+  return {};
+}
+
+GemmShape local_gemm(const OperatorSpec& op) {
+  if (op.kind == OpKind::ag_gemm) return {op.m, op.n / op.tp, op.k};
+  return {op.m, op.n, op.k / op.tp};
+}
+
 RankShapes rank_shapes(const OperatorSpec& op) {
   COMPASS_CHECK(validate(op).ok(), "rank_shapes on an invalid operator: {}", describe(op));
   const std::int64_t p = op.tp;

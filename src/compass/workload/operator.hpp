@@ -29,6 +29,27 @@ struct OperatorSpec {
   bool operator==(const OperatorSpec&) const = default;
 };
 
+/// The shape of one GEMM: [m, k] x [k, n] -> [m, n].
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0;
+  bool operator==(const GemmShape&) const = default;
+  auto operator<=>(const GemmShape&) const = default;
+};
+
+/// A block of a global matrix: rows [row, row + rows) x cols [col, col + cols).
+struct Block {
+  std::int64_t row = 0, rows = 0, col = 0, cols = 0;
+  bool operator==(const Block&) const = default;
+};
+
+/// Where rank r's input, weight and output live in the global X [M, K], W [K, N] and Y [M, N]
+/// (op must be valid). ag_gemm: x is row block r of X, w column block r of W, y column block r
+/// of Y. gemm_rs: x is column block r of X, w row block r of W, y row block r of Y. gemm_ar: as
+/// gemm_rs, but y is all of Y.
+Block input_block(const OperatorSpec& op, int rank);
+Block weight_block(const OperatorSpec& op, int rank);
+Block output_block(const OperatorSpec& op, int rank);
+
 /// Per-rank shapes of one operator.
 struct RankShapes {
   std::int64_t x_rows = 0, x_cols = 0;  ///< local input X_r
@@ -43,6 +64,9 @@ struct RankShapes {
 Status validate(const OperatorSpec& op);
 /// Shapes per rank (op must be valid).
 RankShapes rank_shapes(const OperatorSpec& op);
+/// The local GEMM of one rank, whole and unchunked (op must be valid): ag_gemm multiplies the
+/// gathered X [M, K] by W_r [K, N/p]; gemm_rs and gemm_ar multiply X_r [M, K/p] by W_r [K/p, N].
+GemmShape local_gemm(const OperatorSpec& op);
 /// FLOPs of the whole operator across all ranks: 2 M N K.
 double total_flops(const OperatorSpec& op);
 /// "ag_gemm M=.. N=.. K=.. tp=.. bf16".

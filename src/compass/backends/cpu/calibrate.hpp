@@ -16,12 +16,7 @@
 
 namespace compass::backends::cpu {
 
-/// One GEMM shape [m, k] x [k, n].
-struct GemmShape {
-  std::int64_t m = 0, n = 0, k = 0;
-  bool operator==(const GemmShape&) const = default;
-  auto operator<=>(const GemmShape&) const = default;
-};
+using workload::GemmShape;  ///< one GEMM shape [m, k] x [k, n]
 
 struct CpuCalibrateOptions {
   std::vector<GemmShape> shapes;  ///< GEMM shapes to time (duplicates are measured once)

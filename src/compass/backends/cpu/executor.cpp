@@ -59,24 +59,10 @@ Status check_aliasing(const Schedule& s, const Task& t) {
   return Status::success();
 }
 
-using LaneKey = std::tuple<int, int, int>;  // rank, resource kind, index
-
-LaneKey lane_key(const Task& t) {
-  return {t.resource.rank, static_cast<int>(t.resource.kind), t.resource.index};
-}
-
 // Each serial resource becomes one thread running these task ids in order (only the
 // resources of rank `only_rank` when it is not negative).
 std::vector<std::vector<int>> build_lanes(const Schedule& s, int only_rank = -1) {
-  std::map<LaneKey, std::size_t> index;
-  std::vector<std::vector<int>> lanes;
-  for (const Task& t : s.tasks) {
-    if (only_rank >= 0 && t.resource.rank != only_rank) continue;
-    auto [it, inserted] = index.try_emplace(lane_key(t), lanes.size());
-    if (inserted) lanes.emplace_back();
-    lanes[it->second].push_back(t.id);
-  }
-  return lanes;
+  return schedule::resource_lanes(s, only_rank).tasks;
 }
 
 }  // namespace
@@ -126,12 +112,12 @@ Result<Workspace> Workspace::create(const Schedule& s, const OperatorData& data,
   struct Want {
     const char* name;
     BufferRole role;
-    Block (*block)(const workload::OperatorSpec&, int);
+    workload::Block (*block)(const workload::OperatorSpec&, int);
     std::vector<int>* index;
   };
-  const Want wants[] = {{"x", BufferRole::input, input_block, &ws.x_},
-                        {"w", BufferRole::weight, weight_block, &ws.w_},
-                        {"y", BufferRole::output, output_block, &ws.y_}};
+  const Want wants[] = {{"x", BufferRole::input, workload::input_block, &ws.x_},
+                        {"w", BufferRole::weight, workload::weight_block, &ws.w_},
+                        {"y", BufferRole::output, workload::output_block, &ws.y_}};
   for (int r = 0; r < op.tp; ++r) {
     for (const Want& want : wants) {
       const int i = s.find_buffer(r, want.name);
@@ -140,7 +126,7 @@ Result<Workspace> Workspace::create(const Schedule& s, const OperatorData& data,
       if (b.role != want.role)
         return make_error("buffer '{}' of rank {} has role {}, expected {}", b.name, r,
                           schedule::to_string(b.role), schedule::to_string(want.role));
-      const Block blk = want.block(op, r);
+      const workload::Block blk = want.block(op, r);
       if (b.rows != blk.rows || b.cols != blk.cols)
         return make_error("buffer '{}' of rank {} is [{}, {}], the operator needs [{}, {}]", b.name,
                           r, b.rows, b.cols, blk.rows, blk.cols);
@@ -184,10 +170,10 @@ void Workspace::reset(const OperatorData& in) {
   for (auto& b : buffers_) std::fill(b.begin(), b.end(), 0.0f);
   for (int r = 0; r < ranks(); ++r) {
     if (!holds(r)) continue;
-    const Block xb = input_block(in.op, r);
+    const workload::Block xb = workload::input_block(in.op, r);
     const int xi = x_[static_cast<std::size_t>(r)];
     copy_block(in.x.row(xb.row) + xb.col, in.x.cols, data(xi), ld(xi), xb.rows, xb.cols);
-    const Block wb = weight_block(in.op, r);
+    const workload::Block wb = workload::weight_block(in.op, r);
     const int wi = w_[static_cast<std::size_t>(r)];
     copy_block(in.w.row(wb.row) + wb.col, in.w.cols, data(wi), ld(wi), wb.rows, wb.cols);
   }

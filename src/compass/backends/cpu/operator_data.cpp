@@ -12,31 +12,6 @@ namespace compass::backends::cpu {
 using workload::OperatorSpec;
 using workload::OpKind;
 
-Block input_block(const OperatorSpec& op, int rank) {
-  const std::int64_t p = op.tp;
-  if (op.kind == OpKind::ag_gemm) return {rank * (op.m / p), op.m / p, 0, op.k};
-  return {0, op.m, rank * (op.k / p), op.k / p};
-}
-
-Block weight_block(const OperatorSpec& op, int rank) {
-  const std::int64_t p = op.tp;
-  if (op.kind == OpKind::ag_gemm) return {0, op.k, rank * (op.n / p), op.n / p};
-  return {rank * (op.k / p), op.k / p, 0, op.n};
-}
-
-Block output_block(const OperatorSpec& op, int rank) {
-  const std::int64_t p = op.tp;
-  switch (op.kind) {
-    case OpKind::ag_gemm:
-      return {0, op.m, rank * (op.n / p), op.n / p};
-    case OpKind::gemm_rs:
-      return {rank * (op.m / p), op.m / p, 0, op.n};
-    case OpKind::gemm_ar:
-      return {0, op.m, 0, op.n};
-  }
-  return {};
-}
-
 Status check_operator(const OperatorSpec& op) {
   if (op.m <= 0) return make_error("M must be positive, got {}", op.m);
   if (op.n <= 0) return make_error("N must be positive, got {}", op.n);
@@ -145,7 +120,7 @@ Result<HostMatrix<double>> reference_output(const OperatorData& data) {
 
 void accumulate_error(const OperatorSpec& op, int rank, const float* values, std::int64_t ld,
                       const HostMatrix<double>& reference, ErrorStats& stats) {
-  const Block b = output_block(op, rank);
+  const workload::Block b = workload::output_block(op, rank);
   for (std::int64_t i = 0; i < b.rows; ++i) {
     const float* got = values + i * ld;
     const double* want = reference.row(b.row + i) + b.col;

@@ -32,16 +32,6 @@ struct OperatorData {
   HostMatrix<float> w;  ///< [K, N]
 };
 
-/// A block of a global matrix: rows [row, row+rows) x cols [col, col+cols).
-struct Block {
-  std::int64_t row = 0, rows = 0, col = 0, cols = 0;
-};
-
-/// Where rank r's input, weight and output live in the global X, W and Y (op must be valid).
-Block input_block(const workload::OperatorSpec& op, int rank);
-Block weight_block(const workload::OperatorSpec& op, int rank);
-Block output_block(const workload::OperatorSpec& op, int rank);
-
 /// Positive sizes, tp >= 1 and the divisibility the blocks above need; errors name the value.
 Status check_operator(const workload::OperatorSpec& op);
 
@@ -71,7 +61,7 @@ struct ErrorStats {
 /// The tolerance `compass run --check` applies to ErrorStats::max_rel_error.
 inline constexpr double kCheckTolerance = 1e-4;
 
-/// Adds the comparison of one rank's output (values of shape output_block(op, rank), with row
+/// Adds the comparison of one rank's output (values of shape workload::output_block(op, rank), with row
 /// stride ld) to `stats`.
 void accumulate_error(const workload::OperatorSpec& op, int rank, const float* values,
                       std::int64_t ld, const HostMatrix<double>& reference, ErrorStats& stats);

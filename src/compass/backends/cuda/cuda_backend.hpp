@@ -107,11 +107,7 @@ struct CalibrateOptions {
   int device = 0;      ///< the GPU measured (peer copies and NCCL use all visible GPUs)
 };
 
-/// One GEMM shape the calibration measures.
-struct GemmShape {
-  std::int64_t m = 0, n = 0, k = 0;
-  bool operator==(const GemmShape&) const = default;
-};
+using workload::GemmShape;  ///< one GEMM shape [m, k] x [k, n]
 
 /// The GEMM shapes measured: for each (n, k) of a fixed list of per-rank TP shapes and each
 /// token count M, the M/d rows of the chunked GEMMs that decomposition into d = 1, 2, 4, 8

@@ -14,9 +14,7 @@ int rank_device(const schedule::Schedule& s, LaunchMode mode, int rank) {
 
 namespace {
 
-std::string task_label(const schedule::Task& t) {
-  return t.name.empty() ? fmt::format("task {}", t.id) : fmt::format("task {} ('{}')", t.id, t.name);
-}
+using schedule::task_label;
 
 }  // namespace
 
@@ -38,8 +36,6 @@ Result<StreamPlan> make_stream_plan(const schedule::Schedule& s, LaunchMode mode
   }
   const int n = static_cast<int>(s.tasks.size());
   StreamPlan plan;
-  std::map<std::tuple<int, int, int>, int> stream_of;  // (rank, kind, index) -> stream
-  std::vector<int> task_stream(n, -1);
   for (int i = 0; i < n; ++i) {
     const schedule::Task& t = s.tasks[i];
     if (t.id != i) return make_error("tasks[{}]: id is {}, expected {}", i, t.id, i);
@@ -53,27 +49,19 @@ Result<StreamPlan> make_stream_plan(const schedule::Schedule& s, LaunchMode mode
       if (d < 0 || d >= n) return make_error("{}: dependency {} is not a task id", task_label(t), d);
       if (d == i) return make_error("{} depends on itself", task_label(t));
     }
-    const int kind_index = t.resource.kind == schedule::ResourceKind::compute ? 0 : 1;
-    const int index = kind_index == 0 ? 0 : t.resource.index;
-    auto key = std::make_tuple(t.resource.rank, kind_index, index);
-    auto it = stream_of.find(key);
-    if (it == stream_of.end()) {
-      StreamSpec spec;
-      spec.rank = t.resource.rank;
-      spec.kind = t.resource.kind;
-      spec.index = index;
-      spec.device = rank_device(s, mode, t.resource.rank);
-      spec.high_priority = t.resource.kind == schedule::ResourceKind::copy_engine;
-      it = stream_of.emplace(key, static_cast<int>(plan.streams.size())).first;
-      plan.streams.push_back(spec);
-    }
-    task_stream[i] = it->second;
   }
-
-  // Edges: explicit deps, plus each stream's list order (a stream is a FIFO).
-  std::vector<std::vector<int>> consumers(n);
-  std::vector<int> indegree(n, 0);
-  std::vector<int> last_on_stream(plan.streams.size(), -1);
+  // One stream per serial resource (schedule::resource_lanes), a FIFO in the resource's order.
+  const schedule::ResourceLanes lanes = schedule::resource_lanes(s);
+  for (const schedule::Resource& r : lanes.resources) {
+    StreamSpec spec;
+    spec.rank = r.rank;
+    spec.kind = r.kind;
+    spec.index = r.index;
+    spec.device = rank_device(s, mode, r.rank);
+    spec.high_priority = r.kind == schedule::ResourceKind::copy_engine;
+    plan.streams.push_back(spec);
+  }
+  const std::vector<int>& task_stream = lanes.lane_of;
   for (int i = 0; i < n; ++i) {
     const schedule::Task& t = s.tasks[i];
     for (int d : t.deps) {
@@ -84,40 +72,10 @@ Result<StreamPlan> make_stream_plan(const schedule::Schedule& s, LaunchMode mode
             task_label(t), task_label(s.tasks[d]), t.resource.rank, schedule::to_string(t.resource.kind),
             t.resource.index);
       }
-      consumers[d].push_back(i);
-      ++indegree[i];
-    }
-    int& prev = last_on_stream[task_stream[i]];
-    if (prev >= 0) {
-      consumers[prev].push_back(i);
-      ++indegree[i];
-    }
-    prev = i;
-  }
-  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
-  for (int i = 0; i < n; ++i) {
-    if (indegree[i] == 0) ready.push(i);
-  }
-  std::vector<int> order;
-  order.reserve(n);
-  while (!ready.empty()) {
-    int i = ready.top();
-    ready.pop();
-    order.push_back(i);
-    for (int c : consumers[i]) {
-      if (--indegree[c] == 0) ready.push(c);
     }
   }
-  if (static_cast<int>(order.size()) != n) {
-    for (int i = 0; i < n; ++i) {
-      if (indegree[i] > 0) {
-        return make_error(
-            "the schedule would deadlock: {} waits (directly or through its resource's order) on "
-            "a cycle of dependencies",
-            task_label(s.tasks[i]));
-      }
-    }
-  }
+  // Issue order: deps and each stream's order, lowest id first (schedule::issue_order).
+  COMPASS_ASSIGN(const std::vector<int> order, schedule::issue_order(s));
   std::vector<int> position(n);
   for (int k = 0; k < n; ++k) position[order[k]] = k;
 
@@ -151,26 +109,24 @@ Result<StreamPlan> make_stream_plan(const schedule::Schedule& s, LaunchMode mode
 }
 
 Result<std::vector<ReferenceBlocks>> reference_blocks(const schedule::Schedule& s) {
-  using workload::OpKind;
   const auto& op = s.op;
   const int p = s.ranks();
   if (p < 1 || op.tp != p) {
     return make_error("--check: the operator has tp {} but the schedule has {} ranks", op.tp, p);
   }
-  const bool ag = op.kind == OpKind::ag_gemm;
-  const std::int64_t xr = ag ? op.m / p : op.m, xc = ag ? op.k : op.k / p;
-  const std::int64_t wr = ag ? op.k : op.k / p, wc = ag ? op.n / p : op.n;
-  const std::int64_t yr = op.kind == OpKind::gemm_rs ? op.m / p : op.m;
-  const std::int64_t yc = ag ? op.n / p : op.n;
   std::vector<ReferenceBlocks> out(p);
   for (int r = 0; r < p; ++r) {
     ReferenceBlocks& b = out[r];
+    const workload::Block xb = workload::input_block(op, r);
+    const workload::Block wb = workload::weight_block(op, r);
+    const workload::Block yb = workload::output_block(op, r);
     struct Want {
       const char* name;
       int* index;
       std::int64_t rows, cols;
     };
-    for (const Want& want : {Want{"x", &b.x, xr, xc}, Want{"w", &b.w, wr, wc}, Want{"y", &b.y, yr, yc}}) {
+    for (const Want& want : {Want{"x", &b.x, xb.rows, xb.cols}, Want{"w", &b.w, wb.rows, wb.cols},
+                             Want{"y", &b.y, yb.rows, yb.cols}}) {
       for (size_t i = 0; i < s.buffers.size(); ++i) {
         if (s.buffers[i].rank == r && s.buffers[i].name == want.name) *want.index = static_cast<int>(i);
       }
@@ -181,12 +137,12 @@ Result<std::vector<ReferenceBlocks>> reference_blocks(const schedule::Schedule& 
                           r, buf.rows, buf.cols, workload::describe(op), want.rows, want.cols);
       }
     }
-    b.x_row = ag ? r * xr : 0;
-    b.x_col = ag ? 0 : r * xc;
-    b.w_row = ag ? 0 : r * wr;
-    b.w_col = ag ? r * wc : 0;
-    b.y_row = op.kind == OpKind::gemm_rs ? r * yr : 0;
-    b.y_col = ag ? r * yc : 0;
+    b.x_row = xb.row;
+    b.x_col = xb.col;
+    b.w_row = wb.row;
+    b.w_col = wb.col;
+    b.y_row = yb.row;
+    b.y_col = yb.col;
   }
   return out;
 }

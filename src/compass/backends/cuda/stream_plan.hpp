@@ -65,10 +65,9 @@ struct ReferenceBlocks {
   std::int64_t y_row = 0, y_col = 0;   ///< top-left of the y block in Y
 };
 
-/// The blocks of every rank: ag_gemm x = rows block r of X, w = cols block r of W, y = cols
-/// block r of Y; gemm_rs x = cols block r of X, w = rows block r of W, y = rows block r of Y;
-/// gemm_ar as gemm_rs but y = all of Y. Errors name a missing buffer or a shape that does not
-/// match the operator.
+/// The blocks of every rank (workload::input_block, weight_block, output_block) with the
+/// buffers that hold them. Errors name a missing buffer or a shape that does not match the
+/// operator.
 Result<std::vector<ReferenceBlocks>> reference_blocks(const schedule::Schedule& s);
 
 }  // namespace compass::backends::cuda

@@ -24,7 +24,7 @@ std::string track_name(const schedule::Resource& r) {
                                                    : fmt::format("copy engine {}", r.index);
 }
 
-std::string task_label(const schedule::Task& t) {
+std::string trace_name(const schedule::Task& t) {
   return t.name.empty() ? fmt::format("{} {}", schedule::to_string(t.kind), t.id) : t.name;
 }
 
@@ -95,7 +95,7 @@ std::string trace_to_json(const SimResult& r, const schedule::Schedule& s) {
       if (t.channel >= 0) args["ring"] = t.channel;
       if (t.kind != schedule::TaskKind::gemm) args["bytes"] = schedule::task_bytes(s, t);
       if (t.kind == schedule::TaskKind::transfer) args["to_rank"] = s.owner(t.dst);
-      events.push_back({{"name", task_label(t)},
+      events.push_back({{"name", trace_name(t)},
                         {"cat", schedule::to_string(t.kind)},
                         {"ph", "X"},
                         {"ts", tt.start_s * kUs},

@@ -94,8 +94,10 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
   // Flat lookups: a schedule of 10^6 tasks spent over a second here with ordered maps.
   std::unordered_map<std::int64_t, int> route_slot;  // (src GPU, dst GPU) -> index into out.routes
   std::vector<std::int64_t> route_bytes;             // per used route: bytes of its transfers
-  const int slots_per_rank = 1 + s.copy_engines;     // compute stream, then each copy engine
-  std::vector<int> resource_slot(static_cast<std::size_t>(s.ranks()) * slots_per_rank, -1);
+  // Each serial resource with its tasks in run order (schedule::resource_lanes).
+  schedule::ResourceLanes lanes = schedule::resource_lanes(s);
+  out.resources = std::move(lanes.resources);
+  out.resource_tasks = std::move(lanes.tasks);
 
   // Fused strategies run each rank's GEMM chunks inside one kernel that waits on arrival
   // flags, with copy engines moving data; sequential/decompose run one GEMM kernel per part and
@@ -117,16 +119,6 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
     c.on_copy_engine = t.resource.kind == ResourceKind::copy_engine;
     c.gemm = t.kind == TaskKind::gemm;
     c.rank = t.resource.rank;
-    // schedule::validate guarantees 0 <= index < copy_engines for copy engines.
-    int& slot = resource_slot[static_cast<std::size_t>(t.resource.rank) * slots_per_rank +
-                              (c.on_copy_engine ? 1 + t.resource.index : 0)];
-    if (slot < 0) {
-      slot = static_cast<int>(out.resources.size());
-      out.resources.push_back(t.resource);
-      if (t.resource.kind == ResourceKind::compute) out.resources.back().index = 0;
-      out.resource_tasks.emplace_back();
-    }
-    out.resource_tasks[slot].push_back(t.id);
 
     if (t.kind == TaskKind::gemm) {
       c.gemm_s = fused ? hardware::fused_chunk_compute_s(

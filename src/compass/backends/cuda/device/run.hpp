@@ -33,8 +33,7 @@ struct StreamMemOps {
 ElemType elem_type(DType t);
 /// True when the environment variable `name` is "1".
 bool env_flag(const char* name);
-/// "task 3 ('r0 gemm s1 c1')", for errors.
-std::string task_label(const schedule::Task& t);
+using schedule::task_label;
 
 /// The comparison of one rank's output with the reference.
 struct RankError {

@@ -65,11 +65,6 @@ bool env_flag(const char* name) {
   return v != nullptr && std::string_view(v) == "1";
 }
 
-std::string task_label(const Task& t) {
-  return t.name.empty() ? fmt::format("task {}", t.id)
-                        : fmt::format("task {} ('{}')", t.id, t.name);
-}
-
 Run::Run(const Schedule& s, const RunOptions& o) : s_(s), o_(o), eb_(dtype_bytes(s.op.dtype)) {
   serialize_ = o.serialize || env_flag("COMPASS_CUDA_SERIALIZE");
 }
