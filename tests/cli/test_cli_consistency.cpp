@@ -259,7 +259,8 @@ TEST(CliConsistency, TpZeroAndEmptyGpusAreErrors) {
       {"validate", "--calibration", "c.json"}};
   const std::vector<std::vector<std::string>> takes_gpus = {
       {"plan"}, {"export", "te"}, with({"op", "--tp", "2"}, shape), with({"schedule"}, shape),
-      with({"simulate"}, shape), {"topo", "a6000x8"}, {"sweep", "--limit", "2"}};
+      with({"simulate"}, shape), {"topo", "a6000x8"}, {"sweep", "--limit", "2"},
+      with({"run", "--backend", "cpu"}, shape)};
   TempDir dir;
   auto expect_one_line_error = [&](const std::vector<std::string>& args, const std::string& flag) {
     const ProcessResult r = compass_in(dir.path(), args);
@@ -285,6 +286,15 @@ TEST(CliConsistency, GpusWhereverTp) {
   EXPECT_TRUE(sched.is_object());
   const nlohmann::json sweep = json_of({"sweep", "--limit", "3", "--gpus", "4,5,6,7,0,1,2,3"});
   EXPECT_EQ(sweep["rows"].size(), 3u);
+  // run: --gpus alone sets the ranks; rank r is on the r-th GPU named, and the ring over them
+  // is the one plan finds for the same GPUs.
+  const nlohmann::json run = json_of({"run", "--op", "ag_gemm", "--m", "64", "--n", "32", "--k",
+                                      "16", "--gpus", "0,1,4,5", "--strategy", "fuse:ring",
+                                      "--repeat", "1", "--check"});
+  EXPECT_EQ(run["op"]["tp"], 4);
+  EXPECT_EQ(run["gpus"], nlohmann::json({0, 1, 4, 5}));
+  EXPECT_EQ(run["ring"], plan["ring"]);
+  EXPECT_TRUE(run["passed"].get<bool>()) << run.dump();
   // Sizes that disagree are one-line errors.
   TempDir dir;
   ProcessResult r = compass_in(dir.path(), {"plan", "--tp", "2", "--gpus", "0,1,2,3"});
@@ -293,6 +303,13 @@ TEST(CliConsistency, GpusWhereverTp) {
   r = compass_in(dir.path(), {"schedule", "--op", "ag_gemm", "--m", "64", "--n", "32", "--k",
                               "16", "--tp", "4", "--gpus", "0,1"});
   EXPECT_EQ(r.exit_code, 2);
+  r = compass_in(dir.path(), {"run", "--op", "ag_gemm", "--m", "64", "--n", "32", "--k", "16"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--tp or --gpus is required"), std::string::npos) << r.err;
+  r = compass_in(dir.path(), {"run", "--op", "ag_gemm", "--m", "64", "--n", "32", "--k", "16",
+                              "--tp", "2", "--gpus", "0,1,2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--gpus lists 3 GPUs but --tp is 2"), std::string::npos) << r.err;
   r = compass_in(dir.path(), {"plan", "--gpus", "0,9"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("GPU 9 does not exist"), std::string::npos) << r.err;

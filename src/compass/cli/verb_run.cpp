@@ -42,7 +42,8 @@ struct RunArgs {
   std::string sync = "events";
   std::string op;
   std::int64_t m = 0, n = 0, k = 0;
-  int tp = 0;
+  int tp = 0;                ///< 0 = not given (then --gpus gives it)
+  std::string gpus;          ///< the TP group on the profile, e.g. "0,1,4,5"; empty = 0..tp-1
   std::string strategy = "all";
   std::string profile = "a6000x8";
   std::string dtype = "fp32";
@@ -277,6 +278,7 @@ void print_table(const RunArgs& a, const workload::OperatorSpec& op, const sched
     fmt::print("device: {} ({} ranks, dependencies by {})\n", device,
                a.launch.empty() || a.launch == "virtual" ? "virtual" : "multi-GPU", a.sync);
   }
+  fmt::print("gpus (of {}, rank r on the r-th): {}\n", a.profile, ring_text(plan.gpus));
   fmt::print("ring (ranks, from {}): {}   second ring: {}\n", a.profile, ring_text(plan.ring),
              ring_text(plan.ring2));
   fmt::print("time: over {} run{} after {} warmup{}\n\n", a.repeat, a.repeat == 1 ? "" : "s",
@@ -322,6 +324,7 @@ nlohmann::json run_json(const RunArgs& a, const workload::OperatorSpec& op,
     j["sync"] = a.sync;
   }
   j["profile"] = a.profile;
+  j["gpus"] = plan.gpus;
   j["ring"] = plan.ring;
   j["ring2"] = plan.ring2;
   j["repeat"] = a.repeat;
@@ -412,11 +415,14 @@ void start_processes(const RunArgs& a, Distributed& d) {
 void run_verb_in(const RunArgs& a, const Distributed& dist, const workload::OperatorSpec& op,
                  const schedule::CommPlan& plan, std::vector<StrategyRun>& runs);
 
-void run_verb(const RunArgs& a) {
-  a.json.check_writable(a.force);
-  const workload::OperatorSpec op = parse_operator(a);
+void run_verb(const RunArgs& given) {
+  given.json.check_writable(given.force);
+  RunArgs a = given;
+  if (a.tp == 0 && a.gpus.empty()) throw UsageError("--tp or --gpus is required");
   const hardware::Profile profile = load_profile(a.profile);
-  const std::vector<int> group = select_group(profile, a.tp, "");
+  const std::vector<int> group = select_group(profile, a.tp, a.gpus);
+  a.tp = static_cast<int>(group.size());
+  const workload::OperatorSpec op = parse_operator(a);
   const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(profile, group));
   std::vector<StrategyRun> runs = make_schedules(op, a.strategy, plan);
   if (!is_process_launch(a.launch)) {
@@ -479,8 +485,13 @@ void add_run_verb(CLI::App& app) {
   sub->add_option("--m", args->m, "tokens M (global)")->required();
   sub->add_option("--n", args->n, "output features N (global)")->required();
   sub->add_option("--k", args->k, "input features K (global)")->required();
-  sub->add_option("--tp", args->tp, "tensor-parallel degree p (ranks)")
-      ->check(positive_tp())->required();
+  sub->add_option("--tp", args->tp, "tensor-parallel degree p (ranks; default: the size of --gpus)")
+      ->check(positive_tp());
+  sub->add_option("--gpus", args->gpus,
+                  "GPU ordinals of the TP group on --profile, e.g. 0,1,4,5 (default 0..tp-1): "
+                  "rank r is the r-th; they set the rings, the emulated links and, with "
+                  "--launch multi-gpu, the CUDA devices")
+      ->check(nonempty_gpus());
   sub->add_option("--strategy", args->strategy,
                   "sequential, decompose:D, fuse:all2all, fuse:ring, fuse:double-ring, fuse:hier, "
                   "fuse:synth or all")
@@ -497,7 +508,7 @@ void add_run_verb(CLI::App& app) {
                   "cpu: threads (default; ranks as threads of this process), mpi (one process "
                   "per rank under mpirun) or env (one process per rank from RANK, WORLD_SIZE, "
                   "MASTER_ADDR, MASTER_PORT as torchrun sets them); cuda: virtual (default; all "
-                  "ranks on one GPU) or multi-gpu (rank r on GPU r)");
+                  "ranks on one GPU) or multi-gpu (rank r on the r-th GPU of --gpus)");
   sub->add_option("--launch-timeout", args->launch_timeout_s,
                   "mpi/env: seconds the processes may take to start and meet")
       ->capture_default_str();
