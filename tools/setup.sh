@@ -32,10 +32,10 @@ if ! python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("cutlass_
 fi
 
 # Python: pytest runs the tpcompass tests in CTest (pandas: the results' records become
-# DataFrames there); scikit-build-core and nanobind build the package with `pip install .`
+# DataFrames there; tqdm: the package's progress bars); scikit-build-core and nanobind build the package with `pip install .`
 # (pip fetches them itself too, but having them speeds rebuilds).
-python_pkgs=("scikit-build-core>=0.10" "nanobind>=2.0" "pytest>=7" "pyyaml" "pandas")
-if ! python3 -c "import scikit_build_core, nanobind, pytest, yaml, pandas" >/dev/null 2>&1; then
+python_pkgs=("scikit-build-core>=0.10" "nanobind>=2.0" "pytest>=7" "pyyaml" "pandas" "tqdm>=4")
+if ! python3 -c "import scikit_build_core, nanobind, pytest, yaml, pandas, tqdm" >/dev/null 2>&1; then
   echo "setup: installing ${python_pkgs[*]} with pip" >&2
   python3 -m pip install -q "${python_pkgs[@]}" 2>/dev/null ||
     python3 -m pip install -q --break-system-packages "${python_pkgs[@]}"

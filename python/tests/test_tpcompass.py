@@ -179,3 +179,33 @@ def test_native_module_stub_matches_the_module():
     core = pytest.importorskip("tpcompass._core")  # built only by pip install .
     public = {n for n in dir(core) if not n.startswith("_")}
     assert public == names
+
+
+def test_sweep_progress(capsys):
+    steps = []
+    s = tpcompass.sweep(limit=3, sim=True, progress=lambda *step: steps.append(step))
+    assert len(s.rows) == 3
+    # Every row is planned, then simulated, in order.
+    assert steps == [("planning", 1, 3), ("planning", 2, 3), ("planning", 3, 3),
+                     ("simulating", 1, 3), ("simulating", 2, 3), ("simulating", 3, 3)]
+    # progress=True draws tqdm bars on stderr even when it is not a terminal; the default does
+    # not when stderr is not a terminal (as here, under pytest's capture).
+    capsys.readouterr()
+    tpcompass.sweep(limit=2, progress=True)
+    assert "planning" in capsys.readouterr().err
+    tpcompass.sweep(limit=2)
+    assert capsys.readouterr().err == ""
+    # Errors are still the CLI's one line.
+    with pytest.raises(tpcompass.CompassError, match="--limit"):
+        tpcompass.sweep(limit=-1, progress=lambda *step: None)
+
+
+def test_native_progress_streams_lines():
+    """The native module hands progress lines to the callback and keeps the rest of stderr."""
+    core = pytest.importorskip("tpcompass._core")  # built only by pip install .
+    lines = []
+    rc, out, err = core.run(["sweep", "--limit", "2", "--progress", "lines", "--json"], lines.append)
+    assert rc == 0 and json.loads(out)["rows"]
+    assert lines == ["planning 1/2", "planning 2/2"] and err == ""
+    rc, _, err = core.run(["sweep", "--limit", "-1", "--progress", "lines"], lines.append)
+    assert rc == 2 and err.startswith("compass: error:") and "--limit" in err

@@ -13,9 +13,10 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 try:  # the native module, built by `pip install .`
     from . import _core  # type: ignore[attr-defined]
@@ -62,19 +63,90 @@ def _binary() -> str:
     return path
 
 
-def run(args: Sequence[str]) -> str:
+_PROGRESS_PREFIX = "compass: progress: "
+
+#: ``progress=`` of the long calls: None (a bar when stderr is a terminal), True (always a
+#: bar), False (none), or a function called with (label, done, total) at every step.
+ProgressArg = Union[None, bool, Callable[[str, int, int], None]]
+
+
+def _parse_progress(text: str) -> Optional[tuple[str, int, int]]:
+    """``LABEL DONE/TOTAL`` or ``LABEL PERCENT%`` (a progress line without its prefix)."""
+    label, _, amount = text.rpartition(" ")
+    try:
+        if amount.endswith("%"):
+            return label, int(amount[:-1]), 100
+        done, _, total = amount.partition("/")
+        return label, int(done), int(total)
+    except ValueError:
+        return None
+
+
+class _Bars:
+    """tqdm bars on stderr, one per label, as a long call reports its steps."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+        self._label = ""
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        from tqdm import tqdm  # a dependency of the package (pyproject.toml)
+
+        if self._bar is None or label != self._label:
+            self.close()
+            self._bar = tqdm(total=total, desc=label, leave=False, file=sys.stderr)
+            self._label = label
+        self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def _progress_sink(progress: ProgressArg) -> Optional[Callable[[str, int, int], None]]:
+    if callable(progress):
+        return progress
+    if progress is None:
+        progress = sys.stderr is not None and sys.stderr.isatty()
+    return _Bars() if progress else None
+
+
+def run(args: Sequence[str], progress: ProgressArg = False) -> str:
     """Runs ``compass <args...>`` and returns its stdout; raises CompassError on failure.
+
+    ``progress`` (for verbs that take ``--progress``): None shows a bar when stderr is a
+    terminal, True always, False never; a function is called with (label, done, total).
 
     >>> import tpcompass
     >>> "a6000x8" in tpcompass.run(["list", "presets"])
     True
+    >>> steps = []
+    >>> _ = tpcompass.run(["sweep", "--limit", "2"], progress=lambda *s: steps.append(s))
+    >>> steps
+    [('planning', 1, 2), ('planning', 2, 2)]
     """
     args = [str(a) for a in args]
-    if backend() == "native":  # the in-process run reads os.environ through getenv
-        rc, out, err = _core.run(args)
-    else:
-        proc = subprocess.run([_binary(), *args], capture_output=True, text=True, check=False)
-        rc, out, err = proc.returncode, proc.stdout, proc.stderr
+    sink = _progress_sink(progress)
+    if sink is not None:
+        args += ["--progress", "lines"]
+
+    def on_line(text: str) -> None:
+        step = _parse_progress(text)
+        if step is not None and sink is not None:
+            sink(*step)
+
+    try:
+        if backend() == "native":  # the in-process run reads os.environ through getenv
+            rc, out, err = _core.run(args, on_line if sink is not None else None)
+        elif sink is None:
+            proc = subprocess.run([_binary(), *args], capture_output=True, text=True, check=False)
+            rc, out, err = proc.returncode, proc.stdout, proc.stderr
+        else:
+            rc, out, err = _run_streaming([_binary(), *args], on_line)
+    finally:
+        if isinstance(sink, _Bars):
+            sink.close()
     if rc != 0:
         lines = [l for l in err.splitlines() if l.strip()]
         message = lines[-1] if lines else f"compass exited with code {rc}"
@@ -86,8 +158,24 @@ def run(args: Sequence[str]) -> str:
     return out
 
 
-def _json(args: Sequence[str]) -> Any:
-    return json.loads(run([*args, "--json"]))
+def _run_streaming(argv: list[str], on_line: Callable[[str], None]) -> tuple[int, str, str]:
+    """Runs the binary, passing its progress lines to on_line as they come."""
+    with tempfile.TemporaryFile(mode="w+") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True)
+        err = []
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith(_PROGRESS_PREFIX):
+                on_line(line[len(_PROGRESS_PREFIX):].rstrip("\n"))
+            else:
+                err.append(line)
+        rc = proc.wait()
+        out.seek(0)
+        return rc, out.read(), "".join(err)
+
+
+def _json(args: Sequence[str], progress: ProgressArg = False) -> Any:
+    return json.loads(run([*args, "--json"], progress=progress))
 
 
 def _flags(**kwargs: Any) -> list[str]:
@@ -318,16 +406,23 @@ def op(op: str, m: int, n: int, k: int, tp: int, dtype: Optional[str] = None,
 
 
 def sweep(profile: ProfileArg = None, grid: Optional[str] = None, limit: Optional[int] = None,
-          stride: Optional[int] = None, gpus: Gpus = None, sim: bool = False) -> Sweep:
-    """The paper's grid (or a subset: ``limit`` rows, every ``stride``-th).
+          stride: Optional[int] = None, gpus: Gpus = None, sim: bool = False,
+          progress: ProgressArg = None) -> Sweep:
+    """The paper's grid (or a subset: ``limit`` rows, every ``stride``-th). ``progress``: None
+    draws a tqdm bar per phase (planning, simulating) when stderr is a terminal, True always,
+    False never; a function is called with (label, done, total) after every row.
 
     >>> import tpcompass
     >>> s = tpcompass.sweep(limit=4)
     >>> len(s.rows)
     4
+    >>> seen = []
+    >>> _ = tpcompass.sweep(limit=3, progress=lambda label, done, total: seen.append(done))
+    >>> seen
+    [1, 2, 3]
     """
     j = _json(["sweep", *_flags(profile=profile, grid=grid, limit=limit, stride=stride,
-                                gpus=gpus, sim=sim)])
+                                gpus=gpus, sim=sim)], progress=progress)
     return Sweep(profile=j["profile"], rows=j["rows"], summary=j["summary"])
 
 

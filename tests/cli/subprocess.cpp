@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include <gtest/gtest.h>
+
 extern char** environ;
 
 namespace compass::testing {
@@ -182,6 +184,16 @@ TempDir::~TempDir() {
 
 std::string compass_binary() {
   return COMPASS_CLI_PATH;
+}
+
+ProcessResult compass_in(const std::string& dir, const std::vector<std::string>& args,
+                         double timeout_s) {
+  std::vector<std::string> argv{compass_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcessResult r = run_process(argv, dir, timeout_s);
+  EXPECT_TRUE(r.spawn_error.empty()) << r.spawn_error;
+  EXPECT_FALSE(r.timed_out) << "timed out: compass " << (args.empty() ? "" : args.front());
+  return r;
 }
 
 }  // namespace compass::testing

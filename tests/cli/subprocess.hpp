@@ -39,4 +39,8 @@ class TempDir {
 /// The compass binary under test (COMPASS_CLI_PATH).
 std::string compass_binary();
 
+/// Runs `compass <args...>` in `dir`; a test failure when it cannot start or times out.
+ProcessResult compass_in(const std::string& dir, const std::vector<std::string>& args,
+                         double timeout_s = 300);
+
 }  // namespace compass::testing

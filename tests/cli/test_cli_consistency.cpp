@@ -17,15 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-ProcessResult compass_in(const std::string& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> argv{compass_binary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  ProcessResult r = run_process(argv, dir, 300);
-  EXPECT_TRUE(r.spawn_error.empty()) << r.spawn_error;
-  EXPECT_FALSE(r.timed_out);
-  return r;
-}
-
 // Runs a verb with --json and checks that stdout is one JSON document and nothing else.
 nlohmann::json json_of(const std::vector<std::string>& args) {
   TempDir dir;
@@ -274,6 +265,30 @@ TEST(CliConsistency, TpZeroAndEmptyGpusAreErrors) {
     expect_one_line_error(with(v, {"--gpus", ""}), "--gpus");
     expect_one_line_error(with(v, {"--gpus", " "}), "--gpus");
   }
+}
+
+// Progress goes to stderr only: nothing when it is not a terminal, one line per row with
+// --progress lines, nothing with --quiet whatever --progress says.
+TEST(CliConsistency, ProgressLinesOnRequestOnly) {
+  TempDir dir;
+  const std::vector<std::string> sweep{"sweep", "--limit", "3", "--json"};
+  auto with = [&](const std::vector<std::string>& more) {
+    std::vector<std::string> a = sweep;
+    a.insert(a.end(), more.begin(), more.end());
+    const ProcessResult r = compass_in(dir.path(), a);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out.substr(0, 200);
+    return r.err;
+  };
+  EXPECT_EQ(with({}), "");
+  EXPECT_EQ(with({"--progress", "lines"}),
+            "compass: progress: planning 1/3\ncompass: progress: planning 2/3\n"
+            "compass: progress: planning 3/3\n");
+  EXPECT_EQ(with({"--progress", "lines", "--quiet"}), "");
+  EXPECT_EQ(with({"--progress", "none"}), "");
+  const ProcessResult bad = compass_in(dir.path(), {"sweep", "--progress", "bar"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--progress"), std::string::npos) << bad.err;
 }
 
 TEST(CliConsistency, GpusWhereverTp) {

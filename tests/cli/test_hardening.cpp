@@ -19,16 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-ProcessResult compass_in(const std::string& dir, const std::vector<std::string>& args,
-                         double timeout_s = 120) {
-  std::vector<std::string> argv{compass_binary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  ProcessResult r = run_process(argv, dir, timeout_s);
-  EXPECT_TRUE(r.spawn_error.empty()) << r.spawn_error;
-  EXPECT_FALSE(r.timed_out) << "timed out";
-  return r;
-}
-
 // Runs compass with a limit on the size of any file it writes (writes past it fail with EFBIG
 // instead of killing the process): a disk that fills up half-way through a file.
 ProcessResult compass_with_file_limit(const std::string& dir, const std::vector<std::string>& args,

@@ -13,15 +13,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-ProcessResult compass_in(const std::string& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> argv{compass_binary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  ProcessResult r = run_process(argv, dir, 300);
-  EXPECT_TRUE(r.spawn_error.empty()) << r.spawn_error;
-  EXPECT_FALSE(r.timed_out);
-  return r;
-}
-
 void write(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary);
   f << text;

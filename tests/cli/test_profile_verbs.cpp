@@ -10,15 +10,6 @@
 namespace compass::testing {
 namespace {
 
-ProcessResult compass_in(const std::string& cwd, const std::vector<std::string>& args) {
-  std::vector<std::string> argv{compass_binary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  ProcessResult r = run_process(argv, cwd, 120);
-  EXPECT_TRUE(r.spawn_error.empty()) << r.spawn_error;
-  EXPECT_FALSE(r.timed_out);
-  return r;
-}
-
 TEST(ProfileVerbs, EveryPresetDumpsToAFileThatPredictsTheSame) {
   TempDir dir;
   const ProcessResult list = compass_in(dir.path(), {"list", "presets", "--json"});

@@ -13,15 +13,6 @@
 namespace compass::testing {
 namespace {
 
-ProcessResult compass_in(const std::string& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> argv{compass_binary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  ProcessResult r = run_process(argv, dir, 120);
-  EXPECT_TRUE(r.spawn_error.empty()) << r.spawn_error;
-  EXPECT_FALSE(r.timed_out);
-  return r;
-}
-
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -32,8 +23,11 @@ std::string slurp(const std::string& path) {
 TEST(Validate, CalibrateThenValidateSmallGrid) {
   TempDir dir;
   ProcessResult cal = compass_in(dir.path(), {"calibrate", "--backend", "cpu", "--quick", "--grid",
-                                              "small", "--out", "cpu.json"});
+                                              "small", "--out", "cpu.json", "--progress", "lines"});
   ASSERT_EQ(cal.exit_code, 0) << cal.err;
+  // --progress lines: whole percents in order, ending at 100%.
+  EXPECT_EQ(cal.err.find("compass: progress: calibrating "), 0u) << cal.err;
+  EXPECT_NE(cal.err.find("compass: progress: calibrating 100%\n"), std::string::npos) << cal.err;
   EXPECT_NE(cal.out.find("wrote cpu.json"), std::string::npos) << cal.out;
   // The calibration is a Profile the other verbs load.
   ProcessResult topo = compass_in(dir.path(), {"topo", "--profile", "cpu.json"});

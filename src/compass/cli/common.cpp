@@ -324,15 +324,43 @@ std::string find_script(const std::string& name, const std::string& relative,
 
 bool stderr_is_terminal() { return isatty(STDERR_FILENO) != 0; }
 
-ProgressBar::ProgressBar(std::string label, bool quiet)
-    : label_(std::move(label)), enabled_(!quiet && stderr_is_terminal()) {}
+void add_progress_flags(CLI::App* sub, ProgressFlags& flags) {
+  sub->add_option("--progress", flags.mode,
+                  "auto (a bar when stderr is a terminal), lines (one 'compass: progress: LABEL "
+                  "DONE/TOTAL' line per step on stderr, for logs and programs) or none")
+      ->check(CLI::IsMember({"auto", "lines", "none"}))
+      ->capture_default_str();
+  sub->add_flag("--quiet", flags.quiet, "No progress (the same as --progress none)");
+}
+
+ProgressBar::ProgressBar(std::string label, const ProgressFlags& flags)
+    : label_(std::move(label)), mode_(Mode::none) {
+  if (flags.quiet || flags.mode == "none") return;
+  if (flags.mode == "lines")
+    mode_ = Mode::lines;
+  else if (stderr_is_terminal())
+    mode_ = Mode::bar;
+}
 
 ProgressBar::~ProgressBar() { finish(); }
 
 void ProgressBar::update(double fraction, std::size_t done, std::size_t total) {
-  if (!enabled_) return;
+  if (mode_ == Mode::none) return;
   fraction = std::clamp(fraction, 0.0, 1.0);
   const int permille = static_cast<int>(fraction * 1000);
+  if (mode_ == Mode::lines) {
+    // A line per step (or per whole percent without a total), never the same line twice.
+    const int step = total > 0 ? static_cast<int>(std::min<std::size_t>(done, 1u << 30))
+                               : permille / 10;
+    if (step == last_permille_) return;
+    last_permille_ = step;
+    if (total > 0)
+      fmt::print(stderr, "compass: progress: {} {}/{}\n", label_, done, total);
+    else
+      fmt::print(stderr, "compass: progress: {} {}%\n", label_, step);
+    std::fflush(stderr);
+    return;
+  }
   if (permille == last_permille_) return;  // redraw only when the bar changes
   last_permille_ = permille;
   constexpr int kWidth = 30;

@@ -177,26 +177,39 @@ std::string find_script(const std::string& name, const std::string& relative,
 /// True when stderr is a terminal (for progress indicators).
 bool stderr_is_terminal();
 
-/// A one-line progress bar on stderr ("label [#####     ]  50% 3/6"), drawn only when stderr
-/// is a terminal and not `quiet`; the line is cleared when the work is done. (No maintained
-/// terminal-progress library is packaged for Debian 12, so this is our own, in one place.)
+/// How long work reports progress on stderr: `--progress auto|lines|none` and `--quiet`.
+struct ProgressFlags {
+  std::string mode = "auto";  ///< auto: a bar when stderr is a terminal; lines; none
+  bool quiet = false;         ///< the same as --progress none
+};
+
+/// Adds --progress and --quiet to a verb.
+void add_progress_flags(CLI::App* sub, ProgressFlags& flags);
+
+/// Progress on stderr. auto: a one-line bar ("label [#####     ]  50% 3/6") drawn only when
+/// stderr is a terminal, cleared when the work is done. lines: one line per step whatever
+/// stderr is, "compass: progress: LABEL DONE/TOTAL" (or "LABEL PERCENT%" when the total is not
+/// known), for logs and for programs that follow the work (the Python package does). (No
+/// maintained terminal-progress library is packaged for Debian 12, so this is our own, in one
+/// place.)
 class ProgressBar {
  public:
-  ProgressBar(std::string label, bool quiet);
+  ProgressBar(std::string label, const ProgressFlags& flags);
   ~ProgressBar();
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
-  bool enabled() const { return enabled_; }
-  /// Draws `fraction` (0..1) of the work, with "done/total" when total > 0.
+  bool enabled() const { return mode_ != Mode::none; }
+  /// Reports `fraction` (0..1) of the work, with "done/total" when total > 0.
   void update(double fraction, std::size_t done = 0, std::size_t total = 0);
-  /// Clears the line (also done by the destructor).
+  /// Clears the bar (also done by the destructor).
   void finish();
 
  private:
+  enum class Mode { none, bar, lines };
   std::string label_;
-  bool enabled_;
+  Mode mode_;
   bool drawn_ = false;
-  int last_permille_ = -1;
+  int last_permille_ = -1;  ///< bar: the last permille drawn; lines: the last step printed
 };
 
 // Verb registration: each adds one subcommand to the app (one file per verb).

@@ -25,7 +25,7 @@ struct CalibrateArgs {
   bool force = false;
   bool quick = false;
   JsonOutput json;
-  bool quiet = false;
+  ProgressFlags progress;
   int device = 0;
   std::vector<std::string> nccl_logs;
 };
@@ -112,7 +112,7 @@ void run_calibrate_cpu(const CalibrateArgs& a) {
   options.shapes = study::grid_gemm_shapes(grid, base);
   options.concurrency = a.tp;
   options.quick = a.quick;
-  ProgressBar bar("calibrating", a.quiet);
+  ProgressBar bar("calibrating", a.progress);
   if (bar.enabled()) options.progress = [&bar](double f) { bar.update(f); };
   const cpu::CpuCalibration c = unwrap(cpu::calibrate(options));
   bar.finish();
@@ -198,7 +198,7 @@ void add_calibrate_verb(CLI::App& app) {
       ->check(positive_tp())
       ->capture_default_str();
   sub->add_flag("--force", args->force, "overwrite --out (and --json-out) if it exists");
-  sub->add_flag("--quiet", args->quiet, "no progress bar (there is none when stderr is not a terminal)");
+  add_progress_flags(sub, args->progress);
   sub->add_flag("--quick", args->quick, "fewer shapes and repeats (well under a minute)");
   args->json.add_to(sub, "the measurements (or the fit)");
   sub->callback([args] {

@@ -39,7 +39,7 @@ struct SweepOptions {
   std::string csv;
   JsonOutput json;
   std::string gpus;  // TP groups: the first tp GPUs of this list
-  bool quiet = false;
+  ProgressFlags progress;
   bool summary_only = false;
   bool force = false;
   bool sim = false;
@@ -270,7 +270,7 @@ void run(const SweepOptions& o) {
     throw UsageError("--sim: this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
   plan::SweepResult r;
   {
-    ProgressBar bar("planning", o.quiet);
+    ProgressBar bar("planning", o.progress);
     auto report = [&bar](std::size_t done, std::size_t total) {
       bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
     };
@@ -278,7 +278,7 @@ void run(const SweepOptions& o) {
   }
   std::vector<SimRow> sim_rows;
   if (o.sim) {
-    ProgressBar bar("simulating", o.quiet);
+    ProgressBar bar("simulating", o.progress);
     auto sim_progress = [&bar](std::size_t done, std::size_t total) {
       bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
     };
@@ -328,13 +328,13 @@ void run_many(const SweepOptions& o) {
     plan::SweepResult r;
     std::vector<SimRow> rows;
     {
-      ProgressBar bar(fmt::format("{}: planning", profile.name), o.quiet);
+      ProgressBar bar(fmt::format("{}: planning", profile.name), o.progress);
       r = unwrap(plan::run_sweep(profile, grid, [&bar](std::size_t done, std::size_t total) {
         bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
       }));
     }
     {
-      ProgressBar bar(fmt::format("{}: simulating", profile.name), o.quiet);
+      ProgressBar bar(fmt::format("{}: simulating", profile.name), o.progress);
       rows = unwrap(study::simulate_sweep(profile, r, [&bar](std::size_t done, std::size_t total) {
         bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
       }));
@@ -385,7 +385,7 @@ void add_sweep_verb(CLI::App& app) {
       ->check(nonempty_gpus());
   sub->add_flag("--summary", opts->summary_only, "Print only the summary");
   sub->add_flag("--force", opts->force, "Overwrite existing output files");
-  sub->add_flag("--quiet", opts->quiet, "No progress bar (there is none when stderr is not a terminal)");
+  add_progress_flags(sub, opts->progress);
   sub->add_flag("--sim", opts->sim,
                 "Also simulate every row's strategies (SimGrid) and report the model's accuracy");
   sub->add_option("--limit", opts->limit, "Sweep at most this many rows (0: all)");

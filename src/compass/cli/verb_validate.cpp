@@ -34,7 +34,7 @@ struct ValidateArgs {
   std::string stat = "median";
   std::string csv, plot, profile_out;
   JsonOutput json;
-  bool quiet = false;
+  ProgressFlags progress;
   bool force = false;
 };
 
@@ -164,7 +164,7 @@ void run_validate(const ValidateArgs& a) {
   o.link_scale = scale ? *scale : study::auto_link_scale(grid, topology, calibrated);
   const hardware::Profile predicted = study::emulated_profile(topology, calibrated, o.link_scale);
   unwrap(hardware::validate(predicted));
-  ProgressBar bar("validating", a.quiet);
+  ProgressBar bar("validating", a.progress);
   if (bar.enabled()) o.progress = [&bar](double f) { bar.update(f); };
   const ValidateResult r = unwrap(study::run_validation(grid, topology, predicted, o));
   bar.finish();
@@ -215,7 +215,7 @@ void add_validate_verb(CLI::App& app) {
   add_output_option(sub, "--profile-out", args->profile_out,
                     "write the planner's profile of the emulated machine (for compass op/plan)");
   sub->add_flag("--force", args->force, "overwrite output files");
-  sub->add_flag("--quiet", args->quiet, "no progress bar (there is none when stderr is not a terminal)");
+  add_progress_flags(sub, args->progress);
   sub->callback([args] { run_validate(*args); });
 }
 
