@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config git
           libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libsimgrid-dev libopenblas-pthread-dev python3 python3-pip python3-matplotlib python3-yaml
+          libsimgrid-dev libopenblas-pthread-dev python3 python3-pip python3-venv python3-matplotlib python3-yaml
           clang libclang-rt-14-dev
           openmpi-bin libopenmpi-dev)
 missing=()
