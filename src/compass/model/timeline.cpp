@@ -1,0 +1,310 @@
+#include "compass/model/timeline.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "compass/hardware/flows.hpp"
+#include "compass/hardware/gemm_cost.hpp"
+#include "compass/hardware/task_costs.hpp"
+
+namespace compass::model {
+
+using schedule::ResourceKind;
+using schedule::TaskKind;
+
+namespace {
+
+// What a task does after its fixed cost (launch, issue or flag wait).
+enum class Work : std::uint8_t { gemm, flow, local };
+// Where a task is: waiting for deps or its resource, paying its fixed cost, computing, moving
+// bytes, waiting out its route latency, doing a local memory operation, finished.
+enum class Phase : std::uint8_t { waiting, fixed, gemm, flow, latency, local, done };
+
+struct Cost {
+  Work work = Work::local;
+  double fixed_s = 0;   // launch / issue / flag wait, before the work
+  double gemm_s = 0;    // GEMM work at full speed
+  double bytes = 0;     // transfer bytes (before the slowdown beside a GEMM)
+  double latency_s = 0; // transfer route latency, after the bytes (as run_released_flows)
+  double local_s = 0;   // copy / add / same-GPU transfer time
+  bool copy_engine = false;
+  int rank = 0, src_rank = 0, dst_rank = 0;
+};
+
+// The model's price of every task (the rules of hardware/task_costs.hpp and gemm_cost.hpp).
+Result<std::vector<Cost>> price(const hardware::Profile& p, const schedule::Schedule& s,
+                                const ModelKnobs& knobs) {
+  const bool fused = schedule::is_fused(s.strategy.kind);
+  const double e = dtype_bytes(s.op.dtype);
+  // A fused kernel's chunks share one GEMM's waves: rows per (rank, n, k).
+  std::map<std::tuple<int, std::int64_t, std::int64_t>, std::int64_t> fused_rows;
+  if (fused)
+    for (const schedule::Task& t : s.tasks)
+      if (t.kind == TaskKind::gemm) fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}] += t.dst.rows;
+  std::vector<char> launched(static_cast<std::size_t>(s.ranks()), 0);
+  const double oh = knobs.overheads ? 1.0 : 0.0;
+  std::vector<Cost> out(s.tasks.size());
+  for (const schedule::Task& t : s.tasks) {
+    Cost& c = out[static_cast<std::size_t>(t.id)];
+    c.rank = t.resource.rank;
+    c.copy_engine = t.resource.kind == ResourceKind::copy_engine;
+    const int gpu = s.gpus[static_cast<std::size_t>(c.rank)];
+    if (t.kind == TaskKind::gemm) {
+      c.work = Work::gemm;
+      const std::int64_t m = t.dst.rows, n = t.dst.cols, k = t.src.cols;
+      c.gemm_s = fused ? hardware::fused_chunk_compute_s(p, m, fused_rows[{c.rank, n, k}], n, k,
+                                                         s.op.dtype, gpu)
+                       : hardware::gemm_compute_s(p, m, n, k, s.op.dtype, gpu);
+      // One launch per kernel; a fused kernel launches once and waits on a flag per later chunk.
+      const bool first = launched[static_cast<std::size_t>(c.rank)] == 0;
+      launched[static_cast<std::size_t>(c.rank)] = 1;
+      c.fixed_s = oh * (fused && !first ? p.overheads.flag_wait_s : p.overheads.kernel_launch_s);
+      continue;
+    }
+    c.src_rank = s.owner(t.src);
+    c.dst_rank = s.owner(t.dst);
+    const int src_gpu = s.gpus[static_cast<std::size_t>(c.src_rank)];
+    const int dst_gpu = s.gpus[static_cast<std::size_t>(c.dst_rank)];
+    const double bytes = static_cast<double>(t.src.elements()) * e;
+    if (t.kind == TaskKind::transfer && src_gpu != dst_gpu) {
+      c.work = Work::flow;
+      c.bytes = bytes;
+      c.latency_s = p.route_latency_s(src_gpu, dst_gpu);
+      c.fixed_s = oh * hardware::transfer_issue_s(p, fused, t.step);
+      continue;
+    }
+    c.work = Work::local;
+    if (t.kind == TaskKind::add) {
+      // Reductions run inside the collective or the fused kernel (a flag wait in the latter).
+      c.fixed_s = oh * (fused ? p.overheads.flag_wait_s : 0.0);
+      c.local_s = hardware::add_s(p, gpu, bytes);
+    } else {
+      c.fixed_s = oh * hardware::copy_issue_s(p);
+      c.local_s = hardware::copy_s(p, gpu, bytes);
+    }
+  }
+  return out;
+}
+
+class Run {
+ public:
+  Run(const hardware::Profile& p, const schedule::Schedule& s, const ModelKnobs& knobs,
+      std::vector<Cost> costs)
+      : s_(s), costs_(std::move(costs)) {
+    const std::size_t n = s.tasks.size();
+    if (knobs.interference && s.ranks() > 1) {
+      fg_ = hardware::gemm_slowdown(p, schedule::is_fused(s.strategy.kind), s.ranks());
+      fc_ = std::max(1.0, p.interference.comm_slowdown_beside_gemm);
+    }
+    lanes_ = schedule::resource_lanes(s);
+    lane_next_.assign(lanes_.tasks.size(), 0);
+    lane_busy_.assign(lanes_.tasks.size(), 0);
+    deps_left_.assign(n, 0);
+    dependents_.resize(n);
+    for (const schedule::Task& t : s.tasks) {
+      deps_left_[t.id] = static_cast<int>(t.deps.size());
+      for (int d : t.deps) dependents_[static_cast<std::size_t>(d)].push_back(t.id);
+    }
+    phase_.assign(n, Phase::waiting);
+    until_.assign(n, 0);
+    remaining_.assign(n, 0);
+    out_.start_s.assign(n, 0);
+    out_.end_s.assign(n, 0);
+    copies_.assign(static_cast<std::size_t>(s.ranks()), 0);
+    gemms_on_.assign(static_cast<std::size_t>(s.ranks()), 0);
+    // One flow path per task (empty for tasks that move nothing between GPUs).
+    cap_ = hardware::sharing::dir_capacities(p);
+    for (const schedule::Task& t : s.tasks) {
+      const Cost& c = costs_[static_cast<std::size_t>(t.id)];
+      if (c.work == Work::flow) {
+        const std::vector<int> dirs = hardware::sharing::route_dirs(
+            p, s.gpus[static_cast<std::size_t>(c.src_rank)], s.gpus[static_cast<std::size_t>(c.dst_rank)]);
+        paths_.dirs.insert(paths_.dirs.end(), dirs.begin(), dirs.end());
+      }
+      paths_.offset.push_back(static_cast<int>(paths_.dirs.size()));
+    }
+    sharing_.reset(cap_, paths_);
+  }
+
+  Result<Timeline> run() {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    for (const std::vector<int>& lane : lanes_.tasks)
+      if (!lane.empty()) candidates_.push_back(lane.front());
+    start_candidates();
+    const std::size_t n = s_.tasks.size();
+    while (done_ < n) {
+      double next = kInf;
+      for (int t : timed_) next = std::min(next, until_[t]);
+      for (int t : gemms_) next = std::min(next, now_ + remaining_[t] * gemm_factor(t));
+      const std::vector<double>* rate = nullptr;
+      if (!sharing_.active().empty()) {
+        rate = &sharing_.rates();
+        for (int f : sharing_.active())
+          if ((*rate)[f] > 0) next = std::min(next, now_ + remaining_[f] / (*rate)[f]);
+      }
+      if (!(next < kInf))
+        return make_error("timeline: {} of {} tasks can never finish (a transfer over a link "
+                          "with no bandwidth)", n - done_, n);
+      const double dt = std::max(0.0, next - now_);
+      ended_.clear();
+      for (int t : gemms_) {
+        remaining_[t] -= dt / gemm_factor(t);
+        if (remaining_[t] <= 1e-9 * costs_[t].gemm_s) ended_.push_back(t);
+      }
+      if (rate != nullptr)
+        for (int f : sharing_.active()) {
+          remaining_[f] -= (*rate)[f] * dt;
+          if (remaining_[f] <= 1e-9 * costs_[f].bytes) ended_.push_back(f);
+        }
+      now_ = next;
+      for (int t : timed_)
+        if (until_[t] <= now_) ended_.push_back(t);
+      std::sort(ended_.begin(), ended_.end());
+      for (int t : ended_) advance(t);
+      start_candidates();
+    }
+    out_.makespan_s = n == 0 ? 0.0 : *std::max_element(out_.end_s.begin(), out_.end_s.end());
+    return out_;
+  }
+
+ private:
+  // Seconds per second of GEMM work: fg while the rank's copy engines move data.
+  double gemm_factor(int t) const {
+    return copies_[static_cast<std::size_t>(costs_[t].rank)] > 0 ? fg_ : 1.0;
+  }
+
+  void drop(std::vector<int>& v, int t) {
+    auto it = std::find(v.begin(), v.end(), t);
+    *it = v.back();
+    v.pop_back();
+  }
+  void timed(int t, Phase ph, double duration) {
+    phase_[t] = ph;
+    until_[t] = now_ + duration;
+    timed_.push_back(t);
+  }
+
+  // Moves task t past the phase that just ended.
+  void advance(int t) {
+    const Cost& c = costs_[static_cast<std::size_t>(t)];
+    switch (phase_[t]) {
+      case Phase::fixed:
+        drop(timed_, t);
+        if (c.work == Work::gemm) {
+          phase_[t] = Phase::gemm;
+          remaining_[t] = c.gemm_s;
+          ++gemms_on_[static_cast<std::size_t>(c.rank)];
+          gemms_.push_back(t);  // zero work ends at the next event, at once
+        } else if (c.work == Work::flow) {
+          // The copy engine moves data from here on; beside a GEMM at either end the bytes
+          // count fc times (the model's and the simulator's rule).
+          ++copies_[static_cast<std::size_t>(c.rank)];
+          const bool beside = gemms_on_[static_cast<std::size_t>(c.src_rank)] > 0 ||
+                              gemms_on_[static_cast<std::size_t>(c.dst_rank)] > 0;
+          remaining_[t] = c.bytes * (beside ? fc_ : 1.0);
+          if (remaining_[t] > 0) {
+            phase_[t] = Phase::flow;
+            sharing_.add(t);
+          } else {
+            timed(t, Phase::latency, c.latency_s);
+          }
+        } else {
+          if (c.copy_engine) ++copies_[static_cast<std::size_t>(c.rank)];
+          timed(t, Phase::local, c.local_s);
+        }
+        break;
+      case Phase::gemm:
+        drop(gemms_, t);
+        --gemms_on_[static_cast<std::size_t>(c.rank)];
+        finish(t);
+        break;
+      case Phase::flow:
+        sharing_.remove(t);
+        timed(t, Phase::latency, c.latency_s);
+        break;
+      case Phase::latency:
+      case Phase::local:
+        drop(timed_, t);
+        if (c.copy_engine) --copies_[static_cast<std::size_t>(c.rank)];
+        finish(t);
+        break;
+      case Phase::waiting:
+      case Phase::done:
+        break;
+    }
+  }
+
+  void finish(int t) {
+    phase_[t] = Phase::done;
+    out_.end_s[t] = now_;
+    ++done_;
+    const int lane = lanes_.lane_of[t];
+    lane_busy_[lane] = 0;
+    const std::vector<int>& order = lanes_.tasks[lane];
+    if (++lane_next_[lane] < order.size()) candidates_.push_back(order[lane_next_[lane]]);
+    for (int d : dependents_[static_cast<std::size_t>(t)])
+      if (--deps_left_[d] == 0) candidates_.push_back(d);
+  }
+
+  // Starts every candidate that is ready: deps done, first unfinished task of its free lane.
+  // Lowest id first, as schedule::issue_order.
+  void start_candidates() {
+    while (!candidates_.empty()) {
+      std::sort(candidates_.begin(), candidates_.end());
+      candidates_.erase(std::unique(candidates_.begin(), candidates_.end()), candidates_.end());
+      std::vector<int> now_ready;
+      now_ready.swap(candidates_);
+      for (int t : now_ready) {
+        const int lane = lanes_.lane_of[t];
+        if (phase_[t] != Phase::waiting || deps_left_[t] != 0 || lane_busy_[lane] ||
+            lanes_.tasks[lane][lane_next_[lane]] != t)
+          continue;
+        lane_busy_[lane] = 1;
+        out_.start_s[t] = now_;
+        timed(t, Phase::fixed, costs_[static_cast<std::size_t>(t)].fixed_s);
+      }
+    }
+  }
+
+  const schedule::Schedule& s_;
+  std::vector<Cost> costs_;
+  double fg_ = 1, fc_ = 1;
+  schedule::ResourceLanes lanes_;
+  std::vector<std::size_t> lane_next_;
+  std::vector<char> lane_busy_;
+  std::vector<int> deps_left_;
+  std::vector<std::vector<int>> dependents_;
+  std::vector<Phase> phase_;
+  std::vector<double> until_, remaining_;
+  std::vector<int> copies_, gemms_on_;  // per rank: copy-engine tasks moving data, GEMMs running
+  std::vector<int> timed_, gemms_, candidates_, ended_;
+  std::vector<double> cap_;
+  hardware::sharing::FlatPaths paths_;
+  hardware::sharing::IncrementalMaxmin sharing_;
+  double now_ = 0;
+  std::size_t done_ = 0;
+  Timeline out_;
+};
+
+}  // namespace
+
+Result<Timeline> evaluate_timeline(const hardware::Profile& p, const schedule::Schedule& s,
+                                   const ModelKnobs& knobs) {
+  COMPASS_TRY(schedule::validate(s));
+  COMPASS_TRY(schedule::issue_order(s));  // the deadlock check
+  COMPASS_TRY(hardware::check_peak_flops(p, s.op.dtype));
+  for (int r = 0; r < s.ranks(); ++r) {
+    const int g = s.gpus[static_cast<std::size_t>(r)];
+    if (g < 0 || g >= p.gpu_count())
+      return make_error("schedule puts rank {} on GPU {}, but profile '{}' has {} GPUs", r, g,
+                        p.name, p.gpu_count());
+  }
+  COMPASS_ASSIGN(std::vector<Cost> costs, price(p, s, knobs));
+  Run run(p, s, knobs, std::move(costs));
+  return run.run();
+}
+
+}  // namespace compass::model

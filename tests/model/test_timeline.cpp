@@ -1,0 +1,169 @@
+// The timeline oracle: the closed-form estimate of every op x strategy x p against a task-by-task
+// evaluation of the generated schedule under the same cost rules, on every preset and on random
+// machines. Prints the relative difference per strategy (worst, median) and asserts the bound
+// docs/model.md ("Timeline oracle") gives for each.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <string>
+
+#include "compass/hardware/presets.hpp"
+#include "compass/hardware/random_topology.hpp"
+#include "compass/model/estimate.hpp"
+#include "compass/model/timeline.hpp"
+#include "compass/schedule/generate.hpp"
+#include "test_helpers.hpp"
+
+namespace compass::model {
+namespace {
+
+using schedule::Strategy;
+using schedule::StrategyKind;
+using workload::OpKind;
+
+workload::OperatorSpec op_of(OpKind kind, std::int64_t m, std::int64_t n, std::int64_t k, int tp) {
+  workload::OperatorSpec op;
+  op.kind = kind;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.tp = tp;
+  return op;
+}
+
+std::vector<int> first(int n) {
+  std::vector<int> g(static_cast<std::size_t>(n));
+  std::iota(g.begin(), g.end(), 0);
+  return g;
+}
+
+// One comparison: the timeline's makespan and the estimate's total.
+struct Row {
+  std::string where;
+  double timeline_s = 0;
+  double estimate_s = 0;
+  double rel() const { return std::abs(estimate_s - timeline_s) / timeline_s; }
+};
+
+// Every op x strategy x p in {2, 4, 8} (those the machine has GPUs for), two shapes, on `prof`.
+void compare(const std::string& name, const hardware::Profile& prof, const ModelKnobs& knobs,
+             std::map<std::string, std::vector<Row>>& rows) {
+  const std::vector<Strategy> strategies = schedule::all_strategies(4);
+  for (int p : {2, 4, 8}) {
+    if (p > prof.gpu_count()) continue;
+    auto plan = schedule::comm_plan_for(prof, first(p));
+    ASSERT_TRUE(plan.ok()) << name << ": " << plan.error().message;
+    for (OpKind kind : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar})
+      for (auto [m, n, k] : {std::array<std::int64_t, 3>{4096, 8192, 8192},
+                             std::array<std::int64_t, 3>{1024, 4096, 4096}}) {
+        const workload::OperatorSpec op = op_of(kind, m, n, k, p);
+        for (const Strategy& st : strategies) {
+          const std::string where = fmt::format("{} {} tp{} M{} N{} K{} {}", name,
+                                                workload::to_string(kind), p, m, n, k,
+                                                schedule::to_string(st));
+          // The estimate as plan and sweep ask for it (estimate().total_s with both knobs on).
+          auto e = estimate_time_s(prof, op, st, *plan, knobs);
+          ASSERT_TRUE(e.ok()) << where << ": " << e.error().message;
+          auto s = schedule::generate(op, st, *plan);
+          ASSERT_TRUE(s.ok()) << where << ": " << s.error().message;
+          auto t = evaluate_timeline(prof, *s, knobs);
+          ASSERT_TRUE(t.ok()) << where << ": " << t.error().message;
+          ASSERT_GT(t->makespan_s, 0) << where;
+          const std::string key = st.kind == StrategyKind::decompose ? "decompose:d"
+                                                                      : schedule::to_string(st);
+          rows[key].push_back(Row{where, t->makespan_s, *e});
+        }
+      }
+  }
+}
+
+// The documented bound of one strategy: the median and the worst |estimate - timeline| /
+// timeline over all rows (docs/model.md, "Timeline oracle").
+struct Bound {
+  double median = 0;
+  double worst = 0;
+};
+
+// Runs every comparison under `knobs`, prints the distribution per strategy and checks it
+// against `bounds`.
+void check_against(const ModelKnobs& knobs, const std::map<std::string, Bound>& bounds) {
+  std::map<std::string, std::vector<Row>> rows;
+  for (const std::string& name : hardware::preset_names())
+    compare(name, *hardware::make_preset(name), knobs, rows);
+  // Random machines of 8 GPUs (hardware::random_topology: PCIe trees, one root, switch chains,
+  // NVSwitch, staged; 1 to 4 copy engines).
+  for (std::uint64_t seed : {3u, 11u, 29u, 47u})
+    compare(fmt::format("random{}", seed), hardware::random_topology(seed, 8), knobs, rows);
+  ASSERT_EQ(rows.size(), bounds.size());
+  for (auto& [strategy, list] : rows) {
+    std::vector<double> rel;
+    for (const Row& r : list) rel.push_back(r.rel());
+    std::sort(rel.begin(), rel.end());
+    const auto worst = std::max_element(
+        list.begin(), list.end(), [](const Row& a, const Row& b) { return a.rel() < b.rel(); });
+    const double median = rel[rel.size() / 2];
+    std::printf("%-17s n=%3zu median %6.3f%%  p90 %6.3f%%  worst %7.3f%%  (%s: timeline %.4g s, "
+                "estimate %.4g s)\n",
+                strategy.c_str(), rel.size(), 100 * median, 100 * rel[rel.size() * 9 / 10],
+                100 * rel.back(), worst->where.c_str(), worst->timeline_s, worst->estimate_s);
+    const auto b = bounds.find(strategy);
+    ASSERT_NE(b, bounds.end()) << strategy;
+    EXPECT_LE(median, b->second.median) << strategy;
+    EXPECT_LE(worst->rel(), b->second.worst) << strategy << ": " << worst->where;
+  }
+}
+
+// By hand: a bare ring all-gather on one switch moves every shard over its own link direction
+// (nothing shared), one copy-engine transfer after the other: each step costs the copy issue,
+// the bytes at link bandwidth and the route latency (two links of `lat`).
+TEST(Timeline, RingAllGatherByHand) {
+  const double bw = 10e9, lat = 1e-6;
+  const hardware::Profile prof = testing::uniform_switch(4, bw, lat);
+  const schedule::Schedule s = schedule::ring_allgather(4, 256, 1024);
+  auto t = evaluate_timeline(prof, s);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  const double step = prof.overheads.copy_launch_s + 256.0 * 1024 * 2 / bw + 2 * lat;
+  EXPECT_NEAR(t->makespan_s, 3 * step, 1e-12);
+  // Without overheads only the bytes and the latency remain.
+  auto bare = evaluate_timeline(prof, s, ModelKnobs{true, false});
+  ASSERT_TRUE(bare.ok());
+  EXPECT_NEAR(bare->makespan_s, 3 * (256.0 * 1024 * 2 / bw + 2 * lat), 1e-12);
+  // Every transfer starts when its predecessor on the ring has landed.
+  for (const schedule::Task& task : s.tasks)
+    for (int d : task.deps) EXPECT_GE(t->start_s[task.id], t->end_s[d]);
+}
+
+// The estimate plan and sweep use, against the timeline with the same interference and overheads.
+TEST(Timeline, OracleAgreesWithTheEstimate) {
+  check_against(ModelKnobs{}, {
+                                  {"sequential", {0.01, 0.02}},
+                                  {"decompose:d", {0.015, 0.055}},
+                                  {"fuse:all2all", {0.025, 0.095}},
+                                  {"fuse:ring", {0.01, 0.045}},
+                                  {"fuse:double-ring", {0.02, 0.23}},
+                                  {"fuse:hier", {0.01, 0.01}},
+                                  {"fuse:synth", {0.01, 0.11}},
+                              });
+}
+
+// Without interference and fixed overheads: what is left is the pattern, the sharing of links
+// and the order of the tasks.
+TEST(Timeline, OracleAgreesWithTheBareEstimate) {
+  check_against(ModelKnobs{false, false}, {
+                                              {"sequential", {0.01, 0.025}},
+                                              {"decompose:d", {0.01, 0.03}},
+                                              {"fuse:all2all", {0.01, 0.06}},
+                                              {"fuse:ring", {0.01, 0.03}},
+                                              {"fuse:double-ring", {0.01, 0.26}},
+                                              {"fuse:hier", {0.01, 0.01}},
+                                              {"fuse:synth", {0.01, 0.12}},
+                                          });
+}
+
+}  // namespace
+}  // namespace compass::model
