@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -15,6 +17,27 @@ namespace compass::study {
 namespace {
 
 using Idx = std::vector<std::size_t>;
+
+// An operator at tp 8 on GPUs 0..7 of a preset, with its plan and the model's choice.
+struct Planned {
+  hardware::Profile profile;
+  schedule::CommPlan plan;
+  model::OperatorChoice choice;
+};
+
+Planned plan_op(const std::string& preset, workload::OpKind kind, std::int64_t m, std::int64_t n,
+                std::int64_t k) {
+  Planned out{hardware::make_preset(preset).value(), {}, {}};
+  workload::OperatorSpec op;
+  op.kind = kind;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.tp = 8;
+  out.plan = schedule::comm_plan_for(out.profile, {0, 1, 2, 3, 4, 5, 6, 7}).value();
+  out.choice = model::choose_strategy(out.profile, op, out.plan).value();
+  return out;
+}
 
 TEST(Refine, CandidatesAreThePickThenTheCloseOnesInPredictedOrder) {
   const std::vector<double> pred = {10.0, 10.5, 12.0, 20.0, 10.8};
@@ -55,20 +78,13 @@ TEST(Refine, OptionsAreChecked) {
 
 TEST(Refine, RefinedChoiceSimulatesNoSlowerThanTheModelsPick) {
   if (!backends::sim::compiled_in()) GTEST_SKIP() << "no simulator in this build";
-  const hardware::Profile p = hardware::make_preset("h100x8").value();
-  workload::OperatorSpec op;
-  op.kind = workload::OpKind::ag_gemm;
-  op.m = 2048;
-  op.n = 27648;
-  op.k = 5120;
-  op.tp = 8;
-  const schedule::CommPlan plan = schedule::comm_plan_for(p, {0, 1, 2, 3, 4, 5, 6, 7}).value();
-  model::OperatorChoice c = model::choose_strategy(p, op, plan).value();
+  Planned d = plan_op("h100x8", workload::OpKind::ag_gemm, 2048, 27648, 5120);
+  model::OperatorChoice& c = d.choice;
   const std::size_t model_pick = c.chosen;
   RefineOptions o;
   o.margin = 10;  // every candidate
   o.max_candidates = 16;
-  const Result<RefinedOp> r = refine_choice(p, c, plan, o);
+  const Result<RefinedOp> r = refine_choice(d.profile, c, d.plan, o);
   ASSERT_TRUE(r.ok()) << r.error().message;
   ASSERT_EQ(r->simulated.size(), c.estimates.size());
   EXPECT_EQ(r->simulated.front(), model_pick);
@@ -90,20 +106,13 @@ TEST(Refine, RefinedChoiceSimulatesNoSlowerThanTheModelsPick) {
 }
 
 TEST(Refine, NothingToSimulateLeavesTheChoiceAlone) {
-  const hardware::Profile p = hardware::make_preset("a6000x8").value();
-  workload::OperatorSpec op;
-  op.kind = workload::OpKind::gemm_rs;
-  op.m = 4096;
-  op.n = 5120;
-  op.k = 1728;
-  op.tp = 8;
-  const schedule::CommPlan plan = schedule::comm_plan_for(p, {0, 1, 2, 3, 4, 5, 6, 7}).value();
-  model::OperatorChoice c = model::choose_strategy(p, op, plan).value();
+  Planned d = plan_op("a6000x8", workload::OpKind::gemm_rs, 4096, 5120, 1728);
+  model::OperatorChoice& c = d.choice;
   const std::size_t before = c.chosen;
   const std::string reason = c.reason;
   RefineOptions o;
   o.max_candidates = 1;  // the model's pick alone
-  const Result<RefinedOp> r = refine_choice(p, c, plan, o);
+  const Result<RefinedOp> r = refine_choice(d.profile, c, d.plan, o);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE(r->simulated.empty());
   EXPECT_EQ(c.chosen, before);
