@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../test_files.hpp"
 #include "subprocess.hpp"
 
 namespace compass::testing {
@@ -35,12 +36,7 @@ ProcessResult compass_with_file_limit(const std::string& dir, const std::vector<
   return r;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string slurp(const std::string& path) { return read_file(path); }
 
 void spit(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

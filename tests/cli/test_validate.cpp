@@ -8,17 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../test_files.hpp"
 #include "subprocess.hpp"
 
 namespace compass::testing {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string slurp(const std::string& path) { return read_file(path); }
 
 TEST(Validate, CalibrateThenValidateSmallGrid) {
   TempDir dir;

@@ -15,17 +15,12 @@
 #include "compass/hardware/live_topology.hpp"
 #include "compass/hardware/profile_io.hpp"
 #include "compass/hardware/topo_matrix.hpp"
+#include "../test_files.hpp"
 
 namespace compass::hardware {
 namespace {
 
-std::string data(const std::string& rel) {
-  std::ifstream f(std::string(COMPASS_SOURCE_DIR) + "/tests/data/" + rel);
-  std::ostringstream s;
-  s << f.rdbuf();
-  EXPECT_FALSE(s.str().empty()) << rel;
-  return s.str();
-}
+std::string data(const std::string& rel) { return testing::test_data(rel); }
 
 Profile discover(const std::string& file, const std::string& gpu = "") {
   auto m = parse_topo_matrix(data("topo/" + file), file);

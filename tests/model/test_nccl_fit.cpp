@@ -10,17 +10,12 @@
 #include "compass/hardware/presets.hpp"
 #include "compass/hardware/topo_matrix.hpp"
 #include "compass/model/nccl_fit.hpp"
+#include "../test_files.hpp"
 
 namespace compass::model {
 namespace {
 
-std::string data(const std::string& rel) {
-  std::ifstream f(std::string(COMPASS_SOURCE_DIR) + "/tests/data/" + rel);
-  std::ostringstream s;
-  s << f.rdbuf();
-  EXPECT_FALSE(s.str().empty()) << rel;
-  return s.str();
-}
+std::string data(const std::string& rel) { return testing::test_data(rel); }
 
 NcclLog log_of(const std::string& file) {
   auto l = parse_nccl_tests_log(data("nccl/" + file), file);

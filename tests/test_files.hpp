@@ -1,0 +1,27 @@
+#pragma once
+// Reading files in tests: a whole file as bytes, and the recorded inputs under tests/data/.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace compass::testing {
+
+/// The whole file (binary), or "" when it cannot be read.
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// tests/data/<rel> of the source tree; a test failure when it is missing or empty.
+inline std::string test_data(const std::string& rel) {
+  std::string text = read_file(std::string(COMPASS_SOURCE_DIR) + "/tests/data/" + rel);
+  EXPECT_FALSE(text.empty()) << rel;
+  return text;
+}
+
+}  // namespace compass::testing
