@@ -4,13 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
 
+#include "compass/core/format.hpp"
 #include "compass/hardware/presets.hpp"
 #include "compass/model/comm_model.hpp"
 #include "compass/model/estimate.hpp"
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/model/odp.hpp"
 #include "compass/model/selector.hpp"
+#include "compass/schedule/generate.hpp"
 #include "compass/workload/layer_ops.hpp"
 #include "test_helpers.hpp"
 
@@ -166,6 +169,75 @@ TEST(Estimate, DoubleRingBeatsAll2allOnTheHybridPreset) {
 }
 
 // ---- ODP -----------------------------------------------------------------------------------
+
+// The tree patterns' estimates are memoised in Caches per profile: a warm Caches (shared across
+// profiles, asked in either order, cleared) gives the same bits as a cold one, and a changed
+// profile under the same name is not answered from the old one's entries.
+void expect_same_bits(const Estimate& a, const Estimate& b, const std::string& what) {
+  EXPECT_EQ(a.total_s, b.total_s) << what;
+  EXPECT_EQ(a.compute_s, b.compute_s) << what;
+  EXPECT_EQ(a.exposed_comm_s, b.exposed_comm_s) << what;
+  EXPECT_EQ(a.overhead_s, b.overhead_s) << what;
+  EXPECT_EQ(a.interference_s, b.interference_s) << what;
+  EXPECT_EQ(a.comm_s, b.comm_s) << what;
+  EXPECT_EQ(a.bottleneck, b.bottleneck) << what;
+}
+
+TEST(Estimate, TreePatternsCachedEqualCold) {
+  Caches shared;
+  int compared = 0;
+  for (const char* name : {"a6000x8", "h100x8", "rtx4090x8"}) {
+    hardware::Profile prof = *hardware::make_preset(name);
+    for (int tp : {2, 3, 4, 8}) {
+      std::vector<int> gpus(tp);
+      for (int i = 0; i < tp; ++i) gpus[i] = i;
+      const schedule::CommPlan plan = *schedule::comm_plan_for(prof, gpus);
+      for (OpKind kind : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar})
+        for (auto [m, n, k] : {std::tuple{384, 3072, 1536}, std::tuple{384, 1536, 3072},
+                                std::tuple{3072, 3072, 1536}})
+          for (StrategyKind sk : {StrategyKind::fuse_hier, StrategyKind::fuse_synth}) {
+            const workload::OperatorSpec op = op_of(kind, m, n, k, tp);
+            const Strategy st{sk, 0};
+            const std::string what = fmt::format("{} {} {}", name, workload::describe(op),
+                                                 schedule::to_string(st));
+            const Estimate cold = *estimate(prof, op, st, plan);
+            // Each of the breakdown's three evaluations alone, each from caches of its own.
+            const double cold_time = *estimate_time_s(prof, op, st, plan, ModelKnobs{});
+            const double no_interf = *estimate_time_s(prof, op, st, plan, ModelKnobs{false, true});
+            const double bare = *estimate_time_s(prof, op, st, plan, ModelKnobs{false, false});
+            EXPECT_EQ(cold_time, cold.total_s) << what;
+            EXPECT_EQ(cold.interference_s, cold_time - no_interf) << what;
+            EXPECT_EQ(cold.overhead_s, no_interf - bare) << what;
+            // The time alone first (no communication-alone pass), then the breakdown twice.
+            EXPECT_EQ(*estimate_time_s(prof, op, st, plan, ModelKnobs{}, shared), cold_time)
+                << what;
+            expect_same_bits(*estimate(prof, op, st, plan, shared), cold, what);
+            expect_same_bits(*estimate(prof, op, st, plan, shared), cold, what);
+            ++compared;
+          }
+    }
+    // The same name with slower links: answered afresh, not from the entries above.
+    hardware::Profile slower = prof;
+    for (hardware::Link& l : slower.links) {
+      l.bandwidth_bytes_per_s *= 0.5;
+      l.reverse_bandwidth_bytes_per_s *= 0.5;
+    }
+    const schedule::CommPlan plan = *schedule::comm_plan_for(prof, {0, 1, 2, 3, 4, 5, 6, 7});
+    const workload::OperatorSpec op = op_of(OpKind::ag_gemm, 8192, 4096, 4096, 8);
+    for (StrategyKind sk : {StrategyKind::fuse_hier, StrategyKind::fuse_synth}) {
+      const Strategy st{sk, 0};
+      const Estimate before = *estimate(prof, op, st, plan, shared);
+      const Estimate cold = *estimate(slower, op, st, plan);
+      EXPECT_GT(cold.comm_s, before.comm_s) << name;
+      expect_same_bits(*estimate(slower, op, st, plan, shared), cold, name);
+      // Back to the first profile, then from a cleared Caches.
+      expect_same_bits(*estimate(prof, op, st, plan, shared), before, name);
+      shared.clear();
+      expect_same_bits(*estimate(prof, op, st, plan, shared), before, name);
+    }
+  }
+  EXPECT_EQ(compared, 3 * 4 * 3 * 3 * 2);
+}
 
 TEST(Odp, FeasibleDegrees) {
   EXPECT_EQ(feasible_degrees(256), (std::vector<int>{1, 2, 4}));

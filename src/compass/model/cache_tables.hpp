@@ -1,14 +1,17 @@
 #pragma once
 // The tables behind model::Caches (caches.hpp). Used only by the model's own .cpp files.
 
+#include <bit>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "compass/hardware/flows.hpp"
+#include "compass/hardware/profile.hpp"
 #include "compass/model/caches.hpp"
 
 namespace compass::model::detail {
@@ -31,11 +34,42 @@ struct Congestion {
   std::vector<std::string> congested;
 };
 
-/// A memo key's first word is the hash of the rest (computed once, see run_released_flows).
+/// A double as a key word, bit for bit.
+inline std::uint64_t key_bits(double x) { return std::bit_cast<std::uint64_t>(x); }
+
+/// Fills a memo key's first word with the hash of the rest (FNV-style over four interleaved
+/// lanes: independent multiply chains run in parallel).
+inline void seal_key(std::vector<std::uint64_t>& key) {
+  std::uint64_t h[4] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL, 0x9e3779b97f4a7c15ULL,
+                        0xc2b2ae3d27d4eb4fULL};
+  for (std::size_t w = 1; w < key.size(); ++w) h[w % 4] = (h[w % 4] ^ key[w]) * 0x100000001b3ULL;
+  const std::uint64_t all = h[0] ^ (h[1] << 17 | h[1] >> 47) ^ (h[2] << 31 | h[2] >> 33) ^
+                            (h[3] << 47 | h[3] >> 17);
+  key[0] = all ^ (all >> 29);
+}
+
+/// A memo key's first word is the hash of the rest (computed once by seal_key).
 struct KeyHash {
   std::size_t operator()(const std::vector<std::uint64_t>& key) const {
     return static_cast<std::size_t>(key.front());
   }
+};
+
+/// A tree-pattern estimate without its communication-alone pass.
+struct TreeResult {
+  double total_s = 0, compute_s = 0;
+  std::string bottleneck;
+};
+
+/// Tree-pattern estimates (model/tree_estimate.cpp) on one profile: the estimate by everything
+/// it reads besides the profile (operator, pattern, group, engines, costs), and the
+/// communication-alone pass by what it reads (operator kind, rows, row bytes, pattern, group,
+/// engines). A different profile empties both.
+struct TreeMemo {
+  std::optional<hardware::Profile> profile;
+  std::unordered_map<std::vector<std::uint64_t>, TreeResult, KeyHash> results;
+  std::unordered_map<std::vector<std::uint64_t>, double, KeyHash> comm;
+  std::size_t words = 0;  // words the two tables' keys hold
 };
 
 /// Buffers of run_released_flows, kept so the planner's event loops do not allocate.
@@ -55,6 +89,7 @@ struct CacheTables {
   std::unordered_map<std::vector<std::uint64_t>, std::vector<double>, KeyHash> runs;  // run_released_flows
   std::size_t run_words = 0;                           // words the runs memo holds
   std::map<std::vector<double>, Congestion> congestion;  // all-to-all congestion per pattern
+  TreeMemo trees;                                      // tree-pattern estimates
   ReleasedWorkspace released;                          // scratch, not a memo
 };
 

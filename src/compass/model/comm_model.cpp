@@ -1,7 +1,6 @@
 #include "compass/model/comm_model.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -154,7 +153,7 @@ namespace {
 
 using detail::ReleasedWorkspace;
 
-std::uint64_t bits(double x) { return std::bit_cast<std::uint64_t>(x); }
+using detail::key_bits;
 
 // The event loop of the straightforward version (each event: scan every flow for releases,
 // max-min over all flows, scan every flow for dt and progress) with the same arithmetic in the
@@ -253,7 +252,8 @@ std::vector<double> released_events(const std::vector<double>& cap,
 }  // namespace
 
 std::vector<double> run_released_flows(const hardware::Profile& p,
-                                       const std::vector<TimedFlow>& flows, Caches& caches) {
+                                       const std::vector<TimedFlow>& flows, Caches& caches,
+                                       bool memoise) {
   const std::size_t n = flows.size();
   for (std::size_t i = 0; i < n; ++i)
     COMPASS_CHECK(flows[i].after < 0 || static_cast<std::size_t>(flows[i].after) < i,
@@ -267,7 +267,7 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
   ws.paths.dirs.clear();
   ws.latency.assign(n, 0.0);
   ws.key.assign({0, n});  // key[0]: the hash, filled in below
-  for (double c : cap) ws.key.push_back(bits(c));
+  for (double c : cap) ws.key.push_back(key_bits(c));
   for (std::size_t i = 0; i < n; ++i) {
     const TimedFlow& f = flows[i];
     const std::size_t b = ws.paths.dirs.size();
@@ -288,22 +288,18 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
       ws.latency[i] = p.route_latency_s(f.src, f.dst);
     }
     ws.paths.offset.push_back(static_cast<int>(ws.paths.dirs.size()));
+    if (!memoise) continue;
     ws.key.insert(
         ws.key.end(),
         {(static_cast<std::uint64_t>(static_cast<std::uint32_t>(f.src)) << 32) |
              static_cast<std::uint32_t>(f.dst),
-         static_cast<std::uint64_t>(static_cast<std::int64_t>(f.after)), bits(f.bytes),
-         bits(f.release_s), bits(f.gap_s), bits(ws.latency[i]), ws.paths.dirs.size() - b});
+         static_cast<std::uint64_t>(static_cast<std::int64_t>(f.after)), key_bits(f.bytes),
+         key_bits(f.release_s), key_bits(f.gap_s), key_bits(ws.latency[i]),
+         ws.paths.dirs.size() - b});
     for (std::size_t d = b; d < ws.paths.dirs.size(); ++d) ws.key.push_back(ws.paths.dirs[d]);
   }
-  // FNV-style over four interleaved lanes (independent multiply chains run in parallel).
-  std::uint64_t h[4] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL, 0x9e3779b97f4a7c15ULL,
-                        0xc2b2ae3d27d4eb4fULL};
-  for (std::size_t w = 1; w < ws.key.size(); ++w)
-    h[w % 4] = (h[w % 4] ^ ws.key[w]) * 0x100000001b3ULL;
-  const std::uint64_t all = h[0] ^ (h[1] << 17 | h[1] >> 47) ^ (h[2] << 31 | h[2] >> 33) ^
-                            (h[3] << 47 | h[3] >> 17);
-  ws.key[0] = all ^ (all >> 29);
+  if (!memoise) return released_events(cap, flows, ws);
+  detail::seal_key(ws.key);
   // The memo: the planner asks for the same runs again (the breakdown of a chosen strategy
   // repeats its estimate; grids repeat shapes). Bounded by the words it holds.
   if (auto it = tables.runs.find(ws.key); it != tables.runs.end()) return it->second;
@@ -333,12 +329,12 @@ double ring_collective_time_s(const hardware::Profile& p, const std::vector<int>
 }
 
 bool same_timed_flows(const std::vector<TimedFlow>& a, const std::vector<TimedFlow>& b) {
-  const auto bits = [](double x) { return std::bit_cast<std::uint64_t>(x); };
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
     if (a[i].src != b[i].src || a[i].dst != b[i].dst || a[i].after != b[i].after ||
-        bits(a[i].bytes) != bits(b[i].bytes) || bits(a[i].release_s) != bits(b[i].release_s) ||
-        bits(a[i].gap_s) != bits(b[i].gap_s))
+        key_bits(a[i].bytes) != key_bits(b[i].bytes) ||
+        key_bits(a[i].release_s) != key_bits(b[i].release_s) ||
+        key_bits(a[i].gap_s) != key_bits(b[i].gap_s))
       return false;
   return true;
 }

@@ -60,9 +60,12 @@ bool same_timed_flows(const std::vector<TimedFlow>& a, const std::vector<TimedFl
 /// their release times; rates are re-shared at every release and every finish. `after` must
 /// point to an earlier index. Results are memoised in `caches` by their exact inputs (the
 /// flows bit for bit, their routes, latencies and link capacities); a hit returns the same bits
-/// a run would.
+/// a run would. With `memoise` false the run neither reads nor fills the memo (runs nobody asks
+/// for again, such as the rounds of a fixed point whose answer is memoised whole); the answer
+/// is the same.
 std::vector<double> run_released_flows(const hardware::Profile& p,
-                                       const std::vector<TimedFlow>& flows, Caches& caches);
+                                       const std::vector<TimedFlow>& flows, Caches& caches,
+                                       bool memoise = true);
 
 /// run_released_flows for flows that are all released at 0 with no gaps, through `caches`: such
 /// a run scales exactly with a common byte count, so one run per pattern (the same src, dst,

@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <tuple>
+#include <optional>
 
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/synthesis.hpp"
 #include "compass/hardware/task_costs.hpp"
+#include "compass/model/cache_tables.hpp"
 #include "compass/model/comm_model.hpp"
 #include "compass/schedule/patterns.hpp"
 
@@ -63,6 +64,27 @@ struct Program {
   std::vector<Send> sends;
 };
 
+// Flat tables over (rank, owner, piece) and (sender, receiver) for program_of's bookkeeping.
+class PieceTable {
+ public:
+  PieceTable(int p, std::size_t pieces) : p_(p), pieces_(pieces), v_(p * p * pieces, -1) {}
+  int& at(int rank, int owner, int piece) {
+    return v_[(static_cast<std::size_t>(rank) * p_ + owner) * pieces_ + piece];
+  }
+
+ private:
+  int p_;
+  std::size_t pieces_;
+  std::vector<int> v_;
+};
+
+// The engine of every edge of tree_engines, as a p x p table (-1: no edge).
+std::vector<int> engine_table(const std::map<std::pair<int, int>, int>& engines, int p) {
+  std::vector<int> t(static_cast<std::size_t>(p) * p, -1);
+  for (const auto& [edge, engine] : engines) t[edge.first * p + edge.second] = engine;
+  return t;
+}
+
 // The program of `op` along `tp`, in the generator's order (schedule/patterns.cpp): the same
 // rounds, pieces, engines and compute order.
 template <class Gemm, class Add>
@@ -71,13 +93,16 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
                    const std::vector<std::vector<schedule::TreePiece>>& pieces, const Gemm& gemm,
                    const Add& add) {
   const int p = op.tp;
+  std::size_t max_pieces = 1;
+  for (const auto& pc : pieces) max_pieces = std::max(max_pieces, pc.size());
   Program pr;
   pr.items.resize(p);
-  std::map<std::pair<int, int>, int> last_on_engine;   // (rank, engine) -> transfer
+  std::vector<int> last_on_engine;  // [engine * p + rank] -> its last transfer (-1: none)
   auto push_send = [&](Send sd, int engine) {
-    if (auto it = last_on_engine.find({sd.from, engine}); it != last_on_engine.end())
-      sd.after = it->second;
-    last_on_engine[{sd.from, engine}] = static_cast<int>(pr.sends.size());
+    const std::size_t at = static_cast<std::size_t>(engine) * p + sd.from;
+    if (at >= last_on_engine.size()) last_on_engine.resize(at + 1, -1);
+    sd.after = last_on_engine[at];
+    last_on_engine[at] = static_cast<int>(pr.sends.size());
     pr.sends.push_back(sd);
     return static_cast<int>(pr.sends.size()) - 1;
   };
@@ -85,13 +110,14 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
     pr.items[v].push_back(it);
     return static_cast<int>(pr.items[v].size()) - 1;
   };
-  std::map<std::tuple<int, int, int>, int> last_item;  // (rank, owner, piece) -> item
+  PieceTable last_item(p, max_pieces);  // (rank, owner, piece) -> item
   // All-gather rounds down the trees: piece chunk k crosses the edge into depth d in round
   // k + d - 1; `root_ready(owner, piece)` is the owner's item completing it (-1: ready at once);
   // with `gemms`, every rank computes each piece after the round it landed in.
   auto allgather = [&](bool gemms, bool root_items) {
-    const auto down = schedule::tree_engines(tp, plan.copy_engines, false);
-    std::map<std::tuple<int, int, int>, int> into;  // (rank, owner, piece) -> transfer
+    const std::vector<int> down =
+        engine_table(schedule::tree_engines(tp, plan.copy_engines, false), p);
+    PieceTable into(p, max_pieces);  // (rank, owner, piece) -> transfer
     int rounds = 0;
     for (int j = 0; j < p; ++j)
       for (const auto& pc : pieces[j]) rounds = std::max(rounds, pc.chunk + sh.height[pc.tree]);
@@ -103,9 +129,9 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
           for (auto [a, b] : tp.trees[pc.tree].edges) {
             if (pc.chunk + sh.depth[pc.tree][b] - 1 != rho) continue;
             Send sd{a, b, -1, -1, -1, pc.len};
-            if (a != j) sd.dep_flow = into.at({a, j, pi});
-            else if (root_items) sd.ready_item = last_item.at({j, j, pi});
-            into[{b, j, pi}] = push_send(sd, down.at({a, b}));
+            if (a != j) sd.dep_flow = into.at(a, j, pi);
+            else if (root_items) sd.ready_item = last_item.at(j, j, pi);
+            into.at(b, j, pi) = push_send(sd, down[a * p + b]);
           }
         }
       if (!gemms) continue;
@@ -114,7 +140,7 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
           const schedule::TreePiece& pc = pieces[j][i];
           for (int r = 0; r < p; ++r)
             if (r != j && pc.chunk + sh.depth[pc.tree][r] - 1 == rho)
-              push_item(r, Item{false, gemm(pc.len), into.at({r, j, static_cast<int>(i)})});
+              push_item(r, Item{false, gemm(pc.len), into.at(r, j, static_cast<int>(i))});
         }
     }
   };
@@ -126,7 +152,7 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
   // Reduce-scatter up the trees: rank v at depth d completes its sum of piece chunk k in round
   // k + height - d and sends it to its parent; the GEMMs of round r + 1 come before the adds of
   // round r in program order.
-  const auto up = schedule::tree_engines(tp, plan.copy_engines, true);
+  const std::vector<int> up = engine_table(schedule::tree_engines(tp, plan.copy_engines, true), p);
   auto round_of = [&](const schedule::TreePiece& pc, int v) {
     return pc.chunk + sh.height[pc.tree] - sh.depth[pc.tree][v];
   };
@@ -138,10 +164,10 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
       for (std::size_t i = 0; i < pieces[j].size(); ++i)
         for (int v = 0; v < p; ++v)
           if (round_of(pieces[j][i], v) == rho)
-            last_item[{v, j, static_cast<int>(i)}] =
+            last_item.at(v, j, static_cast<int>(i)) =
                 push_item(v, Item{false, gemm(pieces[j][i].len), -1});
   };
-  std::map<std::tuple<int, int, int>, int> sent;  // (sender, owner, piece) -> transfer
+  PieceTable sent(p, max_pieces);  // (sender, owner, piece) -> transfer
   gemms_of_round(0);
   for (int rho = 0; rho < rounds; ++rho) {
     if (rho + 1 < rounds) gemms_of_round(rho + 1);
@@ -152,12 +178,11 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
         for (int v = 0; v < p; ++v) {
           if (round_of(pc, v) != rho) continue;
           for (int u : sh.kids[pc.tree][v])
-            last_item[{v, j, pi}] = push_item(
-                v, Item{true, add(pc.len), sent.at({u, j, pi})});
+            last_item.at(v, j, pi) = push_item(v, Item{true, add(pc.len), sent.at(u, j, pi)});
           if (v == j) continue;
           const int to = sh.parent[pc.tree][v];
-          sent[{v, j, pi}] =
-              push_send(Send{v, to, -1, last_item.at({v, j, pi}), -1, pc.len}, up.at({v, to}));
+          sent.at(v, j, pi) =
+              push_send(Send{v, to, -1, last_item.at(v, j, pi), -1, pc.len}, up[v * p + to]);
         }
       }
   }
@@ -188,11 +213,15 @@ Followed follow(const hardware::Profile& prof, const schedule::CommPlan& plan, c
   std::vector<double> finish(nf, 0), start(nf, 0), release(nf, 0);
   std::vector<std::vector<double>> item_end(p);
   std::vector<std::vector<hardware::Window>> gemm_windows(p), busy(p);
+  // Whether a rank's GEMM windows are in order and disjoint (each ends before the next
+  // begins), as the program order makes them unless a cost is negative or not a number.
+  std::vector<char> in_order(p, 1);
   Followed out;
   auto run_compute = [&]() {
     for (int v = 0; v < p; ++v) {
       item_end[v].assign(pr.items[v].size(), 0);
       gemm_windows[v].clear();
+      in_order[v] = 1;
       double t = 0;
       bool first = true;
       for (std::size_t i = 0; i < pr.items[v].size(); ++i) {
@@ -204,6 +233,8 @@ Followed follow(const hardware::Profile& prof, const schedule::CommPlan& plan, c
           const double from = ready + (first ? c.launch : c.flag_wait);
           first = false;
           t = hardware::slowed_end(from, it.work, busy[v], c.fg);
+          if (!(t >= from) || (!gemm_windows[v].empty() && !(from >= gemm_windows[v].back().until)))
+            in_order[v] = 0;
           gemm_windows[v].push_back(hardware::Window{from, t});
         }
         item_end[v][i] = t;
@@ -215,7 +246,15 @@ Followed follow(const hardware::Profile& prof, const schedule::CommPlan& plan, c
                                             : 0.0;
   };
   auto gemm_running = [&](int rank, double t) {
-    for (const hardware::Window& w : gemm_windows[rank])
+    const std::vector<hardware::Window>& ws = gemm_windows[rank];
+    if (in_order[rank]) {
+      // Only the last window opening at or before t can hold it.
+      const auto after = std::upper_bound(
+          ws.begin(), ws.end(), t,
+          [](double x, const hardware::Window& w) { return x < w.from; });
+      return after != ws.begin() && t < std::prev(after)->until;
+    }
+    for (const hardware::Window& w : ws)
       if (w.from <= t && t < w.until) return true;
     return false;
   };
@@ -245,7 +284,7 @@ Followed follow(const hardware::Profile& prof, const schedule::CommPlan& plan, c
       tf.gap_s = c.copy_issue;
     }
     if (iter > 0 && same_timed_flows(flows, previous)) break;
-    finish = run_released_flows(prof, flows, caches);
+    finish = run_released_flows(prof, flows, caches, /*memoise=*/false);
     for (std::size_t f = 0; f < nf; ++f)
       start[f] = std::max(flows[f].release_s,
                           sends[f].after >= 0 ? finish[sends[f].after] + c.copy_issue : 0.0);
@@ -277,6 +316,36 @@ Followed follow(const hardware::Profile& prof, const schedule::CommPlan& plan, c
   return out;
 }
 
+// The words of a memo key that name a tree pattern, its group and its copy engines.
+void append_pattern(const schedule::TreePlan& tp, const schedule::CommPlan& plan,
+                    std::vector<std::uint64_t>& key) {
+  key.push_back(static_cast<std::uint64_t>(plan.copy_engines));
+  key.push_back(plan.gpus.size());
+  for (int g : plan.gpus) key.push_back(static_cast<std::uint64_t>(g));
+  key.push_back(static_cast<std::uint64_t>(tp.chunks));
+  key.push_back(tp.trees.size());
+  for (const schedule::RankTree& t : tp.trees) {
+    key.insert(key.end(), {static_cast<std::uint64_t>(t.root), key_bits(t.share), t.edges.size()});
+    for (auto [a, b] : t.edges)
+      key.push_back(static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32 |
+                    static_cast<std::uint32_t>(b));
+  }
+}
+
+// Bounds the memo by the words its keys hold (the planner's working set is far below it).
+constexpr std::size_t kMaxTreeMemoWords = std::size_t{1} << 20;  // 8 MiB of keys
+
+template <class Value>
+void remember(TreeMemo& memo, std::unordered_map<std::vector<std::uint64_t>, Value, KeyHash>& table,
+              const std::vector<std::uint64_t>& key, Value value) {
+  if (memo.words + key.size() > kMaxTreeMemoWords) {
+    memo.results.clear();
+    memo.comm.clear();
+    memo.words = 0;
+  }
+  if (table.emplace(key, std::move(value)).second) memo.words += key.size();
+}
+
 }  // namespace
 
 TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::OperatorSpec& op,
@@ -288,6 +357,52 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   const bool ag = op.kind == OpKind::ag_gemm;
   const workload::GemmShape local = workload::local_gemm(op);
   const int gpu = plan.gpus.front();
+  if (p == 1) {
+    const double g = hardware::gemm_compute_s(prof, local.m, local.n, local.k, op.dtype, gpu);
+    o.total_s = c.launch + g;
+    o.compute_s = g;
+    return o;
+  }
+  const double row_bytes = (ag ? op.k : op.n) * e;
+  // The memo (cache_tables.hpp): answers for this profile only, keyed by every other input.
+  TreeMemo& memo = caches.tables().trees;
+  if (!memo.profile || !(*memo.profile == prof)) {
+    memo = TreeMemo{};
+    memo.profile = prof;
+  }
+  std::vector<std::uint64_t> key = {0,
+                                    static_cast<std::uint64_t>(op.kind),
+                                    static_cast<std::uint64_t>(op.dtype),
+                                    static_cast<std::uint64_t>(op.m),
+                                    static_cast<std::uint64_t>(op.n),
+                                    static_cast<std::uint64_t>(op.k),
+                                    key_bits(c.launch),
+                                    key_bits(c.copy_issue),
+                                    key_bits(c.flag_wait),
+                                    key_bits(c.fg),
+                                    key_bits(c.fc)};
+  append_pattern(tp, plan, key);
+  seal_key(key);
+  std::vector<std::uint64_t> comm_key;
+  if (c.details) {
+    comm_key = {0, static_cast<std::uint64_t>(op.kind), static_cast<std::uint64_t>(op.m),
+                key_bits(row_bytes)};
+    append_pattern(tp, plan, comm_key);
+    seal_key(comm_key);
+  }
+  std::optional<TreeResult> known;
+  std::optional<double> known_comm;
+  if (auto it = memo.results.find(key); it != memo.results.end()) known = it->second;
+  if (c.details)
+    if (auto it = memo.comm.find(comm_key); it != memo.comm.end()) known_comm = it->second;
+  auto answer = [&]() {
+    o.total_s = known->total_s;
+    o.compute_s = known->compute_s;
+    o.bottleneck = known->bottleneck;
+    if (c.details) o.comm_s = *known_comm;
+    return o;
+  };
+  if (known && (!c.details || known_comm)) return answer();
   // A fused kernel's chunks share one GEMM's waves (hardware::fused_chunk_compute_s); every
   // rank computes all M rows of its local GEMM.
   std::map<std::int64_t, double> gemm_cache;
@@ -298,13 +413,6 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
     gemm_cache.emplace(rows, t);
     return t;
   };
-  if (p == 1) {
-    const double g = hardware::gemm_compute_s(prof, local.m, local.n, local.k, op.dtype, gpu);
-    o.total_s = c.launch + g;
-    o.compute_s = g;
-    return o;
-  }
-  const double row_bytes = (ag ? op.k : op.n) * e;
   auto chunk_rows = [&](int j) {
     return op.m * (j + 1) / p - op.m * j / p;
   };
@@ -318,29 +426,32 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
     return hardware::add_s(prof, gpu, static_cast<double>(rows) * row_bytes);
   };
   const Program pr = program_of(op, tp, plan, sh, pieces, gemm, add);
-  const Followed f = follow(prof, plan, pr, row_bytes, c, caches);
-  o.total_s = f.end_s;
-  o.compute_s = f.work_s;
-  if (c.details) {
+  if (!known) {
+    const Followed f = follow(prof, plan, pr, row_bytes, c, caches);
+    // Busiest link direction of the all-gather along the trees (the reduce-scatter loads the
+    // reverse directions the same way).
+    hardware::TreePattern hp;
+    hp.gpus = plan.gpus;
+    for (const schedule::RankTree& rt : tp.trees) {
+      hardware::BroadcastTree bt{plan.gpus[rt.root], rt.share, {}};
+      for (auto [a, b] : rt.edges)
+        bt.edges.push_back(ag ? std::make_pair(plan.gpus[a], plan.gpus[b])
+                              : std::make_pair(plan.gpus[b], plan.gpus[a]));
+      hp.trees.push_back(std::move(bt));
+    }
+    known = TreeResult{f.end_s, f.work_s,
+                       hardware::allgather_load_pattern(prof, hp, 1.0).bottleneck};
+    remember(memo, memo.results, key, *known);
+  }
+  if (c.details && !known_comm) {
     // The communication alone: the same program without GEMM, adds, overheads or interference.
     Program bare = pr;
     for (auto& items : bare.items)
       for (Item& it : items) it.work = 0;
-    o.comm_s = follow(prof, plan, bare, row_bytes, TreeCosts{}, caches).end_s;
+    known_comm = follow(prof, plan, bare, row_bytes, TreeCosts{}, caches).end_s;
+    remember(memo, memo.comm, comm_key, *known_comm);
   }
-  // Busiest link direction of the all-gather along the trees (the reduce-scatter loads the
-  // reverse directions the same way).
-  hardware::TreePattern hp;
-  hp.gpus = plan.gpus;
-  for (const schedule::RankTree& rt : tp.trees) {
-    hardware::BroadcastTree bt{plan.gpus[rt.root], rt.share, {}};
-    for (auto [a, b] : rt.edges)
-      bt.edges.push_back(ag ? std::make_pair(plan.gpus[a], plan.gpus[b])
-                            : std::make_pair(plan.gpus[b], plan.gpus[a]));
-    hp.trees.push_back(std::move(bt));
-  }
-  o.bottleneck = hardware::allgather_load_pattern(prof, hp, 1.0).bottleneck;
-  return o;
+  return answer();
 }
 
 }  // namespace compass::model::detail

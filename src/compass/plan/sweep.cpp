@@ -94,11 +94,19 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
     }
     SweepRow row;
     row.entry = g;
-    Result<model::OperatorChoice> c = model::choose_strategy(p, g.op, it->second, caches,
-                                                           /*breakdown=*/false);
-    if (!c.ok())
-      return make_error("grid row {} ({} {}): {}", i, g.model, g.layer, c.error().message);
-    row.choice = std::move(c).value();
+    // Models share operators (the same hidden size gives the same qkv and proj): an operator
+    // met before on this plan has the same choice, so it is copied instead of planned again.
+    const auto same = std::find_if(res.rows.begin(), res.rows.end(),
+                                   [&](const SweepRow& r) { return r.entry.op == g.op; });
+    if (same != res.rows.end()) {
+      row.choice = same->choice;
+    } else {
+      Result<model::OperatorChoice> c = model::choose_strategy(p, g.op, it->second, caches,
+                                                             /*breakdown=*/false);
+      if (!c.ok())
+        return make_error("grid row {} ({} {}): {}", i, g.model, g.layer, c.error().message);
+      row.choice = std::move(c).value();
+    }
     const model::OdpResult& odp = row.choice.odp;
     row.decompose4_s = odp.exact_at(4);
     for (std::size_t j = 0; j < odp.feasible.size(); ++j)
