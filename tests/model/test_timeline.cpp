@@ -47,6 +47,8 @@ struct Row {
   std::string where;
   double timeline_s = 0;
   double estimate_s = 0;
+  OpKind kind = OpKind::ag_gemm;
+  int copy_engines = 1;  // of the plan
   double rel() const { return std::abs(estimate_s - timeline_s) / timeline_s; }
 };
 
@@ -76,7 +78,7 @@ void compare(const std::string& name, const hardware::Profile& prof, const Model
           ASSERT_GT(t->makespan_s, 0) << where;
           const std::string key = st.kind == StrategyKind::decompose ? "decompose:d"
                                                                       : schedule::to_string(st);
-          rows[key].push_back(Row{where, t->makespan_s, *e});
+          rows[key].push_back(Row{where, t->makespan_s, *e, kind, plan->copy_engines});
         }
       }
   }
@@ -86,12 +88,14 @@ void compare(const std::string& name, const hardware::Profile& prof, const Model
 // timeline over all rows (docs/model.md, "Timeline oracle").
 struct Bound {
   double median = 0;
+  double p90 = 0;
   double worst = 0;
 };
 
-// Runs every comparison under `knobs`, prints the distribution per strategy and checks it
-// against `bounds`.
-void check_against(const ModelKnobs& knobs, const std::map<std::string, Bound>& bounds) {
+// Runs every comparison under `knobs`, prints the distribution per strategy, checks it against
+// `bounds` and returns the rows.
+std::map<std::string, std::vector<Row>> check_against(const ModelKnobs& knobs,
+                                                      const std::map<std::string, Bound>& bounds) {
   std::map<std::string, std::vector<Row>> rows;
   for (const std::string& name : hardware::preset_names())
     compare(name, *hardware::make_preset(name), knobs, rows);
@@ -99,7 +103,7 @@ void check_against(const ModelKnobs& knobs, const std::map<std::string, Bound>& 
   // NVSwitch, staged; 1 to 4 copy engines).
   for (std::uint64_t seed : {3u, 11u, 29u, 47u})
     compare(fmt::format("random{}", seed), hardware::random_topology(seed, 8), knobs, rows);
-  ASSERT_EQ(rows.size(), bounds.size());
+  EXPECT_EQ(rows.size(), bounds.size());
   for (auto& [strategy, list] : rows) {
     std::vector<double> rel;
     for (const Row& r : list) rel.push_back(r.rel());
@@ -107,15 +111,21 @@ void check_against(const ModelKnobs& knobs, const std::map<std::string, Bound>& 
     const auto worst = std::max_element(
         list.begin(), list.end(), [](const Row& a, const Row& b) { return a.rel() < b.rel(); });
     const double median = rel[rel.size() / 2];
+    const double p90 = rel[rel.size() * 9 / 10];
     std::printf("%-17s n=%3zu median %6.3f%%  p90 %6.3f%%  worst %7.3f%%  (%s: timeline %.4g s, "
                 "estimate %.4g s)\n",
-                strategy.c_str(), rel.size(), 100 * median, 100 * rel[rel.size() * 9 / 10],
+                strategy.c_str(), rel.size(), 100 * median, 100 * p90,
                 100 * rel.back(), worst->where.c_str(), worst->timeline_s, worst->estimate_s);
     const auto b = bounds.find(strategy);
-    ASSERT_NE(b, bounds.end()) << strategy;
+    if (b == bounds.end()) {
+      ADD_FAILURE() << "no bound for " << strategy;
+      continue;
+    }
     EXPECT_LE(median, b->second.median) << strategy;
+    EXPECT_LE(p90, b->second.p90) << strategy;
     EXPECT_LE(worst->rel(), b->second.worst) << strategy << ": " << worst->where;
   }
+  return rows;
 }
 
 // By hand: a bare ring all-gather on one switch moves every shard over its own link direction
@@ -141,28 +151,38 @@ TEST(Timeline, RingAllGatherByHand) {
 // The estimate plan and sweep use, against the timeline with the same interference and overheads.
 TEST(Timeline, OracleAgreesWithTheEstimate) {
   check_against(ModelKnobs{}, {
-                                  {"sequential", {0.01, 0.02}},
-                                  {"decompose:d", {0.015, 0.055}},
-                                  {"fuse:all2all", {0.025, 0.095}},
-                                  {"fuse:ring", {0.01, 0.045}},
-                                  {"fuse:double-ring", {0.02, 0.23}},
-                                  {"fuse:hier", {0.01, 0.01}},
-                                  {"fuse:synth", {0.01, 0.11}},
+                                  {"sequential", {0.01, 0.01, 0.02}},
+                                  {"decompose:d", {0.015, 0.04, 0.055}},
+                                  {"fuse:all2all", {0.025, 0.045, 0.095}},
+                                  {"fuse:ring", {0.01, 0.035, 0.045}},
+                                  {"fuse:double-ring", {0.02, 0.105, 0.23}},
+                                  {"fuse:hier", {0.01, 0.01, 0.01}},
+                                  {"fuse:synth", {0.01, 0.01, 0.11}},
                               });
 }
 
 // Without interference and fixed overheads: what is left is the pattern, the sharing of links
 // and the order of the tasks.
 TEST(Timeline, OracleAgreesWithTheBareEstimate) {
-  check_against(ModelKnobs{false, false}, {
-                                              {"sequential", {0.01, 0.025}},
-                                              {"decompose:d", {0.01, 0.03}},
-                                              {"fuse:all2all", {0.01, 0.06}},
-                                              {"fuse:ring", {0.01, 0.03}},
-                                              {"fuse:double-ring", {0.01, 0.26}},
-                                              {"fuse:hier", {0.01, 0.01}},
-                                              {"fuse:synth", {0.01, 0.12}},
-                                          });
+  const auto rows = check_against(ModelKnobs{false, false},
+                                 {
+                                     {"sequential", {0.01, 0.01, 0.025}},
+                                     {"decompose:d", {0.01, 0.01, 0.03}},
+                                     {"fuse:all2all", {0.01, 0.01, 0.06}},
+                                     {"fuse:ring", {0.01, 0.01, 0.03}},
+                                     {"fuse:double-ring", {0.01, 0.095, 0.26}},
+                                     {"fuse:hier", {0.01, 0.01, 0.01}},
+                                     {"fuse:synth", {0.01, 0.01, 0.12}},
+                                 });
+  // The fused reduce-scatter rings follow the schedule's timeline within 1% wherever each
+  // ring has a copy engine of its own (the estimate iterates its releases to the fixed point).
+  for (const char* strategy : {"fuse:ring", "fuse:double-ring"}) {
+    for (const Row& r : rows.at(strategy)) {
+      if (r.kind == OpKind::gemm_rs && r.copy_engines >= 2) {
+        EXPECT_LE(r.rel(), 0.01) << r.where;
+      }
+    }
+  }
 }
 
 }  // namespace
