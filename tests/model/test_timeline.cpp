@@ -155,7 +155,7 @@ TEST(Timeline, OracleAgreesWithTheEstimate) {
                                   {"decompose:d", {0.015, 0.04, 0.055}},
                                   {"fuse:all2all", {0.025, 0.045, 0.095}},
                                   {"fuse:ring", {0.01, 0.035, 0.045}},
-                                  {"fuse:double-ring", {0.02, 0.105, 0.23}},
+                                  {"fuse:double-ring", {0.02, 0.06, 0.15}},
                                   {"fuse:hier", {0.01, 0.01, 0.01}},
                                   {"fuse:synth", {0.01, 0.01, 0.11}},
                               });
@@ -170,15 +170,16 @@ TEST(Timeline, OracleAgreesWithTheBareEstimate) {
                                      {"decompose:d", {0.01, 0.01, 0.03}},
                                      {"fuse:all2all", {0.01, 0.01, 0.06}},
                                      {"fuse:ring", {0.01, 0.01, 0.03}},
-                                     {"fuse:double-ring", {0.01, 0.095, 0.26}},
+                                     {"fuse:double-ring", {0.01, 0.035, 0.18}},
                                      {"fuse:hier", {0.01, 0.01, 0.01}},
                                      {"fuse:synth", {0.01, 0.01, 0.12}},
                                  });
-  // The fused reduce-scatter rings follow the schedule's timeline within 1% wherever each
-  // ring has a copy engine of its own (the estimate iterates its releases to the fixed point).
+  // The fused reduce-scatter rings follow the schedule's timeline within 1% (the estimate
+  // iterates its releases to the fixed point, and queues both lanes on one copy engine when
+  // a rank has only one).
   for (const char* strategy : {"fuse:ring", "fuse:double-ring"}) {
     for (const Row& r : rows.at(strategy)) {
-      if (r.kind == OpKind::gemm_rs && r.copy_engines >= 2) {
+      if (r.kind == OpKind::gemm_rs) {
         EXPECT_LE(r.rel(), 0.01) << r.where;
       }
     }

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <numeric>
+#include <tuple>
+#include <utility>
 
 #include "compass/hardware/rings.hpp"
 #include "compass/model/cache_tables.hpp"
@@ -105,6 +107,24 @@ struct Ctx {
   }
   StepTime dring_step(double bytes_each) const {
     return cached_ring_step_time(prof, ring, &ring2, bytes_each, caches);
+  }
+  StepTime ring2_step(double bytes) const {
+    return cached_ring_step_time(prof, ring2, nullptr, bytes, caches);
+  }
+  // The double ring's two lanes share copy engine 0 when a rank has only one (the generator's
+  // engine of the second ring, schedule/generate.cpp): their transfers run one after the other.
+  bool lanes_share_engine() const { return engines < 2; }
+  // One step of the double ring with `bytes_each` per ring, `bytes_slowed` the same counted as
+  // beside a GEMM: both rings at once, or ring then ring2 on one engine (lock-step). Returns the
+  // time from the step's start until ring's half landed and until both did, issues included.
+  std::pair<double, double> dring_step_on_engines(double bytes_each, double bytes_slowed) const {
+    if (!lanes_share_engine()) {
+      const double both = (fc == 1.0 ? dring_step(bytes_each) : dring_step(bytes_slowed)).time_s;
+      return {both + copy_issue, both + copy_issue};
+    }
+    const double first = (fc == 1.0 ? ring_step(bytes_each) : ring_step(bytes_slowed)).time_s;
+    const double second = (fc == 1.0 ? ring2_step(bytes_each) : ring2_step(bytes_slowed)).time_s;
+    return {copy_issue + first, 2 * copy_issue + first + second};
   }
   // Per-edge durations (latency included) of one ring step whose flows all share the links at
   // once: entry i is ring[i] -> ring[i+1]; with `both`, ring2's edges follow (p + i). Ranks are
@@ -307,14 +327,18 @@ Outcome fused_ag_ring(const Ctx& c, bool double_ring) {
   const double slowed = c.fc == 1.0 ? st.time_s
                                     : (double_ring ? c.dring_step(shard_bytes * c.fc / 2)
                                                    : c.ring_step(shard_bytes * c.fc)).time_s;
-  const double step = slowed + c.copy_issue;
+  double step = slowed + c.copy_issue;
+  double first_half = step;  // double ring: from a step's start until ring's half landed
+  if (double_ring) {
+    std::tie(first_half, step) = c.dring_step_on_engines(shard_bytes / 2, shard_bytes * c.fc / 2);
+  }
   // Own shard first (one GEMM), then per step the chunk (or both half-chunks) that landed.
   std::vector<double> arrivals{0.0};
   std::vector<std::int64_t> rows{shard_rows};
   const std::int64_t half = ceil_div(shard_rows, 2);
   for (int s = 1; s < c.p; ++s) {
     if (double_ring) {
-      arrivals.insert(arrivals.end(), {s * step, s * step});
+      arrivals.insert(arrivals.end(), {(s - 1) * step + first_half, s * step});
       rows.insert(rows.end(), {half, shard_rows - half});
     } else {
       arrivals.push_back(s * step);
@@ -483,6 +507,8 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
     lane_gemm[h] = c.fused_chunk(lane_rows[h], s.n, s.k);
     lane_add[h] = c.add(static_cast<double>(lane_rows[h]) * c.op.n * c.e);
   }
+  // With one copy engine both lanes queue on it (lane 0's transfer, then lane 1's, per step).
+  const bool shared = double_ring && c.lanes_share_engine();
   auto recurrence = [&](bool first_guess) {
     std::vector<std::vector<double>> free_at(2, std::vector<double>(p, 0));
     std::fill(t.begin(), t.end(), c.launch);
@@ -507,9 +533,10 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
           if (!last) {
             release[fid(k, h, q)] = tq;
             if (first_guess) {
-              const double start = std::max(tq, free_at[h][q]);
-              free_at[h][q] = start + c.copy_issue + edge[h][pos[h][q]] * c.fc;
-              finish[fid(k, h, q)] = free_at[h][q];
+              const int e = shared ? 0 : h;
+              const double start = std::max(tq, free_at[e][q]);
+              free_at[e][q] = start + c.copy_issue + edge[h][pos[h][q]] * c.fc;
+              finish[fid(k, h, q)] = free_at[e][q];
             }
           }
         }
@@ -533,7 +560,11 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
           // Beside a GEMM a transfer holds its share longer: its bytes count fc times.
           f.bytes = static_cast<double>(lane_rows[h]) * c.op.n * c.e * c.fc;
           f.release_s = release[fid(k, h, q)] + c.copy_issue;
-          f.after = k > 0 ? fid(k - 1, h, q) : -1;
+          if (!shared) {
+            f.after = k > 0 ? fid(k - 1, h, q) : -1;
+          } else {
+            f.after = h == 1 ? fid(k, 0, q) : (k > 0 ? fid(k - 1, 1, q) : -1);
+          }
           f.gap_s = c.copy_issue;
         }
     // Converged: the same flows give the same finishes, and the recurrence then gives the same
@@ -592,9 +623,13 @@ Outcome fused_ar(const Ctx& c, StrategyKind kind) {
     alone = *std::max_element(fin.begin(), fin.end());
     ag = alone;
   } else {
-    const StepTime st = kind == StrategyKind::fuse_double_ring ? c.dring_step(chunk_bytes / 2)
-                                                               : c.ring_step(chunk_bytes);
+    const bool dr = kind == StrategyKind::fuse_double_ring;
+    const StepTime st = dr ? c.dring_step(chunk_bytes / 2) : c.ring_step(chunk_bytes);
     ag = (c.p - 1) * (st.time_s + c.copy_issue);
+    if (dr && c.lanes_share_engine()) {
+      // Nothing left to overlap: no slowdown (the bytes count once).
+      ag = (c.p - 1) * c.dring_step_on_engines(chunk_bytes / 2, chunk_bytes / 2).second;
+    }
     alone = (c.p - 1) * st.time_s;
   }
   o.total_s += ag;
