@@ -6,14 +6,20 @@
 // with the same Caches is mostly hits. BM_SweepPaperGrid and BM_ChooseOneOperator construct a
 // fresh Caches for every iteration (a first plan, as one `compass sweep` or `compass op` does);
 // BM_SweepPaperGridWarm keeps one across iterations (the same grid planned again).
+// BM_TimelinePaperGrid generates the schedule of every grid row under every strategy
+// (decompose:4 for decompose) and evaluates it task by task (model::evaluate_timeline): what
+// planning would cost if the model evaluated the schedules instead of its closed forms.
 
 #include <benchmark/benchmark.h>
 
+#include <map>
+#include <numeric>
 #include <optional>
 
 #include "compass/hardware/presets.hpp"
 #include "compass/model/caches.hpp"
 #include "compass/model/selector.hpp"
+#include "compass/model/timeline.hpp"
 #include "compass/plan/sweep.hpp"
 
 namespace {
@@ -61,6 +67,31 @@ void BM_ChooseOneOperator(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ChooseOneOperator)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+void BM_TimelinePaperGrid(benchmark::State& state) {
+  const compass::hardware::Profile p = *compass::hardware::make_preset("a6000x8");
+  const auto grid = compass::workload::paper_grid();
+  std::map<int, compass::schedule::CommPlan> plans;
+  for (const auto& g : grid) {
+    if (plans.count(g.op.tp) != 0) continue;
+    std::vector<int> gpus(static_cast<std::size_t>(g.op.tp));
+    std::iota(gpus.begin(), gpus.end(), 0);
+    plans.emplace(g.op.tp, *compass::schedule::comm_plan_for(p, gpus));
+  }
+  std::int64_t schedules = 0;
+  for (auto _ : state) {
+    for (const auto& g : grid)
+      for (const auto& st : compass::schedule::all_strategies(4)) {
+        auto s = compass::schedule::generate(g.op, st, plans.at(g.op.tp));
+        if (!s.ok()) continue;  // decompose:4 that does not divide the rows
+        auto t = compass::model::evaluate_timeline(p, *s);
+        benchmark::DoNotOptimize(t);
+        ++schedules;
+      }
+  }
+  state.SetItemsProcessed(schedules);
+}
+BENCHMARK(BM_TimelinePaperGrid)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
