@@ -37,14 +37,12 @@ struct Cost {
 // The model's price of every task (the rules of hardware/task_costs.hpp and gemm_cost.hpp).
 Result<std::vector<Cost>> price(const hardware::Profile& p, const schedule::Schedule& s,
                                 const ModelKnobs& knobs) {
-  const bool fused = schedule::is_fused(s.strategy.kind);
   const double e = dtype_bytes(s.op.dtype);
+  // Every task's start is the one the schedule names (Task::launch, schedule::launch_cost_s).
   // A fused kernel's chunks share one GEMM's waves: rows per (rank, n, k).
   std::map<std::tuple<int, std::int64_t, std::int64_t>, std::int64_t> fused_rows;
-  if (fused)
-    for (const schedule::Task& t : s.tasks)
-      if (t.kind == TaskKind::gemm) fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}] += t.dst.rows;
-  std::vector<char> launched(static_cast<std::size_t>(s.ranks()), 0);
+  for (const schedule::Task& t : s.tasks)
+    if (schedule::in_fused_kernel(t)) fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}] += t.dst.rows;
   const double oh = knobs.overheads ? 1.0 : 0.0;
   std::vector<Cost> out(s.tasks.size());
   for (const schedule::Task& t : s.tasks) {
@@ -55,13 +53,12 @@ Result<std::vector<Cost>> price(const hardware::Profile& p, const schedule::Sche
     if (t.kind == TaskKind::gemm) {
       c.work = Work::gemm;
       const std::int64_t m = t.dst.rows, n = t.dst.cols, k = t.src.cols;
-      c.gemm_s = fused ? hardware::fused_chunk_compute_s(p, m, fused_rows[{c.rank, n, k}], n, k,
-                                                         s.op.dtype, gpu)
-                       : hardware::gemm_compute_s(p, m, n, k, s.op.dtype, gpu);
+      c.gemm_s = schedule::in_fused_kernel(t)
+                     ? hardware::fused_chunk_compute_s(p, m, fused_rows[{c.rank, n, k}], n, k,
+                                                       s.op.dtype, gpu)
+                     : hardware::gemm_compute_s(p, m, n, k, s.op.dtype, gpu);
       // One launch per kernel; a fused kernel launches once and waits on a flag per later chunk.
-      const bool first = launched[static_cast<std::size_t>(c.rank)] == 0;
-      launched[static_cast<std::size_t>(c.rank)] = 1;
-      c.fixed_s = oh * (fused && !first ? p.overheads.flag_wait_s : p.overheads.kernel_launch_s);
+      c.fixed_s = oh * schedule::launch_cost_s(p, t.launch);
       continue;
     }
     c.src_rank = s.owner(t.src);
@@ -73,18 +70,15 @@ Result<std::vector<Cost>> price(const hardware::Profile& p, const schedule::Sche
       c.work = Work::flow;
       c.bytes = bytes;
       c.latency_s = p.route_latency_s(src_gpu, dst_gpu);
-      c.fixed_s = oh * hardware::transfer_issue_s(p, fused, t.step);
+      c.fixed_s = oh * schedule::launch_cost_s(p, t.launch);
       continue;
     }
     c.work = Work::local;
-    if (t.kind == TaskKind::add) {
-      // Reductions run inside the collective or the fused kernel (a flag wait in the latter).
-      c.fixed_s = oh * (fused ? p.overheads.flag_wait_s : 0.0);
-      c.local_s = hardware::add_s(p, gpu, bytes);
-    } else {
-      c.fixed_s = oh * hardware::copy_issue_s(p);
-      c.local_s = hardware::copy_s(p, gpu, bytes);
-    }
+    // Reductions run inside the collective or the fused kernel (a flag wait in the latter);
+    // copies and same-GPU transfers are issued on their own.
+    c.fixed_s = oh * schedule::launch_cost_s(p, t.launch);
+    c.local_s = t.kind == TaskKind::add ? hardware::add_s(p, gpu, bytes)
+                                        : hardware::copy_s(p, gpu, bytes);
   }
   return out;
 }
@@ -96,7 +90,10 @@ class Run {
       : s_(s), costs_(std::move(costs)) {
     const std::size_t n = s.tasks.size();
     if (knobs.interference && s.ranks() > 1) {
-      fg_ = hardware::gemm_slowdown(p, schedule::is_fused(s.strategy.kind), s.ranks());
+      // GEMMs in fused kernels run beside copy engines, the others beside collectives on SMs.
+      const bool fused_gemms =
+          std::any_of(s.tasks.begin(), s.tasks.end(), schedule::in_fused_kernel);
+      fg_ = hardware::gemm_slowdown(p, fused_gemms, s.ranks());
       fc_ = std::max(1.0, p.interference.comm_slowdown_beside_gemm);
     }
     lanes_ = schedule::resource_lanes(s);

@@ -169,6 +169,7 @@ Schedule Builder::finish() && {
     if (t.resource.kind == ResourceKind::copy_engine)
       engines = std::max(engines, t.resource.index + 1);
   s_.copy_engines = engines;
+  assign_launches(s_);
   return std::move(s_);
 }
 

@@ -64,7 +64,8 @@ class Builder {
   /// Puts gemm task `task` (an id returned above; -1 is ignored) into fused group `group`.
   void fuse(int task, int group);
 
-  /// The finished schedule; copy_engines is the number of engines the tasks use (at least 1).
+  /// The finished schedule; copy_engines is the number of engines the tasks use (at least 1)
+  /// and every task's launch is set (schedule::assign_launches).
   Schedule finish() &&;
 
  private:

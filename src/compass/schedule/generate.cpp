@@ -627,6 +627,7 @@ Schedule ring_allgather(int p, std::int64_t shard_rows, std::int64_t cols) {
     }
     prev = cur;
   }
+  assign_launches(s);
   return s;
 }
 

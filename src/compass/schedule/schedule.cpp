@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "compass/hardware/profile_io.hpp"
+#include "compass/hardware/task_costs.hpp"
 
 namespace compass::schedule {
 
@@ -71,6 +72,74 @@ std::string_view to_string(BufferRole r) {
       return "scratch";
   }
   return "?";
+}
+
+std::string_view to_string(Launch l) {
+  switch (l) {
+    case Launch::kernel:
+      return "kernel";
+    case Launch::fused_kernel:
+      return "fused_kernel";
+    case Launch::flag_wait:
+      return "flag_wait";
+    case Launch::collective:
+      return "collective";
+    case Launch::in_collective:
+      return "in_collective";
+    case Launch::copy:
+      return "copy";
+  }
+  return "?";
+}
+
+void assign_launches(Schedule& s) {
+  const bool fused = is_fused(s.strategy.kind);
+  const auto nb = static_cast<int>(s.buffers.size());
+  auto owner = [&](const Region& r) { return r.buffer >= 0 && r.buffer < nb ? s.owner(r) : -1; };
+  std::set<int> ranks_with_gemm;  // a rank's first GEMM task launches its fused kernel
+  for (Task& t : s.tasks) {
+    switch (t.kind) {
+      case TaskKind::gemm: {
+        const bool first = ranks_with_gemm.insert(t.resource.rank).second;
+        t.launch = !fused ? Launch::kernel : first ? Launch::fused_kernel : Launch::flag_wait;
+        break;
+      }
+      case TaskKind::transfer:
+        if (fused || owner(t.src) == owner(t.dst))
+          t.launch = Launch::copy;
+        else
+          t.launch = t.step <= 0 ? Launch::collective : Launch::in_collective;
+        break;
+      case TaskKind::add:
+        t.launch = fused ? Launch::flag_wait : Launch::in_collective;
+        break;
+      case TaskKind::copy:
+        t.launch = Launch::copy;
+        break;
+    }
+  }
+}
+
+double launch_cost_s(const hardware::Profile& p, Launch l) {
+  switch (l) {
+    case Launch::kernel:
+    case Launch::fused_kernel:
+      return p.overheads.kernel_launch_s;
+    case Launch::flag_wait:
+      return p.overheads.flag_wait_s;
+    case Launch::collective:
+      return p.overheads.collective_launch_s;
+    case Launch::in_collective:
+      return 0.0;
+    case Launch::copy:
+      return hardware::copy_issue_s(p);
+  }
+  return 0.0;
+}
+
+bool in_fused_kernel(const Task& t) {
+  return t.kind == TaskKind::gemm &&
+         (t.launch == Launch::fused_kernel || t.launch == Launch::flag_wait);
 }
 
 std::string task_label(const Task& t) {
@@ -534,6 +603,7 @@ Result<Schedule> schedule_from_json(const std::string& text) {
     s.tasks.push_back(std::move(t));
   }
   COMPASS_TRY(validate(s));
+  assign_launches(s);
   return s;
 }
 

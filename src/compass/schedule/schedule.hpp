@@ -14,6 +14,10 @@
 #include "compass/schedule/strategy.hpp"
 #include "compass/workload/operator.hpp"
 
+namespace compass::hardware {
+struct Profile;
+}  // namespace compass::hardware
+
 namespace compass::schedule {
 
 enum class BufferRole { input, weight, output, scratch };
@@ -56,6 +60,18 @@ enum class TaskKind {
   copy,      ///< dst := src on the same rank
 };
 
+/// How a backend starts a task, beyond the task's own work: what the simulator charges it and
+/// what an executor issues for it. The generators set it (schedule::assign_launches).
+enum class Launch {
+  kernel,         ///< a kernel of its own (one GEMM kernel): a kernel launch
+  fused_kernel,   ///< the launch of a fused kernel: the first GEMM piece of a rank's fused GEMM
+  flag_wait,      ///< inside a running fused kernel, after waiting on an arrival flag (the
+                  ///< later GEMM pieces, and the adds of received partials)
+  collective,     ///< the launch of an NCCL-style collective kernel (its first step's transfer)
+  in_collective,  ///< a later step or a reduction inside a running collective kernel: nothing
+  copy,           ///< a copy issued on its own (a copy-engine push or a local copy)
+};
+
 struct Task {
   int id = 0;             ///< == index in Schedule::tasks
   TaskKind kind = TaskKind::gemm;
@@ -74,6 +90,7 @@ struct Task {
   /// without fused kernels (CPU executor, simulator, --kernel chunked) run the tasks one by
   /// one, which is the same computation chunk by chunk.
   int fused = -1;
+  Launch launch = Launch::kernel;  ///< how it is started (not in the JSON; see assign_launches)
   std::string name;       ///< human label, e.g. "r3 ag step2 chunk5 ring1"
   bool operator==(const Task&) const = default;
 };
@@ -93,6 +110,27 @@ struct Schedule {
   /// Index of buffer `name` of `rank`, or -1.
   int find_buffer(int rank, const std::string& name) const;
 };
+
+/// Sets every task's launch from the strategy, the task's kind and its place in the list:
+/// fused strategies (schedule::is_fused) run each rank's GEMMs as one fused kernel (the first
+/// GEMM task of the rank launches it, the others wait on flags), push data with copies and add
+/// received partials after a flag wait; sequential and decompose:d launch one kernel per GEMM
+/// and NCCL-style collectives, whose step-0 (or unstepped) transfers launch the collective
+/// kernel and whose later steps and reductions run inside it. Transfers within one rank and
+/// copy tasks are copies. The generators and schedule_from_json call it; a schedule built by
+/// hand calls it too, or sets each launch itself.
+void assign_launches(Schedule& s);
+
+/// What starting a task launched `l` costs under `p`'s overheads: kernel and fused_kernel
+/// kernel_launch_s, flag_wait flag_wait_s, collective collective_launch_s, in_collective
+/// nothing, copy copy_launch_s (hardware::copy_issue_s). The simulator and the model's timeline
+/// both charge this.
+double launch_cost_s(const hardware::Profile& p, Launch l);
+
+/// A GEMM task that is a piece of a fused kernel (launched fused_kernel or flag_wait): its
+/// rank's pieces of the same N and K share one GEMM's waves (hardware::fused_chunk_compute_s),
+/// and it runs beside copy-engine transfers.
+bool in_fused_kernel(const Task& t);
 
 /// "task 3 ('r0 gemm s1 c1')" ("task 3" when the task has no name): how errors name a task.
 std::string task_label(const Task& t);
@@ -129,5 +167,6 @@ Result<Schedule> schedule_from_json(const std::string& text);
 std::string_view to_string(TaskKind k);
 std::string_view to_string(ResourceKind k);
 std::string_view to_string(BufferRole r);
+std::string_view to_string(Launch l);
 
 }  // namespace compass::schedule

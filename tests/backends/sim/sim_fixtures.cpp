@@ -87,6 +87,7 @@ ScheduleBuilder::ScheduleBuilder(int ranks, std::int64_t rows, std::int64_t cols
 int ScheduleBuilder::add_task(Task t) {
   t.id = static_cast<int>(s.tasks.size());
   s.tasks.push_back(std::move(t));
+  schedule::assign_launches(s);  // as the generators do, from the strategy given
   return s.tasks.back().id;
 }
 

@@ -23,7 +23,8 @@ hardware::Profile ring_profile(int gpus, double bw, double lat);
 void clear_overheads(hardware::Profile& p);
 
 /// Builds schedules by hand: every rank owns "x" [rows, cols] (input) and "y" [rows*p, cols],
-/// weight "w" [cols, 16*cols] and GEMM output "out" [rows*p, 16*cols].
+/// weight "w" [cols, 16*cols] and GEMM output "out" [rows*p, 16*cols]. Every task's launch
+/// follows `kind` (schedule::assign_launches); a test may set one afterwards.
 class ScheduleBuilder {
  public:
   ScheduleBuilder(int ranks, std::int64_t rows, std::int64_t cols,

@@ -2,11 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "compass/backends/sim/simulator.hpp"
 #include "compass/hardware/random_topology.hpp"
 #include "compass/model/comm_model.hpp"
 #include "compass/model/estimate.hpp"
 #include "compass/hardware/gemm_cost.hpp"
+#include "compass/hardware/task_costs.hpp"
 #include "compass/schedule/generate.hpp"
 #include "sim_fixtures.hpp"
 
@@ -213,6 +216,58 @@ TEST(Simulator, CopyAndAddUseMemoryBandwidth) {
   const SimResult r = run(p, b.s);
   EXPECT_NEAR(duration(r, c), 2.0 * 512 * kCols * 2 / 1e12, 1e-12);
   EXPECT_EQ(r.transfers, 0);
+}
+
+// The simulator charges each task the start its schedule names (Task::launch), not one derived
+// from the strategy: the strategy stays fuse:ring while the launches change, and every
+// overhead differs, so a simulator that ignored the launch would charge one value throughout.
+TEST(Simulator, EachTaskPaysTheLaunchTheScheduleNames) {
+  using schedule::Launch;
+  hardware::Profile p = testing::star_profile(2, kBw, kLat);
+  testing::clear_overheads(p);
+  p.overheads = hardware::Overheads{1e-3, 3e-3, 2e-4, 5e-4};
+  const auto overhead = [&](Launch l) {
+    switch (l) {
+      case Launch::kernel:
+      case Launch::fused_kernel: return p.overheads.kernel_launch_s;
+      case Launch::flag_wait: return p.overheads.flag_wait_s;
+      case Launch::collective: return p.overheads.collective_launch_s;
+      case Launch::in_collective: return 0.0;
+      case Launch::copy: return p.overheads.copy_launch_s;
+    }
+    return -1.0;
+  };
+  const double bytes = 512.0 * kCols * 2;
+  for (Launch l : {Launch::kernel, Launch::fused_kernel, Launch::flag_wait, Launch::collective,
+                   Launch::in_collective, Launch::copy}) {
+    ScheduleBuilder b(2, 512, kCols);
+    const int t = b.transfer(0, 1, 512, 0);
+    b.s.tasks[t].launch = l;
+    ASSERT_EQ(b.s.strategy.kind, schedule::StrategyKind::fuse_ring);
+    EXPECT_NEAR(duration(run(p, b.s), t), overhead(l) + 2 * kLat + bytes / kBw, 1e-9)
+        << schedule::to_string(l);
+  }
+  // GEMMs: a launch of its own, or pieces of one fused kernel (a fused kernel's pieces share
+  // one GEMM's waves: hardware::fused_chunk_compute_s over the rank's rows).
+  const double alone = hardware::gemm_compute_s(p, 256, kCols, kCols, DType::bf16, 0);
+  const double piece = hardware::fused_chunk_compute_s(p, 256, 512, kCols, kCols, DType::bf16, 0);
+  ASSERT_GT(std::abs(alone - piece), 1e-9);  // the two cost rules differ at this shape
+  struct Want {
+    Launch first, second;
+    double first_s, second_s;
+  };
+  for (const Want& w :
+       {Want{Launch::kernel, Launch::kernel, 1e-3 + alone, 1e-3 + alone},
+        Want{Launch::fused_kernel, Launch::flag_wait, 1e-3 + piece, 2e-4 + piece}}) {
+    ScheduleBuilder b(2, 512, kCols, schedule::StrategyKind::sequential);
+    const int g1 = b.gemm(0, 256, kCols, kCols);
+    const int g2 = b.gemm(0, 256, kCols, kCols, {g1});
+    b.s.tasks[g1].launch = w.first;
+    b.s.tasks[g2].launch = w.second;
+    const SimResult r = run(p, b.s);
+    EXPECT_NEAR(duration(r, g1), w.first_s, 1e-9) << schedule::to_string(w.first);
+    EXPECT_NEAR(duration(r, g2), w.second_s, 1e-9) << schedule::to_string(w.second);
+  }
 }
 
 TEST(Simulator, BadInputIsAnError) {

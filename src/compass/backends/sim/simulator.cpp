@@ -30,6 +30,9 @@ namespace {
 using schedule::ResourceKind;
 using schedule::TaskKind;
 
+using schedule::in_fused_kernel;
+using schedule::launch_cost_s;
+
 // The Profile's route src->dst: the O(1) slot when routes are sorted as presets keep them, a
 // search otherwise; nullptr when the profile has none.
 const hardware::Route* find_route(const hardware::Profile& p, int src, int dst,
@@ -99,19 +102,18 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
   out.resources = std::move(lanes.resources);
   out.resource_tasks = std::move(lanes.tasks);
 
-  // Fused strategies run each rank's GEMM chunks inside one kernel that waits on arrival
-  // flags, with copy engines moving data; sequential/decompose run one GEMM kernel per part and
-  // NCCL-style collectives (one kernel per collective, reductions inside it, on SMs).
-  const bool fused = schedule::is_fused(s.strategy.kind);
-  if (o.interference) out.gemm_slowdown = hardware::gemm_slowdown(p, fused, s.ranks());
-  std::vector<char> rank_has_gemm(s.ranks(), 0);
+  // Every task says how it starts (Task::launch): fused strategies run each rank's GEMM chunks
+  // inside one kernel that waits on arrival flags, with copy engines moving data;
+  // sequential/decompose run one GEMM kernel per part and NCCL-style collectives (one kernel
+  // per collective, reductions inside it, on SMs). GEMMs in fused kernels run beside
+  // copy-engine traffic, the others beside collectives on SMs.
+  const bool fused_gemms = std::any_of(s.tasks.begin(), s.tasks.end(), in_fused_kernel);
+  if (o.interference) out.gemm_slowdown = hardware::gemm_slowdown(p, fused_gemms, s.ranks());
   // A fused kernel computes all of a rank's chunks as one GEMM's tiles: each chunk costs its
   // share of the rows of that GEMM (hardware::fused_chunk_compute_s). Rows per (rank, n, k).
   std::map<std::tuple<int, std::int64_t, std::int64_t>, std::int64_t> fused_rows;
-  if (fused)
-    for (const schedule::Task& t : s.tasks)
-      if (t.kind == TaskKind::gemm)
-        fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}] += t.dst.rows;
+  for (const schedule::Task& t : s.tasks)
+    if (in_fused_kernel(t)) fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}] += t.dst.rows;
   out.costs.resize(s.tasks.size());
   for (const schedule::Task& t : s.tasks) {
     TaskCost& c = out.costs[t.id];
@@ -121,15 +123,14 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
     c.rank = t.resource.rank;
 
     if (t.kind == TaskKind::gemm) {
-      c.gemm_s = fused ? hardware::fused_chunk_compute_s(
-                             p, t.dst.rows, fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}],
-                             t.dst.cols, t.src.cols, s.op.dtype, gpu)
-                       : hardware::gemm_compute_s(p, t.dst.rows, t.dst.cols, t.src.cols, s.op.dtype, gpu);
+      c.gemm_s = in_fused_kernel(t)
+                     ? hardware::fused_chunk_compute_s(
+                           p, t.dst.rows, fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}],
+                           t.dst.cols, t.src.cols, s.op.dtype, gpu)
+                     : hardware::gemm_compute_s(p, t.dst.rows, t.dst.cols, t.src.cols, s.op.dtype, gpu);
       // One launch per GEMM kernel; a fused kernel launches once and then waits on a flag
       // before each further chunk.
-      const bool first = !rank_has_gemm[t.resource.rank];
-      rank_has_gemm[t.resource.rank] = 1;
-      c.fixed_s = fused && !first ? p.overheads.flag_wait_s : p.overheads.kernel_launch_s;
+      c.fixed_s = launch_cost_s(p, t.launch);
       continue;
     }
     const std::int64_t bytes = schedule::task_bytes(s, t);
@@ -166,16 +167,14 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
       }
       c.route = rit->second;
       c.net_bytes = bytes;
-      c.fixed_s = hardware::transfer_issue_s(p, fused, t.step);
+      c.fixed_s = launch_cost_s(p, t.launch);
       route_bytes[c.route] += bytes;
       continue;
     }
     COMPASS_ASSIGN(const double mem_s, local_memory_s(p, gpu, t, bytes));
     // Reductions run inside the collective or fused kernel (a flag wait in the latter); copies
     // (and transfers to the same GPU) are one cudaMemcpyAsync each, whatever the stream.
-    const double overhead = t.kind == TaskKind::add ? (fused ? p.overheads.flag_wait_s : 0.0)
-                                                     : hardware::copy_issue_s(p);
-    c.fixed_s = overhead + mem_s;
+    c.fixed_s = launch_cost_s(p, t.launch) + mem_s;
   }
 
   // Bytes per link direction (index 2 * link + forward): whole numbers below 2^53, so the sums
