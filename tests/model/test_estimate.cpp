@@ -24,17 +24,8 @@ using schedule::Strategy;
 using schedule::StrategyKind;
 using testing::uniform_switch;
 using workload::OpKind;
+using testing::op_of;
 using hardware::gemm_compute_s;
-
-workload::OperatorSpec op_of(OpKind kind, std::int64_t m, std::int64_t n, std::int64_t k, int tp) {
-  workload::OperatorSpec op;
-  op.kind = kind;
-  op.m = m;
-  op.n = n;
-  op.k = k;
-  op.tp = tp;
-  return op;
-}
 
 TEST(Estimate, SequentialAgGemmByHand) {
   const hardware::Profile p = uniform_switch(4, 10e9, 1e-6);

@@ -1,11 +1,19 @@
 #pragma once
 // Small machines built in the tests, so hand-computed numbers do not depend on the presets.
 
+#include <cstdint>
 #include <string>
 
 #include "compass/hardware/profile.hpp"
+#include "compass/workload/operator.hpp"
 
 namespace compass::model::testing {
+
+/// An operator of `kind` with global M, N, K at TP degree `tp` (bf16).
+inline workload::OperatorSpec op_of(workload::OpKind kind, std::int64_t m, std::int64_t n,
+                                    std::int64_t k, int tp) {
+  return workload::OperatorSpec{.kind = kind, .m = m, .n = n, .k = k, .tp = tp};
+}
 
 /// `n` GPUs on one switch; every GPU link carries `bw` bytes/s each way with `lat` seconds of
 /// latency. Devices: `sms` SMs, 1e12 FLOP/s bf16 peak, calibrated efficiency 0.5, 1e15 B/s

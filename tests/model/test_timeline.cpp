@@ -25,16 +25,7 @@ namespace {
 using schedule::Strategy;
 using schedule::StrategyKind;
 using workload::OpKind;
-
-workload::OperatorSpec op_of(OpKind kind, std::int64_t m, std::int64_t n, std::int64_t k, int tp) {
-  workload::OperatorSpec op;
-  op.kind = kind;
-  op.m = m;
-  op.n = n;
-  op.k = k;
-  op.tp = tp;
-  return op;
-}
+using testing::op_of;
 
 std::vector<int> first(int n) {
   std::vector<int> g(static_cast<std::size_t>(n));
