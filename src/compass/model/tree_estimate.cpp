@@ -22,29 +22,6 @@ namespace {
 // repeats the previous one bit for bit).
 constexpr int kFixedPointRounds = 8;
 
-struct Shapes {
-  std::vector<std::vector<int>> depth, parent;       // [tree][rank]
-  std::vector<std::vector<std::vector<int>>> kids;   // [tree][rank] -> children in edge order
-  std::vector<int> height;
-};
-
-Shapes shapes_of(const schedule::TreePlan& tp, int p) {
-  Shapes s;
-  for (const schedule::RankTree& t : tp.trees) {
-    s.depth.push_back(schedule::tree_depths(t, p));
-    std::vector<int> parent(p, -1);
-    std::vector<std::vector<int>> kids(p);
-    for (auto [a, b] : t.edges) {
-      parent[b] = a;
-      kids[a].push_back(b);
-    }
-    s.parent.push_back(parent);
-    s.kids.push_back(std::move(kids));
-    s.height.push_back(*std::max_element(s.depth.back().begin(), s.depth.back().end()));
-  }
-  return s;
-}
-
 // The schedule of a tree pattern as the model follows it: per rank, its compute stream's items
 // in program order; per transfer, its ends, rows, its copy engine's previous transfer and what
 // its data waits for.
@@ -89,7 +66,7 @@ std::vector<int> engine_table(const std::map<std::pair<int, int>, int>& engines,
 // rounds, pieces, engines and compute order.
 template <class Gemm, class Add>
 Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& tp,
-                   const schedule::CommPlan& plan, const Shapes& sh,
+                   const schedule::CommPlan& plan, const std::vector<schedule::TreeShape>& sh,
                    const std::vector<std::vector<schedule::TreePiece>>& pieces, const Gemm& gemm,
                    const Add& add) {
   const int p = op.tp;
@@ -120,14 +97,14 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
     PieceTable into(p, max_pieces);  // (rank, owner, piece) -> transfer
     int rounds = 0;
     for (int j = 0; j < p; ++j)
-      for (const auto& pc : pieces[j]) rounds = std::max(rounds, pc.chunk + sh.height[pc.tree]);
+      for (const auto& pc : pieces[j]) rounds = std::max(rounds, pc.chunk + sh[pc.tree].height);
     for (int rho = 0; rho < rounds; ++rho) {
       for (int j = 0; j < p; ++j)
         for (std::size_t i = 0; i < pieces[j].size(); ++i) {
           const schedule::TreePiece& pc = pieces[j][i];
           const int pi = static_cast<int>(i);
           for (auto [a, b] : tp.trees[pc.tree].edges) {
-            if (pc.chunk + sh.depth[pc.tree][b] - 1 != rho) continue;
+            if (pc.chunk + sh[pc.tree].depth[b] - 1 != rho) continue;
             Send sd{a, b, -1, -1, -1, pc.len};
             if (a != j) sd.dep_flow = into.at(a, j, pi);
             else if (root_items) sd.ready_item = last_item.at(j, j, pi);
@@ -139,7 +116,7 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
         for (std::size_t i = 0; i < pieces[j].size(); ++i) {
           const schedule::TreePiece& pc = pieces[j][i];
           for (int r = 0; r < p; ++r)
-            if (r != j && pc.chunk + sh.depth[pc.tree][r] - 1 == rho)
+            if (r != j && pc.chunk + sh[pc.tree].depth[r] - 1 == rho)
               push_item(r, Item{false, gemm(pc.len), into.at(r, j, static_cast<int>(i))});
         }
     }
@@ -154,7 +131,7 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
   // round r in program order.
   const std::vector<int> up = engine_table(schedule::tree_engines(tp, plan.copy_engines, true), p);
   auto round_of = [&](const schedule::TreePiece& pc, int v) {
-    return pc.chunk + sh.height[pc.tree] - sh.depth[pc.tree][v];
+    return pc.chunk + sh[pc.tree].height - sh[pc.tree].depth[v];
   };
   int rounds = 0;
   for (int j = 0; j < p; ++j)
@@ -177,10 +154,10 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
         const int pi = static_cast<int>(i);
         for (int v = 0; v < p; ++v) {
           if (round_of(pc, v) != rho) continue;
-          for (int u : sh.kids[pc.tree][v])
+          for (int u : sh[pc.tree].children[v])
             last_item.at(v, j, pi) = push_item(v, Item{true, add(pc.len), sent.at(u, j, pi)});
           if (v == j) continue;
-          const int to = sh.parent[pc.tree][v];
+          const int to = sh[pc.tree].parent[v];
           sent.at(v, j, pi) =
               push_send(Send{v, to, -1, last_item.at(v, j, pi), -1, pc.len}, up[v * p + to]);
         }
@@ -418,7 +395,7 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   };
   const std::int64_t rows_per_root = ag ? op.m / p : (op.m + p - 1) / p;
   const int chunks = schedule::tree_chunks(tp, static_cast<double>(rows_per_root) * row_bytes);
-  const Shapes sh = shapes_of(tp, p);
+  const std::vector<schedule::TreeShape> sh = schedule::tree_shapes(tp, p);
   std::vector<std::vector<schedule::TreePiece>> pieces(p);
   for (int j = 0; j < p; ++j)
     pieces[j] = schedule::tree_pieces(tp, j, ag ? op.m / p : chunk_rows(j), chunks);

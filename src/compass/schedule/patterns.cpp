@@ -33,11 +33,8 @@ int tree_chunks(const TreePlan& plan, double shard_bytes) {
   // Trees of depth 1 forward nothing: pipelining has nothing to overlap, chunks only add
   // transfers.
   int height = 0;
-  for (const RankTree& t : plan.trees) {
-    const int p = static_cast<int>(t.edges.size()) + 1;
-    const std::vector<int> d = tree_depths(t, p);
-    height = std::max(height, *std::max_element(d.begin(), d.end()));
-  }
+  for (const RankTree& t : plan.trees)
+    height = std::max(height, tree_shape(t, static_cast<int>(t.edges.size()) + 1).height);
   if (height <= 1) return 1;
   const double c = std::round(shard_bytes / kTreeChunkBytes);
   return static_cast<int>(std::clamp(c, 1.0, static_cast<double>(kTreeMaxChunks)));
@@ -77,11 +74,25 @@ Result<TreePlan> tree_plan_from(const hardware::TreePattern& t, const std::vecto
   return plan;
 }
 
-std::vector<int> tree_depths(const RankTree& t, int p) {
-  std::vector<int> depth(static_cast<std::size_t>(p), -1);
-  depth[t.root] = 0;
-  for (auto [a, b] : t.edges) depth[b] = depth[a] + 1;
-  return depth;
+TreeShape tree_shape(const RankTree& t, int p) {
+  const auto n = static_cast<std::size_t>(p);
+  TreeShape s{std::vector<int>(n, -1), std::vector<int>(n, -1), std::vector<std::vector<int>>(n),
+              0};
+  s.depth[t.root] = 0;
+  for (auto [a, b] : t.edges) {
+    s.depth[b] = s.depth[a] + 1;
+    s.parent[b] = a;
+    s.children[a].push_back(b);
+    s.height = std::max(s.height, s.depth[b]);
+  }
+  return s;
+}
+
+std::vector<TreeShape> tree_shapes(const TreePlan& plan, int p) {
+  std::vector<TreeShape> out;
+  out.reserve(plan.trees.size());
+  for (const RankTree& t : plan.trees) out.push_back(tree_shape(t, p));
+  return out;
 }
 
 std::map<std::pair<int, int>, int> tree_engines(const TreePlan& plan, int engines, bool up) {
@@ -127,26 +138,6 @@ struct Piece {
   int chunk = 0;
   Rows rows;
 };
-
-// Per tree: depth and parent of every rank, children lists and height.
-struct TreeShape {
-  std::vector<int> depth, parent;
-  std::vector<std::vector<int>> children;
-  int height = 0;
-};
-
-TreeShape shape_of(const RankTree& t, int p) {
-  TreeShape s{std::vector<int>(p, -1), std::vector<int>(p, -1),
-              std::vector<std::vector<int>>(p), 0};
-  s.depth[t.root] = 0;
-  for (auto [a, b] : t.edges) {
-    s.depth[b] = s.depth[a] + 1;
-    s.parent[b] = a;
-    s.children[a].push_back(b);
-    s.height = std::max(s.height, s.depth[b]);
-  }
-  return s;
-}
 
 std::vector<Piece> pieces_of(const TreePlan& plan, int root, std::int64_t len, int chunks) {
   std::vector<Piece> out;
@@ -312,9 +303,14 @@ void tree_pattern_graph(Builder& b, const workload::OperatorSpec& op, const Tree
   const double cols = op.kind == OpKind::ag_gemm ? op.k : op.n;
   const double shard_bytes =
       static_cast<double>((op.m + p - 1) / p) * cols * dtype_bytes(op.dtype);
-  Graph g{b,  op, plan, p, tree_chunks(plan, shard_bytes), {}, tree_engines(plan, engines, false),
+  Graph g{b,
+          op,
+          plan,
+          p,
+          tree_chunks(plan, shard_bytes),
+          tree_shapes(plan, p),
+          tree_engines(plan, engines, false),
           tree_engines(plan, engines, true)};
-  for (const RankTree& t : plan.trees) g.shapes.push_back(shape_of(t, p));
   if (op.kind == OpKind::ag_gemm) {
     ag_graph(g, gemms);
   } else if (p == 1) {

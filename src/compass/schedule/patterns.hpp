@@ -34,8 +34,20 @@ std::vector<TreePiece> tree_pieces(const TreePlan& plan, int root, std::int64_t 
 /// (reduce-scatter sends go child -> parent).
 std::map<std::pair<int, int>, int> tree_engines(const TreePlan& plan, int engines, bool up);
 
-/// Depth (edges from the root) of every rank in tree `t` of p ranks.
-std::vector<int> tree_depths(const RankTree& t, int p);
+/// The shape of one tree over p ranks, indexed by rank: its depth (edges from the root; -1 for
+/// a rank the tree does not reach), its parent (-1 for the root and unreached ranks) and its
+/// children in edge order; height is the largest depth.
+struct TreeShape {
+  std::vector<int> depth, parent;
+  std::vector<std::vector<int>> children;
+  int height = 0;
+};
+
+/// The shape of tree `t` over p ranks.
+TreeShape tree_shape(const RankTree& t, int p);
+
+/// tree_shape of every tree of `plan` over p ranks, in plan order.
+std::vector<TreeShape> tree_shapes(const TreePlan& plan, int p);
 
 /// A hardware pattern (GPU ordinals) in rank numbers (rank i runs on gpus[i]); the error names
 /// a GPU outside the group or a malformed tree.
