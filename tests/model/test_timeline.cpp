@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <string>
@@ -107,6 +108,17 @@ std::map<std::string, std::vector<Row>> check_against(const ModelKnobs& knobs,
                 "estimate %.4g s)\n",
                 strategy.c_str(), rel.size(), 100 * median, 100 * p90,
                 100 * rel.back(), worst->where.c_str(), worst->timeline_s, worst->estimate_s);
+    if (const char* env = std::getenv("COMPASS_TIMELINE_WORST")) {
+      std::vector<const Row*> sorted;
+      for (const Row& r : list) sorted.push_back(&r);
+      std::sort(sorted.begin(), sorted.end(),
+                [](const Row* a, const Row* b) { return a->rel() > b->rel(); });
+      const std::size_t shown = std::min(sorted.size(), static_cast<std::size_t>(std::atoi(env)));
+      for (std::size_t i = 0; i < shown; ++i)
+        std::printf("    %+7.3f%%  %s\n",
+                    100 * (sorted[i]->estimate_s - sorted[i]->timeline_s) / sorted[i]->timeline_s,
+                    sorted[i]->where.c_str());
+    }
     const auto b = bounds.find(strategy);
     if (b == bounds.end()) {
       ADD_FAILURE() << "no bound for " << strategy;
@@ -139,17 +151,33 @@ TEST(Timeline, RingAllGatherByHand) {
     for (int d : task.deps) EXPECT_GE(t->start_s[task.id], t->end_s[d]);
 }
 
+// The fused reduce-scatter rings (gemm_rs, and gemm_ar with its all-gather) follow the schedule's
+// timeline within 1% in every row: the estimate iterates its releases to the fixed point, queues
+// both lanes on one copy engine when a rank has only one, charges the schedule's launches and
+// slows GEMMs and transfers by the timeline's rules.
+void expect_rs_rings_agree(const std::map<std::string, std::vector<Row>>& rows) {
+  for (const char* strategy : {"fuse:ring", "fuse:double-ring"}) {
+    for (const Row& r : rows.at(strategy)) {
+      if (r.kind != OpKind::ag_gemm) {
+        EXPECT_LE(r.rel(), 0.01) << r.where;
+      }
+    }
+  }
+}
+
 // The estimate plan and sweep use, against the timeline with the same interference and overheads.
 TEST(Timeline, OracleAgreesWithTheEstimate) {
-  check_against(ModelKnobs{}, {
-                                  {"sequential", {0.01, 0.01, 0.02}},
-                                  {"decompose:d", {0.015, 0.04, 0.055}},
-                                  {"fuse:all2all", {0.025, 0.045, 0.095}},
-                                  {"fuse:ring", {0.01, 0.035, 0.045}},
-                                  {"fuse:double-ring", {0.02, 0.06, 0.15}},
-                                  {"fuse:hier", {0.01, 0.01, 0.01}},
-                                  {"fuse:synth", {0.01, 0.01, 0.11}},
-                              });
+  const auto rows = check_against(ModelKnobs{},
+                                 {
+                                     {"sequential", {0.01, 0.01, 0.02}},
+                                     {"decompose:d", {0.015, 0.04, 0.055}},
+                                     {"fuse:all2all", {0.025, 0.045, 0.095}},
+                                     {"fuse:ring", {0.01, 0.02, 0.045}},
+                                     {"fuse:double-ring", {0.01, 0.025, 0.14}},
+                                     {"fuse:hier", {0.01, 0.01, 0.01}},
+                                     {"fuse:synth", {0.01, 0.01, 0.11}},
+                                 });
+  expect_rs_rings_agree(rows);
 }
 
 // Without interference and fixed overheads: what is left is the pattern, the sharing of links
@@ -160,21 +188,12 @@ TEST(Timeline, OracleAgreesWithTheBareEstimate) {
                                      {"sequential", {0.01, 0.01, 0.025}},
                                      {"decompose:d", {0.01, 0.01, 0.03}},
                                      {"fuse:all2all", {0.01, 0.01, 0.06}},
-                                     {"fuse:ring", {0.01, 0.01, 0.03}},
-                                     {"fuse:double-ring", {0.01, 0.035, 0.18}},
+                                     {"fuse:ring", {0.01, 0.01, 0.01}},
+                                     {"fuse:double-ring", {0.01, 0.01, 0.18}},
                                      {"fuse:hier", {0.01, 0.01, 0.01}},
                                      {"fuse:synth", {0.01, 0.01, 0.12}},
                                  });
-  // The fused reduce-scatter rings follow the schedule's timeline within 1% (the estimate
-  // iterates its releases to the fixed point, and queues both lanes on one copy engine when
-  // a rank has only one).
-  for (const char* strategy : {"fuse:ring", "fuse:double-ring"}) {
-    for (const Row& r : rows.at(strategy)) {
-      if (r.kind == OpKind::gemm_rs) {
-        EXPECT_LE(r.rel(), 0.01) << r.where;
-      }
-    }
-  }
+  expect_rs_rings_agree(rows);
 }
 
 }  // namespace

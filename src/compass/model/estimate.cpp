@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <numeric>
 #include <tuple>
 #include <utility>
@@ -455,6 +456,13 @@ Outcome fused_ag_all2all(const Ctx& c) {
   return o;
 }
 
+// Whether one of `gemms` (ascending, disjoint) is under way at `t`.
+bool computing_at(const std::vector<Window>& gemms, double t) {
+  const auto it = std::upper_bound(gemms.begin(), gemms.end(), t,
+                                   [](double x, const Window& w) { return x < w.from; });
+  return it != gemms.begin() && t < std::prev(it)->until;
+}
+
 // ---- IntraFusion, GEMM-RS (and the reduce-scatter half of GEMM-AR) ---------------------------
 
 // Ring reduce-scatter fused with the GEMM (one ring, or a double ring with half of every chunk
@@ -497,9 +505,16 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
   // releases (max-min, one copy engine per lane), and the two are iterated to a fixed point.
   const int steps = p - 1;
   auto fid = [&](int k, int h, int q) { return (k * lanes + h) * p + q; };
-  std::vector<double> finish(static_cast<std::size_t>(std::max(0, steps * lanes * p)), 0);
+  // GEMM-AR: the all-gather follows in the same pattern; flow (k, h, q) of it forwards chunk
+  // half h on ring h at step k, each rank as soon as its own chunk is reduced (k = 0) or the
+  // half arrived (k > 0), behind its reduce-scatter transfers on the same copy engine.
+  const bool ar = c.op.kind == OpKind::gemm_ar && p > 1;
+  const int rs_flows = std::max(0, steps * lanes * p);
+  auto gid = [&](int k, int h, int q) { return rs_flows + fid(k, h, q); };
+  std::vector<double> finish(static_cast<std::size_t>(ar ? 2 * rs_flows : rs_flows), 0);
+  std::vector<double> ag_ready(static_cast<std::size_t>(lanes * p), 0);  // [h * p + q]
   std::vector<double> release(finish.size(), 0);
-  std::vector<double> t(p, c.launch);
+  std::vector<double> t(p, 0.0);
   // The same for every rank and step: computed once (gemm_compute_s is the costly part).
   const double chunk_gemm = c.fused_chunk(chunk_rows, s.n, s.k);
   double lane_gemm[2] = {0, 0}, lane_add[2] = {0, 0};
@@ -509,34 +524,61 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
   }
   // With one copy engine both lanes queue on it (lane 0's transfer, then lane 1's, per step).
   const bool shared = double_ring && c.lanes_share_engine();
+  // The transfer that must finish before (k, h, q) starts on its copy engine, or -1.
+  auto after_of = [&](int k, int h, int q) {
+    if (!shared) return k > 0 ? fid(k - 1, h, q) : -1;
+    return h == 1 ? fid(k, 0, q) : (k > 0 ? fid(k - 1, 1, q) : -1);
+  };
+  auto ag_after_of = [&](int k, int h, int q) {
+    if (!shared) return k > 0 ? gid(k - 1, h, q) : fid(steps - 1, h, q);
+    return h == 1 ? gid(k, 0, q) : (k > 0 ? gid(k - 1, 1, q) : fid(steps - 1, 1, q));
+  };
+  // Per rank: the windows in which its copy engines move data (its transfers from their bytes'
+  // start to their landing), ascending by start; its GEMMs advance at 1/fg inside them (the
+  // proportional rule, as the schedule's timeline and the simulator apply it).
+  std::vector<std::vector<Window>> busy(p);
+  // Per rank: when its GEMMs compute (after their launch or flag wait), in order.
+  std::vector<std::vector<Window>> computing(p);
   auto recurrence = [&](bool first_guess) {
-    std::vector<std::vector<double>> free_at(2, std::vector<double>(p, 0));
-    std::fill(t.begin(), t.end(), c.launch);
+    for (std::vector<Window>& b : busy) b.clear();
+    for (std::vector<Window>& g : computing) g.clear();
+    std::fill(t.begin(), t.end(), 0.0);
     o.compute_s = 0;
     for (int k = 0; k < p; ++k) {
       const bool last = k + 1 == p;
       for (int q = 0; q < p; ++q) {
         double& tq = t[q];
-        auto work = [&](double w, bool beside_comm) {
+        // A fused kernel: its first GEMM pays the launch, each later one a flag wait.
+        auto work = [&](double w, bool first) {
           if (q == 0) o.compute_s += w;
-          tq += w * (beside_comm ? c.fg : 1.0);
+          const double from = tq + (first ? c.launch : c.flag_wait);
+          tq = slowed_end(from, w, busy[q], c.fg);
+          computing[q].push_back(Window{from, tq});
         };
-        if (last) work(chunk_gemm, k >= 1);
+        if (last) work(chunk_gemm, k == 0);
         for (int h = 0; h < lanes; ++h) {
-          if (!last) work(lane_gemm[h], k >= 1);
+          if (!last) work(lane_gemm[h], k == 0 && h == 0);
           if (k >= 1) {
             const int from = rank_at[h][(pos[h][q] + p - 1) % p];
             tq = std::max(tq, finish[fid(k - 1, h, from)]) + c.flag_wait;
             if (q == 0) o.compute_s += lane_add[h];
             tq += lane_add[h];
+            if (last) ag_ready[static_cast<std::size_t>(h * p + q)] = tq;
           }
           if (!last) {
-            release[fid(k, h, q)] = tq;
-            if (first_guess) {
-              const int e = shared ? 0 : h;
-              const double start = std::max(tq, free_at[e][q]);
-              free_at[e][q] = start + c.copy_issue + edge[h][pos[h][q]] * c.fc;
-              finish[fid(k, h, q)] = free_at[e][q];
+            const int f = fid(k, h, q);
+            release[f] = tq;
+            const int a = after_of(k, h, q);
+            const double bytes_from = std::max(tq, a >= 0 ? finish[a] : 0.0) + c.copy_issue;
+            if (first_guess) finish[f] = bytes_from + edge[h][pos[h][q]] * c.fc;
+            if (c.fg != 1.0) {
+              std::vector<Window>& b = busy[q];
+              const Window w{bytes_from, std::max(bytes_from, finish[f])};
+              b.insert(std::upper_bound(b.begin(), b.end(), w,
+                                        [](const Window& x, const Window& y) {
+                                          return x.from < y.from;
+                                        }),
+                       w);
             }
           }
         }
@@ -544,6 +586,23 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
     }
   };
   recurrence(true);
+  // Rank q's transfer of lane h to rank `to`, ready at `ready`, behind flow `after` on its copy
+  // engine. Beside a GEMM (one computing on either end as its bytes start) a transfer holds its
+  // share longer: its bytes count fc times.
+  auto ring_flow = [&](int q, int to, int h, double ready, int after) {
+    TimedFlow f;
+    f.src = c.gpus[q];
+    f.dst = c.gpus[to];
+    f.release_s = ready + c.copy_issue;
+    f.after = after;
+    f.gap_s = c.copy_issue;
+    const double bytes_from =
+        std::max(f.release_s, after >= 0 ? finish[after] + c.copy_issue : 0.0);
+    const bool beside =
+        computing_at(computing[q], bytes_from) || computing_at(computing[to], bytes_from);
+    f.bytes = static_cast<double>(lane_rows[h]) * c.op.n * c.e * (beside ? c.fc : 1.0);
+    return f;
+  };
   std::vector<TimedFlow> flows, previous;
   // Iterated to the fixed point: a release depends only on earlier finishes, so the rounds
   // settle one event after another (the timeline oracle's grid needs up to
@@ -554,19 +613,19 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
     for (int k = 0; k < steps; ++k)
       for (int h = 0; h < lanes; ++h)
         for (int q = 0; q < p; ++q) {
-          TimedFlow& f = flows[fid(k, h, q)];
-          f.src = c.gpus[q];
-          f.dst = c.gpus[rank_at[h][(pos[h][q] + 1) % p]];
-          // Beside a GEMM a transfer holds its share longer: its bytes count fc times.
-          f.bytes = static_cast<double>(lane_rows[h]) * c.op.n * c.e * c.fc;
-          f.release_s = release[fid(k, h, q)] + c.copy_issue;
-          if (!shared) {
-            f.after = k > 0 ? fid(k - 1, h, q) : -1;
-          } else {
-            f.after = h == 1 ? fid(k, 0, q) : (k > 0 ? fid(k - 1, 1, q) : -1);
-          }
-          f.gap_s = c.copy_issue;
+          const int to = rank_at[h][(pos[h][q] + 1) % p];
+          flows[fid(k, h, q)] = ring_flow(q, to, h, release[fid(k, h, q)], after_of(k, h, q));
         }
+    if (ar)
+      for (int k = 0; k < steps; ++k)
+        for (int h = 0; h < lanes; ++h)
+          for (int q = 0; q < p; ++q) {
+            const int from = rank_at[h][(pos[h][q] + p - 1) % p];
+            const double ready = k == 0 ? ag_ready[static_cast<std::size_t>(h * p + q)]
+                                        : finish[gid(k - 1, h, from)];
+            flows[gid(k, h, q)] =
+                ring_flow(q, rank_at[h][(pos[h][q] + 1) % p], h, ready, ag_after_of(k, h, q));
+          }
     // Converged: the same flows give the same finishes, and the recurrence then gives the same
     // releases, so every later round would repeat this one bit for bit.
     if (iter > 0 && same_timed_flows(flows, previous)) break;
@@ -575,6 +634,7 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
     std::swap(flows, previous);
   }
   o.total_s = *std::max_element(t.begin(), t.end());
+  if (ar) o.total_s = std::max(o.total_s, *std::max_element(finish.begin(), finish.end()));
   o.comm_s = (p - 1) * st.time_s;
   o.bottleneck = st.bottleneck;
   return o;
@@ -622,17 +682,13 @@ Outcome fused_ar(const Ctx& c, StrategyKind kind) {
     const std::vector<double> fin = all2all_pushes(c, chunk_bytes, nullptr);
     alone = *std::max_element(fin.begin(), fin.end());
     ag = alone;
+    o.total_s += ag;
   } else {
+    // The rings' all-gather is part of fused_rs_ring's timeline (each rank forwards its chunk
+    // as soon as it is reduced).
     const bool dr = kind == StrategyKind::fuse_double_ring;
-    const StepTime st = dr ? c.dring_step(chunk_bytes / 2) : c.ring_step(chunk_bytes);
-    ag = (c.p - 1) * (st.time_s + c.copy_issue);
-    if (dr && c.lanes_share_engine()) {
-      // Nothing left to overlap: no slowdown (the bytes count once).
-      ag = (c.p - 1) * c.dring_step_on_engines(chunk_bytes / 2, chunk_bytes / 2).second;
-    }
-    alone = (c.p - 1) * st.time_s;
+    alone = (c.p - 1) * (dr ? c.dring_step(chunk_bytes / 2) : c.ring_step(chunk_bytes)).time_s;
   }
-  o.total_s += ag;
   o.comm_s += alone;
   return o;
 }
