@@ -13,6 +13,7 @@
 #include "compass/hardware/flows.hpp"
 #include "compass/hardware/profile.hpp"
 #include "compass/model/caches.hpp"
+#include "compass/model/comm_model.hpp"
 
 namespace compass::model::detail {
 
@@ -72,6 +73,27 @@ struct TreeMemo {
   std::size_t words = 0;  // words the two tables' keys hold
 };
 
+/// The last event loop of run_released_flows (comm_model.cpp), kept so that the next run can
+/// start from the state of the last event that no changed input reaches: the rounds of a fixed
+/// point differ from the previous round only in some releases and sizes. Iteration k's entries
+/// describe the state at its start.
+struct ReleasedTrace {
+  bool valid = false;  // a whole run is recorded
+  // Its inputs: the flows, the capacities and the paths and latencies derived from them.
+  std::vector<TimedFlow> flows;
+  std::vector<double> cap, latency;
+  hardware::sharing::FlatPaths paths;
+  // Per flow: its finish, and the iterations in which it was released and finished.
+  std::vector<double> finish;
+  std::vector<int> released_at, finished_at;
+  // Per iteration: the time, the least release time it read (see resumable), and the
+  // remaining bytes of its active flows (snap_ids, snap_left from snap_begin[k]).
+  std::vector<double> now, bound;
+  std::vector<std::size_t> snap_begin;
+  std::vector<int> snap_ids;
+  std::vector<double> snap_left;
+};
+
 /// Buffers of run_released_flows, kept so the planner's event loops do not allocate.
 struct ReleasedWorkspace {
   hardware::sharing::FlatPaths paths;
@@ -81,6 +103,7 @@ struct ReleasedWorkspace {
   std::vector<int> next_of, first_next;      // flows waiting for flow i: linked list
   std::vector<std::pair<double, int>> heap;  // (release, index) of known, not yet released flows
   std::vector<std::uint64_t> key;
+  ReleasedTrace trace;
 };
 
 struct CacheTables {

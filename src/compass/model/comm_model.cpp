@@ -151,20 +151,75 @@ StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int
 
 namespace {
 
+using detail::ReleasedTrace;
 using detail::ReleasedWorkspace;
 
 using detail::key_bits;
+
+constexpr int kNever = std::numeric_limits<int>::max();  // no such iteration in the trace
+
+bool same_bits(double a, double b) { return key_bits(a) == key_bits(b); }
+
+// How many leading iterations of the trace's run a run of `flows` repeats exactly (0 when the
+// trace is of another set of routes). Flows may differ from the traced ones only in bytes and
+// release time. Such a changed flow is read first when it is released, so at the earlier of
+// the two release times the runs give it (its predecessor finishes at the same time in both
+// runs as long as they agree); and iteration k reads no release time beyond bound[k] (the
+// releases up to now + 1e-15 and the next one after them). The iterations whose bound lies
+// below every changed flow's earliest release read nothing that changed.
+std::size_t resumable(const std::vector<double>& cap, const std::vector<TimedFlow>& flows,
+                      const ReleasedWorkspace& ws) {
+  const ReleasedTrace& tr = ws.trace;
+  const std::size_t n = flows.size();
+  if (!tr.valid || tr.flows.size() != n || tr.cap.size() != cap.size() ||
+      tr.paths.offset != ws.paths.offset || tr.paths.dirs != ws.paths.dirs)
+    return 0;
+  for (std::size_t d = 0; d < cap.size(); ++d)
+    if (!same_bits(tr.cap[d], cap[d])) return 0;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double first_read = kInf;
+  const auto lower = [&](double t) {
+    if (t < first_read) first_read = t;  // a release that never comes (NaN) is never read
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const TimedFlow& was = tr.flows[i];
+    const TimedFlow& f = flows[i];
+    if (was.src != f.src || was.dst != f.dst || was.after != f.after ||
+        !same_bits(was.gap_s, f.gap_s) || !same_bits(tr.latency[i], ws.latency[i]))
+      return 0;
+    if (same_bits(was.bytes, f.bytes) && same_bits(was.release_s, f.release_s)) continue;
+    if (f.after < 0) {
+      lower(was.release_s);
+      lower(f.release_s);
+    } else {
+      const double before = tr.finish[f.after];
+      lower(std::max(was.release_s, before + was.gap_s));
+      lower(std::max(f.release_s, before + f.gap_s));
+    }
+  }
+  std::size_t k = 0;
+  while (k < tr.bound.size() && tr.bound[k] < first_read) ++k;
+  return k;
+}
 
 // The event loop of the straightforward version (each event: scan every flow for releases,
 // max-min over all flows, scan every flow for dt and progress) with the same arithmetic in the
 // same order, but bookkeeping that touches only what changes: a heap of known release times,
 // the ascending list of active flows, and max-min re-computed only where flows came or went
 // (hardware::sharing::IncrementalMaxmin, bit-identical to maxmin over all flows with these
-// active). Reads ws.paths and ws.latency.
+// active). Reads ws.paths and ws.latency. The run is recorded in ws.trace, and a run that
+// repeats the traced one's first iterations (resumable) starts from the state after them: the
+// finished flows with their finishes, the released ones with their remaining bytes, the known
+// releases of the rest (max-min rates depend only on the active set, so they are re-computed
+// from it).
 std::vector<double> released_events(const std::vector<double>& cap,
                                     const std::vector<TimedFlow>& flows, ReleasedWorkspace& ws) {
   const std::size_t n = flows.size();
   constexpr double kInf = std::numeric_limits<double>::infinity();
+  ReleasedTrace& tr = ws.trace;
+  const std::size_t resume = resumable(cap, flows, ws);
+  if (resume > 0 && resume == tr.bound.size()) return tr.finish;  // the same flows, bit for bit
+  tr.valid = false;
   std::vector<double> finish(n, kInf);
   ws.remaining.resize(n);
   ws.sharing.reset(cap, ws.paths);
@@ -190,22 +245,73 @@ std::vector<double> released_events(const std::vector<double>& cap,
     ws.heap.emplace_back(rel, i);
     std::push_heap(ws.heap.begin(), ws.heap.end(), later);
   };
+  int iteration = 0;
   const auto finished = [&](int i, double at_s) {
     finish[i] = at_s;
+    tr.finished_at[i] = iteration;
     for (int j = ws.first_next[i]; j >= 0; j = ws.next_of[j])
       known(j, std::max(flows[j].release_s, finish[i] + flows[j].gap_s));
   };
-  for (std::size_t i = 0; i < n; ++i)
-    if (flows[i].after < 0) known(static_cast<int>(i), flows[i].release_s);
   double now = 0;
   std::size_t left = n;
-  for (std::size_t guard = 0; left > 0 && guard < 8 * n + 8; ++guard) {
+  if (resume == 0) {
+    tr.released_at.assign(n, kNever);
+    tr.finished_at.assign(n, kNever);
+    tr.now.clear();
+    tr.bound.clear();
+    tr.snap_begin.clear();
+    tr.snap_ids.clear();
+    tr.snap_left.clear();
+    for (std::size_t i = 0; i < n; ++i)
+      if (flows[i].after < 0) known(static_cast<int>(i), flows[i].release_s);
+  } else {
+    // The state at the start of iteration `resume`, which both runs reach alike.
+    const int at = static_cast<int>(resume);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (tr.finished_at[i] < at) {
+        finish[i] = tr.finish[i];
+        --left;
+      } else {
+        tr.finished_at[i] = kNever;
+      }
+      if (tr.released_at[i] >= at) tr.released_at[i] = kNever;
+    }
+    const std::size_t snap_end =
+        resume + 1 < tr.snap_begin.size() ? tr.snap_begin[resume + 1] : tr.snap_ids.size();
+    for (std::size_t s = tr.snap_begin[resume]; s < snap_end; ++s) {
+      ws.remaining[tr.snap_ids[s]] = tr.snap_left[s];
+      ws.sharing.add(tr.snap_ids[s]);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (tr.released_at[i] != kNever) continue;
+      const int a = flows[i].after;
+      if (a < 0)
+        known(static_cast<int>(i), flows[i].release_s);
+      else if (tr.finished_at[a] != kNever)
+        known(static_cast<int>(i), std::max(flows[i].release_s, finish[a] + flows[i].gap_s));
+    }
+    now = tr.now[resume];
+    tr.now.resize(resume);
+    tr.bound.resize(resume);
+    tr.snap_ids.resize(tr.snap_begin[resume]);
+    tr.snap_left.resize(tr.snap_begin[resume]);
+    tr.snap_begin.resize(resume);
+  }
+  for (std::size_t guard = resume; left > 0 && guard < 8 * n + 8; ++guard) {
+    iteration = static_cast<int>(guard);
+    tr.now.push_back(now);
+    tr.snap_begin.push_back(tr.snap_ids.size());
+    for (int i : active) {
+      tr.snap_ids.push_back(i);
+      tr.snap_left.push_back(ws.remaining[i]);
+    }
     // Releases up to now (and what a flow that moves nothing releases at once).
     bool nothing_moved = false;
     while (!ws.heap.empty() && ws.heap.front().first <= now + 1e-15) {
       std::pop_heap(ws.heap.begin(), ws.heap.end(), later);
       const auto [rel, i] = ws.heap.back();
       ws.heap.pop_back();
+      tr.released_at[i] = iteration;
       if (flows[i].src == flows[i].dst || flows[i].bytes <= 0) {
         // Moves nothing: finishes the moment it is released (may release a successor).
         finished(i, std::max(now, rel));
@@ -215,6 +321,7 @@ std::vector<double> released_events(const std::vector<double>& cap,
       }
       ws.sharing.add(i);
     }
+    tr.bound.push_back(std::max(now + 1e-15, ws.heap.empty() ? -kInf : ws.heap.front().first));
     const double next_release = nothing_moved     ? now
                                 : ws.heap.empty() ? kInf
                                                   : ws.heap.front().first;
@@ -246,6 +353,12 @@ std::vector<double> released_events(const std::vector<double>& cap,
     }
   }
   COMPASS_CHECK(left == 0, "{} flows never finished", left);
+  tr.flows = flows;
+  tr.cap = cap;
+  tr.latency = ws.latency;
+  tr.paths = ws.paths;
+  tr.finish = finish;
+  tr.valid = true;
   return finish;
 }
 
