@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses (clang, libFuzzer + ASan + UBSan, the `fuzz` CMake preset in
-# build/fuzz) and runs each for a bounded time on its seed corpus: fuzz/corpus/<name> in the
+# Builds the libFuzzer harnesses (clang, libFuzzer + ASan + UBSan, the `asan` CMake preset in
+# build/asan) and runs each for a bounded time on its seed corpus: fuzz/corpus/<name> in the
 # repository, plus (for the profile loader) seeds generated from the presets. Exits non-zero
 # when a fuzzer finds a crash, leak, hang or sanitizer report.
 # Usage: tools/run-fuzz.sh [seconds-per-harness] [harness...]
@@ -30,14 +30,14 @@ for tool in clang clang++ cmake ninja; do
   command -v "$tool" >/dev/null 2>&1 || { echo "run-fuzz: $tool not found (run tools/setup.sh)" >&2; exit 2; }
 done
 
-build="$PWD/build/fuzz"  # absolute: the CLI harness runs in a directory of its own
-# Instrument the libraries too (not only the harness), so coverage guides the fuzzer into the
-# loaders and the sanitizers check them; the harness targets add -fsanitize=fuzzer themselves.
-flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
+# The `asan` preset (clang; ASan, UBSan and libFuzzer coverage in every library, so coverage guides
+# the fuzzer into the loaders and the sanitizers check them) builds the harnesses next to the
+# sanitized test suite of tools/sanitize.sh; the harness targets add -fsanitize=fuzzer themselves.
+build="$PWD/build/asan"  # absolute: the CLI harness runs in a directory of its own
 launcher=()
 command -v ccache >/dev/null 2>&1 &&
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-cmake --preset fuzz -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" "${launcher[@]}" >/dev/null
+cmake --preset asan "${launcher[@]}" >/dev/null
 cmake --build "$build" --target "${targets[@]}" -- -j"${JOBS:-$(nproc)}" \
   | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
 

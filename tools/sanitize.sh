@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the test suite with AddressSanitizer and UndefinedBehaviorSanitizer (the `asan` CMake
-# preset, build/asan: no CUDA, no SimGrid, no benchmarks) and runs it. Any sanitizer report
+# preset, build/asan: clang, no CUDA, no SimGrid, no benchmarks; tools/run-fuzz.sh builds its
+# harnesses on the same instrumented libraries) and runs it. Any sanitizer report
 # fails its test (halt_on_error), so the script exits non-zero.
 # Usage: tools/sanitize.sh [layer...]
 #   no arguments: every test executable (the CLI too), through ctest; with layers (core hardware
