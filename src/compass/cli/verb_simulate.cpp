@@ -31,7 +31,7 @@ namespace sim = backends::sim;
 // The decomposition degree `--strategy all` uses: TransformerEngine's default 4 when it divides
 // the rows each rank owns, else the largest smaller one that does.
 int default_parts(const workload::OperatorSpec& op) {
-  const std::int64_t rows = op.m / op.tp;
+  const std::int64_t rows = workload::shard_rows(op);
   for (int d : {4, 3, 2})
     if (rows % d == 0) return d;
   return 1;

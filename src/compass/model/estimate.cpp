@@ -32,10 +32,6 @@ using hardware::Window;
 using schedule::StrategyKind;
 using workload::OpKind;
 
-std::int64_t rows_per_rank(const workload::OperatorSpec& op) {
-  return op.kind == OpKind::gemm_ar ? op.m : op.m / op.tp;
-}
-
 namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -321,7 +317,7 @@ double fused_compute(const Ctx& c, const std::vector<double>& arrivals,
 
 Outcome fused_ag_ring(const Ctx& c, bool double_ring) {
   Outcome o;
-  const std::int64_t shard_rows = c.op.m / c.p;
+  const std::int64_t shard_rows = workload::shard_rows(c.op);
   const double shard_bytes = static_cast<double>(shard_rows) * c.op.k * c.e;
   const StepTime st = double_ring ? c.dring_step(shard_bytes / 2) : c.ring_step(shard_bytes);
   // Beside the GEMM each transfer's bytes count fc times (latency does not), as simulated.
@@ -429,7 +425,7 @@ void all2all_congestion(const Ctx& c, double block, Outcome* o) {
 
 Outcome fused_ag_all2all(const Ctx& c) {
   Outcome o;
-  const std::int64_t shard_rows = c.op.m / c.p;
+  const std::int64_t shard_rows = workload::shard_rows(c.op);
   const double shard_bytes = static_cast<double>(shard_rows) * c.op.k * c.e;
   // Comm slowed beside the GEMM: the same as proportionally more bytes.
   const std::vector<double> fin =
@@ -477,7 +473,7 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
   Outcome o;
   const workload::GemmShape s = workload::local_gemm(c.op);
   const int p = c.p;
-  const std::int64_t chunk_rows = ceil_div(c.op.m, p);
+  const std::int64_t chunk_rows = workload::max_row_share(c.op);
   const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
   const int lanes = double_ring ? 2 : 1;
   const std::int64_t half = double_ring ? ceil_div(chunk_rows, 2) : chunk_rows;
@@ -646,7 +642,7 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
 Outcome fused_rs_all2all(const Ctx& c) {
   Outcome o;
   const workload::GemmShape s = workload::local_gemm(c.op);
-  const std::int64_t chunk_rows = ceil_div(c.op.m, c.p);
+  const std::int64_t chunk_rows = workload::max_row_share(c.op);
   const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
   const double g = c.fused_chunk(chunk_rows, s.n, s.k);
   const double g_f = g * (c.p > 1 ? c.fg : 1.0) + c.flag_wait;
@@ -675,7 +671,7 @@ Outcome fused_ar(const Ctx& c, StrategyKind kind) {
                   ? fused_rs_all2all(c)
                   : fused_rs_ring(c, kind == StrategyKind::fuse_double_ring);
   if (c.p <= 1) return o;
-  const std::int64_t chunk_rows = ceil_div(c.op.m, c.p);
+  const std::int64_t chunk_rows = workload::max_row_share(c.op);
   const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
   double ag = 0, alone = 0;
   if (kind == StrategyKind::fuse_all2all) {
@@ -751,7 +747,7 @@ Status check_inputs(const hardware::Profile& p, const workload::OperatorSpec& op
       return make_error("comm plan: {}: {}", schedule::to_string(strategy), st.error().message);
   }
   if (strategy.kind == StrategyKind::decompose) {
-    const std::int64_t rows = rows_per_rank(op);
+    const std::int64_t rows = workload::rows_per_rank(op);
     if (strategy.parts < 1 || rows % strategy.parts != 0)
       return make_error("decompose:{}: the parts must divide the {} rows each rank owns",
                         strategy.parts, rows);
@@ -814,13 +810,13 @@ Result<std::vector<std::string>> all2all_congested_links(const hardware::Profile
   if (c.p <= 1) return std::vector<std::string>{};
   const double cols = op.kind == OpKind::ag_gemm ? op.k : op.n;
   Outcome o;
-  all2all_congestion(c, static_cast<double>(ceil_div(op.m, c.p)) * cols * c.e, &o);
+  all2all_congestion(c, static_cast<double>(workload::max_row_share(op)) * cols * c.e, &o);
   return o.congested;
 }
 
 DecomposeParts decompose_parts(const hardware::Profile& p, const workload::OperatorSpec& op,
                                int d, const schedule::CommPlan& plan, Caches& caches) {
-  COMPASS_CHECK(d >= 1 && rows_per_rank(op) % d == 0, "decompose_parts: bad degree {}", d);
+  COMPASS_CHECK(d >= 1 && workload::rows_per_rank(op) % d == 0, "decompose_parts: bad degree {}", d);
   const Ctx c(p, op, plan, {true, true}, caches);
   DecomposeParts dp;
   const workload::GemmShape s = workload::local_gemm(op);

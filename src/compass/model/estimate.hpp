@@ -61,9 +61,6 @@ Result<std::vector<std::string>> all2all_congested_links(const hardware::Profile
                                                          const schedule::CommPlan& plan,
                                                          Caches& caches);
 
-/// Rows each rank owns along M, the dimension decompose:d splits (M/p, or M for gemm_ar).
-std::int64_t rows_per_rank(const workload::OperatorSpec& op);
-
 /// Per-part times of decompose:d before pipelining (overheads included, no interference).
 struct DecomposeParts {
   double comm_part_s = 0;   ///< one part's collective, launch included
@@ -72,7 +69,7 @@ struct DecomposeParts {
   double gemm_slowdown = 1; ///< factor on a GEMM beside a collective (copy-engine transfers)
   double comm_slowdown = 1; ///< factor on a collective beside a GEMM
 };
-/// The parts of decompose:d (d must divide rows_per_rank(op); op and plan valid).
+/// The parts of decompose:d (d must divide workload::rows_per_rank(op); op and plan valid).
 DecomposeParts decompose_parts(const hardware::Profile& p, const workload::OperatorSpec& op,
                                int d, const schedule::CommPlan& plan, Caches& caches);
 

@@ -44,7 +44,7 @@ Result<OdpResult> optimise_decomposition(const hardware::Profile& p,
   COMPASS_TRY(estimate_time_s(p, op, schedule::Strategy{schedule::StrategyKind::decompose, 1},
                               plan, ModelKnobs{}, caches));
   OdpResult r;
-  r.feasible = feasible_degrees(rows_per_rank(op));
+  r.feasible = feasible_degrees(workload::rows_per_rank(op));
   const int dmax = r.feasible.back();
   const DecomposeParts one = decompose_parts(p, op, 1, plan, caches);
   const DecomposeParts many = decompose_parts(p, op, dmax, plan, caches);

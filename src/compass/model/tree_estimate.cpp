@@ -122,7 +122,7 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
     }
   };
   if (op.kind == OpKind::ag_gemm) {
-    for (int r = 0; r < p; ++r) push_item(r, Item{false, gemm(op.m / p), -1});
+    for (int r = 0; r < p; ++r) push_item(r, Item{false, gemm(workload::shard_rows(op)), -1});
     allgather(true, false);
     return pr;
   }
@@ -390,15 +390,13 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
     gemm_cache.emplace(rows, t);
     return t;
   };
-  auto chunk_rows = [&](int j) {
-    return op.m * (j + 1) / p - op.m * j / p;
-  };
-  const std::int64_t rows_per_root = ag ? op.m / p : (op.m + p - 1) / p;
+  const std::int64_t rows_per_root =
+      ag ? workload::shard_rows(op) : workload::max_row_share(op);
   const int chunks = schedule::tree_chunks(tp, static_cast<double>(rows_per_root) * row_bytes);
   const std::vector<schedule::TreeShape> sh = schedule::tree_shapes(tp, p);
   std::vector<std::vector<schedule::TreePiece>> pieces(p);
   for (int j = 0; j < p; ++j)
-    pieces[j] = schedule::tree_pieces(tp, j, ag ? op.m / p : chunk_rows(j), chunks);
+    pieces[j] = schedule::tree_pieces(tp, j, ag ? workload::shard_rows(op) : workload::row_share(op, j).len, chunks);
   auto add = [&](std::int64_t rows) {
     return hardware::add_s(prof, gpu, static_cast<double>(rows) * row_bytes);
   };

@@ -27,7 +27,7 @@ Strategy te_default_strategy(const workload::OperatorSpec& op) {
   if (r == "qkv_fprop" || r == "fc1_fprop" || r == "proj_dgrad" || r == "fc2_dgrad")
     return Strategy{StrategyKind::fuse_ring, 0};
   if (r == "proj_fprop" || r == "fc2_fprop") {
-    const std::int64_t rows = model::rows_per_rank(op);
+    const std::int64_t rows = workload::rows_per_rank(op);
     for (int d = 4; d >= 2; --d)
       if (rows % d == 0) return Strategy{StrategyKind::decompose, d};
   }

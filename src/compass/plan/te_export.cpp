@@ -221,7 +221,7 @@ Result<Candidate> make_candidate(const hardware::Profile& p, const workload::Ope
 Result<std::vector<Candidate>> rs_candidates(const hardware::Profile& p, const PlannedOp& po,
                                              const schedule::CommPlan& plan, int tp) {
   const workload::OperatorSpec& op = po.choice.op;
-  const std::int64_t rows = model::rows_per_rank(op);
+  const std::int64_t rows = workload::rows_per_rank(op);
   std::set<int> degrees;
   const Strategy& chosen = po.compass().strategy;
   if (chosen.kind == StrategyKind::decompose) degrees.insert(chosen.parts);

@@ -18,10 +18,7 @@
 namespace compass::schedule::detail {
 
 /// A half-open row range [off, off + len).
-struct Rows {
-  std::int64_t off = 0;
-  std::int64_t len = 0;
-};
+using Rows = workload::RowRange;
 
 /// Part `i` of `total` rows split into `parts` near-equal consecutive pieces.
 inline Rows split_rows(std::int64_t total, int parts, int i) {

@@ -77,8 +77,8 @@ struct Ctx {
   bool fused;      // AG fusions: own chunk into xg first, chunk GEMMs in fused group 0
 
   // Rows of the chunk owned by rank j along M (near-equal split; equal when p | M).
-  Rows chunk(int j) const { return split_rows(op.m, p, j); }
-  std::int64_t max_chunk() const { return (op.m + p - 1) / p; }
+  Rows chunk(int j) const { return workload::row_share(op, j); }
+  std::int64_t max_chunk() const { return workload::max_row_share(op); }
   const RingView& ring_of(int c) const { return c == 0 ? ring : ring2; }
   int engine_of(int c) const { return c == 0 ? 0 : engine2; }
 };
@@ -158,7 +158,7 @@ void declare_ag(Builder& b, const Ctx& c, bool gathered) {
 // (when d > 1) the GEMM output are stored part-major so each part is one contiguous GEMM.
 void ag_decompose(Builder& b, const Ctx& c, int d) {
   const int p = c.p;
-  const std::int64_t shard = c.op.m / p;
+  const std::int64_t shard = workload::shard_rows(c.op);
   const std::int64_t q = shard / d;
   const bool staged = d > 1 && p > 1;
   declare_ag(b, c, true);
@@ -249,7 +249,7 @@ void ag_ring(Builder& b, const Ctx& c) {
 
 void ag_double_ring(Builder& b, const Ctx& c) {
   const int p = c.p;
-  const std::int64_t shard = c.op.m / p;
+  const std::int64_t shard = workload::shard_rows(c.op);
   declare_ag(b, c, true);
   for (int r = 0; r < p; ++r) ag_copy_own(b, c, r);
   for (int s = 0; s < p; ++s)
@@ -320,7 +320,7 @@ void rs_decompose(Builder& b, const Ctx& c, int d) {
   const int p = c.p;
   const bool staged = d > 1 && p > 1;
   // With d == 1 chunks may be uneven (gemm_ar with p not dividing M); with d > 1 they are not.
-  const std::int64_t q = staged ? c.op.m / p / d : 0;
+  const std::int64_t q = staged ? workload::shard_rows(c.op) / d : 0;
   auto len = [&](int j) { return staged ? q : c.chunk(j).len; };
   // Global rows of sub-block (i, j) and its part-major rows in the staged buffers.
   auto glob = [&](int i, int j) { return Rows{c.chunk(j).off + i * len(j), len(j)}; };
@@ -529,7 +529,7 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
           "decompose:{}: M = {} is not divisible by tp = {}, so ranks own unequal "
           "rows that cannot be split into parts",
           d, op.m, p);
-    const std::int64_t rows = op.m / p;
+    const std::int64_t rows = workload::shard_rows(op);
     if (d > 1 && rows % d != 0)
       return make_error(
           "decompose:{}: {} parts do not divide the {} rows each rank owns "

@@ -156,7 +156,7 @@ struct Graph {
   std::map<std::pair<int, int>, int> eng;     // (parent, child): all-gather sends
   std::map<std::pair<int, int>, int> eng_up;  // (child, parent): reduce-scatter sends
 
-  Rows chunk_rows(int j) const { return split_rows(op.m, p, j); }
+  Rows chunk_rows(int j) const { return workload::row_share(op, j); }
 };
 
 // All-gather of each root's rows: `src(root, rows_in_shard)` on the root, `dst(rank, root,
@@ -193,7 +193,7 @@ void tree_allgather_rounds(Graph& g, const std::vector<std::vector<Piece>>& piec
 
 void ag_graph(Graph& g, bool gemms) {
   const int p = g.p;
-  const std::int64_t shard = g.op.m / p;
+  const std::int64_t shard = workload::shard_rows(g.op);
   for (int r = 0; r < p; ++r) {
     declare_operands(g.b, g.op, r, /*input_only=*/!gemms);
     if (p > 1) g.b.buffer(r, "xg", g.op.m, g.op.k, BufferRole::scratch);
@@ -302,7 +302,7 @@ void tree_pattern_graph(Builder& b, const workload::OperatorSpec& op, const Tree
   const int p = op.tp;
   const double cols = op.kind == OpKind::ag_gemm ? op.k : op.n;
   const double shard_bytes =
-      static_cast<double>((op.m + p - 1) / p) * cols * dtype_bytes(op.dtype);
+      static_cast<double>(workload::max_row_share(op)) * cols * dtype_bytes(op.dtype);
   Graph g{b,
           op,
           plan,

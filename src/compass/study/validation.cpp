@@ -85,8 +85,8 @@ std::vector<cpu::GemmShape> grid_gemm_shapes(const std::vector<GridConfig>& grid
     std::vector<schedule::Strategy> strategies = schedule::all_strategies(1);
     // The planner never picks parts below model::kMinRowsPerPart rows.
     for (int d = 2; d <= model::kMaxParts; ++d)
-      if (model::rows_per_rank(c.op) % d == 0 &&
-          model::rows_per_rank(c.op) / d >= model::kMinRowsPerPart)
+      if (workload::rows_per_rank(c.op) % d == 0 &&
+          workload::rows_per_rank(c.op) / d >= model::kMinRowsPerPart)
         strategies.push_back({schedule::StrategyKind::decompose, d});
     for (const auto& st : strategies) {
       auto s = schedule::generate(c.op, st, *plan);
@@ -124,7 +124,7 @@ double auto_link_scale(const std::vector<GridConfig>& grid, const hardware::Prof
     const std::int64_t nn = c.op.kind == workload::OpKind::ag_gemm ? c.op.n / c.op.tp : c.op.n;
     const std::int64_t kk = c.op.kind == workload::OpKind::ag_gemm ? c.op.k : c.op.k / c.op.tp;
     const std::int64_t mm =
-        model::rows_per_rank(c.op) * (c.op.kind == workload::OpKind::ag_gemm ? c.op.tp : 1);
+        workload::rows_per_rank(c.op) * (c.op.kind == workload::OpKind::ag_gemm ? c.op.tp : 1);
     const double gpu = hardware::gemm_time_s(topology, mm, nn, kk, DType::bf16);
     const double cpu_t = hardware::gemm_time_s(calibrated, mm, nn, kk, DType::fp32);
     if (gpu > 0 && cpu_t > 0) {

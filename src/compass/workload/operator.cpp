@@ -75,9 +75,23 @@ Status validate(const OperatorSpec& op) {
   return Status::success();
 }
 
+RowRange row_share(const OperatorSpec& op, int rank) {
+  const std::int64_t a = op.m * rank / op.tp;
+  const std::int64_t b = op.m * (rank + 1) / op.tp;
+  return {a, b - a};
+}
+
+std::int64_t max_row_share(const OperatorSpec& op) { return (op.m + op.tp - 1) / op.tp; }
+
+std::int64_t shard_rows(const OperatorSpec& op) { return op.m / op.tp; }
+
+std::int64_t rows_per_rank(const OperatorSpec& op) {
+  return op.kind == OpKind::gemm_ar ? op.m : shard_rows(op);
+}
+
 Block input_block(const OperatorSpec& op, int rank) {
   const std::int64_t p = op.tp;
-  if (op.kind == OpKind::ag_gemm) return {rank * (op.m / p), op.m / p, 0, op.k};
+  if (op.kind == OpKind::ag_gemm) return {rank * shard_rows(op), shard_rows(op), 0, op.k};
   return {0, op.m, rank * (op.k / p), op.k / p};
 }
 
@@ -93,7 +107,7 @@ Block output_block(const OperatorSpec& op, int rank) {
     case OpKind::ag_gemm:
       return {0, op.m, rank * (op.n / p), op.n / p};
     case OpKind::gemm_rs:
-      return {rank * (op.m / p), op.m / p, 0, op.n};
+      return {rank * shard_rows(op), shard_rows(op), 0, op.n};
     case OpKind::gemm_ar:
       return {0, op.m, 0, op.n};
   }
@@ -113,7 +127,7 @@ RankShapes rank_shapes(const OperatorSpec& op) {
   switch (op.kind) {
     case OpKind::ag_gemm:
       // X_r [M/p, K] is gathered to X [M, K]; the local GEMM uses the column block W_r.
-      s.x_rows = op.m / p;
+      s.x_rows = shard_rows(op);
       s.x_cols = op.k;
       s.w_rows = op.k;
       s.w_cols = op.n / p;
@@ -134,7 +148,7 @@ RankShapes rank_shapes(const OperatorSpec& op) {
       s.gemm_m = op.m;
       s.gemm_n = op.n;
       s.gemm_k = op.k / p;
-      s.y_rows = op.kind == OpKind::gemm_rs ? op.m / p : op.m;
+      s.y_rows = rows_per_rank(op);
       s.y_cols = op.n;
       s.comm_bytes = op.m * op.n * dt;
       break;

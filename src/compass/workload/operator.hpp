@@ -42,6 +42,25 @@ struct Block {
   bool operator==(const Block&) const = default;
 };
 
+/// Rows [off, off + len) of a matrix.
+struct RowRange {
+  std::int64_t off = 0;
+  std::int64_t len = 0;
+  bool operator==(const RowRange&) const = default;
+};
+
+/// Rank `rank`'s share of the M rows split over the tp ranks into near-equal consecutive
+/// blocks: rows [M rank / tp, M (rank + 1) / tp). With tp | M every share has shard_rows(op)
+/// rows; gemm_ar's rings reduce the shares as their chunks, also when tp does not divide M.
+RowRange row_share(const OperatorSpec& op, int rank);
+/// Rows of the largest share: ceil(M / tp).
+std::int64_t max_row_share(const OperatorSpec& op);
+/// Rows of every share when tp | M (always for ag_gemm and gemm_rs): M / tp.
+std::int64_t shard_rows(const OperatorSpec& op);
+/// Rows of M each rank owns (op must be valid): its shard (M / tp) for ag_gemm and gemm_rs,
+/// all M for gemm_ar. decompose:d splits these rows into d parts.
+std::int64_t rows_per_rank(const OperatorSpec& op);
+
 /// Where rank r's input, weight and output live in the global X [M, K], W [K, N] and Y [M, N]
 /// (op must be valid). ag_gemm: x is row block r of X, w column block r of W, y column block r
 /// of Y. gemm_rs: x is column block r of X, w row block r of W, y row block r of Y. gemm_ar: as
