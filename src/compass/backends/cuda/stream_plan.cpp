@@ -16,42 +16,52 @@ namespace {
 
 using schedule::task_label;
 
-}  // namespace
-
-Result<StreamPlan> make_stream_plan(const schedule::Schedule& s, LaunchMode mode) {
+// Multi-GPU mode needs one valid GPU ordinal per rank, no two ranks on one GPU.
+Status check_gpus(const schedule::Schedule& s, LaunchMode mode) {
+  if (mode != LaunchMode::multi_gpu) return Status::success();
   const int p = s.ranks();
-  if (p < 1) return make_error("schedule has no ranks (gpus is empty)");
-  if (mode == LaunchMode::multi_gpu) {
-    for (int r = 0; r < p; ++r) {
-      if (s.gpus[r] < 0) return make_error("gpus[{}]: {} is not a GPU ordinal", r, s.gpus[r]);
-      for (int q = 0; q < r; ++q) {
-        if (s.gpus[q] == s.gpus[r]) {
-          return make_error(
-              "multi-gpu mode needs one GPU per rank, but ranks {} and {} are both on GPU {} "
-              "(use virtual ranks)",
-              q, r, s.gpus[r]);
-        }
+  for (int r = 0; r < p; ++r) {
+    if (s.gpus[r] < 0) return make_error("gpus[{}]: {} is not a GPU ordinal", r, s.gpus[r]);
+    for (int q = 0; q < r; ++q) {
+      if (s.gpus[q] == s.gpus[r]) {
+        return make_error(
+            "multi-gpu mode needs one GPU per rank, but ranks {} and {} are both on GPU {} "
+            "(use virtual ranks)",
+            q, r, s.gpus[r]);
       }
     }
   }
+  return Status::success();
+}
+
+// Every task's id is its index, its resource is on a rank of the schedule with a non-negative
+// index, and its dependencies are other tasks' ids.
+Status check_tasks(const schedule::Schedule& s) {
+  const int p = s.ranks();
   const int n = static_cast<int>(s.tasks.size());
-  StreamPlan plan;
   for (int i = 0; i < n; ++i) {
     const schedule::Task& t = s.tasks[i];
     if (t.id != i) return make_error("tasks[{}]: id is {}, expected {}", i, t.id, i);
     if (t.resource.rank < 0 || t.resource.rank >= p) {
-      return make_error("{}: resource rank {} is not in [0, {})", task_label(t), t.resource.rank, p);
+      return make_error("{}: resource rank {} is not in [0, {})", task_label(t), t.resource.rank,
+                        p);
     }
     if (t.resource.index < 0) {
       return make_error("{}: resource index {} is negative", task_label(t), t.resource.index);
     }
     for (int d : t.deps) {
-      if (d < 0 || d >= n) return make_error("{}: dependency {} is not a task id", task_label(t), d);
+      if (d < 0 || d >= n)
+        return make_error("{}: dependency {} is not a task id", task_label(t), d);
       if (d == i) return make_error("{} depends on itself", task_label(t));
     }
   }
-  // One stream per serial resource (schedule::resource_lanes), a FIFO in the resource's order.
-  const schedule::ResourceLanes lanes = schedule::resource_lanes(s);
+  return Status::success();
+}
+
+// One stream per serial resource (schedule::resource_lanes), in the lanes' order.
+std::vector<StreamSpec> streams_of(const schedule::Schedule& s, LaunchMode mode,
+                                   const schedule::ResourceLanes& lanes) {
+  std::vector<StreamSpec> streams;
   for (const schedule::Resource& r : lanes.resources) {
     StreamSpec spec;
     spec.rank = r.rank;
@@ -59,9 +69,15 @@ Result<StreamPlan> make_stream_plan(const schedule::Schedule& s, LaunchMode mode
     spec.index = r.index;
     spec.device = rank_device(s, mode, r.rank);
     spec.high_priority = r.kind == schedule::ResourceKind::copy_engine;
-    plan.streams.push_back(spec);
+    streams.push_back(spec);
   }
-  const std::vector<int>& task_stream = lanes.lane_of;
+  return streams;
+}
+
+// A stream is a FIFO in its resource's order: a task depending on a later task of its own
+// resource would deadlock.
+Status check_lane_order(const schedule::Schedule& s, const std::vector<int>& task_stream) {
+  const int n = static_cast<int>(s.tasks.size());
   for (int i = 0; i < n; ++i) {
     const schedule::Task& t = s.tasks[i];
     for (int d : t.deps) {
@@ -69,17 +85,21 @@ Result<StreamPlan> make_stream_plan(const schedule::Schedule& s, LaunchMode mode
         return make_error(
             "{} depends on {}, which is listed after it on the same resource (rank {} {} {}): "
             "the schedule would deadlock",
-            task_label(t), task_label(s.tasks[d]), t.resource.rank, schedule::to_string(t.resource.kind),
-            t.resource.index);
+            task_label(t), task_label(s.tasks[d]), t.resource.rank,
+            schedule::to_string(t.resource.kind), t.resource.index);
       }
     }
   }
-  // Issue order: deps and each stream's order, lowest id first (schedule::issue_order).
-  COMPASS_ASSIGN(const std::vector<int> order, schedule::issue_order(s));
+  return Status::success();
+}
+
+// The issues in `order` with their events: per consumer and producer stream, only the producer
+// issued last is waited on; a producer waited on records one event.
+void add_issues(const schedule::Schedule& s, const std::vector<int>& task_stream,
+                const std::vector<int>& order, StreamPlan& plan) {
+  const int n = static_cast<int>(s.tasks.size());
   std::vector<int> position(n);
   for (int k = 0; k < n; ++k) position[order[k]] = k;
-
-  // Per consumer and producer stream, only the producer issued last matters.
   std::vector<int> event_of(n, -1);
   plan.issues.resize(n);
   for (int k = 0; k < n; ++k) {
@@ -102,6 +122,21 @@ Result<StreamPlan> make_stream_plan(const schedule::Schedule& s, LaunchMode mode
     }
   }
   for (TaskIssue& issue : plan.issues) issue.record_event = event_of[issue.task];
+}
+
+}  // namespace
+
+Result<StreamPlan> make_stream_plan(const schedule::Schedule& s, LaunchMode mode) {
+  if (s.ranks() < 1) return make_error("schedule has no ranks (gpus is empty)");
+  COMPASS_TRY(check_gpus(s, mode));
+  COMPASS_TRY(check_tasks(s));
+  StreamPlan plan;
+  const schedule::ResourceLanes lanes = schedule::resource_lanes(s);
+  plan.streams = streams_of(s, mode, lanes);
+  COMPASS_TRY(check_lane_order(s, lanes.lane_of));
+  // Issue order: deps and each stream's order, lowest id first (schedule::issue_order).
+  COMPASS_ASSIGN(const std::vector<int> order, schedule::issue_order(s));
+  add_issues(s, lanes.lane_of, order, plan);
   for (const StreamSpec& st : plan.streams) plan.devices.push_back(st.device);
   std::sort(plan.devices.begin(), plan.devices.end());
   plan.devices.erase(std::unique(plan.devices.begin(), plan.devices.end()), plan.devices.end());

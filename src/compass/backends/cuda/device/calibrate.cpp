@@ -194,6 +194,225 @@ Result<double> collective_launch(int ndev, int reps) {
 }
 #endif
 
+// Streams, events and the cuBLASLt handle of `bench` on its device.
+Status open_bench(Bench& bench) {
+  const int dev = bench.device;
+  COMPASS_ASSIGN(bench.a, Stream::create(dev, 0));
+  COMPASS_ASSIGN(bench.b, Stream::create(dev, 0));
+  COMPASS_ASSIGN(bench.start_a, Event::create(dev, true));
+  COMPASS_ASSIGN(bench.stop_a, Event::create(dev, true));
+  COMPASS_ASSIGN(bench.start_b, Event::create(dev, true));
+  COMPASS_ASSIGN(bench.stop_b, Event::create(dev, true));
+  COMPASS_ASSIGN(bench.lt, LtHandle::create(dev));
+  return Status::success();
+}
+
+// Elements the GEMM operand buffers hold: A [m, k], B [k, n], C [m, n].
+struct OperandCapacity {
+  std::int64_t a = 0, b = 0, c = 0;
+
+  void include(const GemmShape& sh) {
+    a = std::max(a, sh.m * sh.k);
+    b = std::max(b, sh.k * sh.n);
+    c = std::max(c, sh.m * sh.n);
+  }
+  bool holds(const GemmShape& sh) const {
+    return sh.m * sh.k <= a && sh.k * sh.n <= b && sh.m * sh.n <= c;
+  }
+};
+
+// The GEMM table: allocates the workspace and operands for the largest shape, fills the inputs
+// and times every shape (about `target_s` each). Returns what the operands hold.
+Result<OperandCapacity> measure_gemm_table(Bench& bench, const std::vector<GemmShape>& shapes,
+                                           double target_s, CalibrationResult& out) {
+  const int dev = bench.device;
+  OperandCapacity cap;
+  for (const GemmShape& sh : shapes) cap.include(sh);
+  COMPASS_ASSIGN(bench.ws, DeviceMemory::allocate(dev, kLtWorkspaceBytes, "cuBLASLt workspace"));
+  COMPASS_ASSIGN(bench.ga, DeviceMemory::allocate(dev, cap.a * 2, "calibration A"));
+  COMPASS_ASSIGN(bench.gb, DeviceMemory::allocate(dev, cap.b * 2, "calibration B"));
+  COMPASS_ASSIGN(bench.gc, DeviceMemory::allocate(dev, cap.c * 2, "calibration C"));
+  COMPASS_CUDA(launch_fill_uniform(bench.ga.get(), cap.a, ElemType::bf16, 11, bench.a.get()),
+               "calibration inputs");
+  COMPASS_CUDA(launch_fill_uniform(bench.gb.get(), cap.b, ElemType::bf16, 12, bench.a.get()),
+               "calibration inputs");
+  for (const GemmShape& sh : shapes) {
+    COMPASS_ASSIGN(LtGemm g, prepare_gemm(bench, sh));
+    COMPASS_ASSIGN(double t, time_gemm(bench, g, target_s));
+    out.gemm.push_back({DType::bf16, sh.m, sh.n, sh.k, t});
+    out.best_bf16_flops = std::max(out.best_bf16_flops, 2.0 * sh.m * sh.n * sh.k / t);
+  }
+  return cap;
+}
+
+// Device-to-device copy bandwidth: allocates the copy buffers (bench.copy_bytes each) and
+// returns the seconds per copy.
+Result<double> measure_copy(Bench& bench, bool quick, CalibrationResult& out) {
+  const int dev = bench.device;
+  COMPASS_ASSIGN(bench.src, DeviceMemory::allocate(dev, bench.copy_bytes, "copy source"));
+  COMPASS_ASSIGN(bench.dst, DeviceMemory::allocate(dev, bench.copy_bytes, "copy destination"));
+  COMPASS_CUDA(
+      cudaMemsetAsync(bench.src.get(), 1, static_cast<size_t>(bench.copy_bytes), bench.b.get()),
+      "copy source");
+  COMPASS_ASSIGN(const double copy_s, time_copy(bench, quick ? 5 : 20));
+  out.copy_bandwidth_bytes_per_s = static_cast<double>(bench.copy_bytes) / copy_s;
+  return copy_s;
+}
+
+// Turns on peer access from bench.device to `peer`, or notes that the driver stages the copy.
+Status enable_peer_access(const Bench& bench, int peer, CalibrationResult& out) {
+  const int dev = bench.device;
+  int can = 0;
+  COMPASS_CUDA(cudaDeviceCanAccessPeer(&can, dev, peer), "peer copy test");
+  if (can) {
+    COMPASS_CUDA(cudaSetDevice(dev), "peer copy test");
+    const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();
+    } else {
+      COMPASS_CUDA(e, "peer copy test");
+    }
+  } else {
+    out.notes.push_back(
+        fmt::format("GPU {} cannot access GPU {} directly: the peer copy is "
+                    "staged by the driver",
+                    dev, peer));
+  }
+  return Status::success();
+}
+
+// Bandwidth of copies from bench.device to another GPU (GPU 1, or GPU 0 from GPU 1+).
+Status measure_peer_copy(Bench& bench, bool quick, CalibrationResult& out) {
+  const int dev = bench.device;
+  const int peer = dev == 0 ? 1 : 0;
+  COMPASS_TRY(enable_peer_access(bench, peer, out));
+  COMPASS_ASSIGN(DeviceMemory pdst, DeviceMemory::allocate(peer, bench.copy_bytes, "peer copy"));
+  COMPASS_CUDA(cudaSetDevice(dev), "peer copy test");
+  const int reps = quick ? 3 : 10;
+  COMPASS_CUDA(cudaMemcpyPeerAsync(pdst.get(), peer, bench.src.get(), dev,
+                                   static_cast<size_t>(bench.copy_bytes), bench.b.get()),
+               "the peer copy test");
+  COMPASS_CUDA(cudaEventRecord(bench.start_b.get(), bench.b.get()), "peer copy timing");
+  for (int i = 0; i < reps; ++i) {
+    COMPASS_CUDA(cudaMemcpyPeerAsync(pdst.get(), peer, bench.src.get(), dev,
+                                     static_cast<size_t>(bench.copy_bytes), bench.b.get()),
+                 "the peer copy test");
+  }
+  COMPASS_CUDA(cudaEventRecord(bench.stop_b.get(), bench.b.get()), "peer copy timing");
+  COMPASS_ASSIGN(double t, elapsed_s(bench.start_b, bench.stop_b));
+  out.peer_bandwidth_bytes_per_s = static_cast<double>(bench.copy_bytes) * reps / t;
+  return Status::success();
+}
+
+// Host-side issue cost of a small kernel and a small copy, and with more than one GPU the
+// NCCL overhead (or a note saying why it was not measured).
+Status measure_launch_overheads(Bench& bench, int ndev, bool quick, CalibrationResult& out) {
+  const int launches = quick ? 1000 : 5000;
+  COMPASS_ASSIGN(
+      out.kernel_launch_s,
+      time_issue(
+          bench, launches, [&] { return launch_empty(bench.b.get()); }, "the kernel launch test"));
+  COMPASS_ASSIGN(out.copy_launch_s, time_issue(
+                                        bench, launches,
+                                        [&] {
+                                          return cudaMemcpyAsync(bench.dst.get(), bench.src.get(),
+                                                                 256, cudaMemcpyDeviceToDevice,
+                                                                 bench.b.get());
+                                        },
+                                        "the copy launch test"));
+  if (ndev > 1) {
+#if defined(COMPASS_HAVE_NCCL_HEADER)
+    Result<double> coll = collective_launch(ndev, quick ? 100 : 500);
+    if (coll.ok()) {
+      out.collective_launch_s = *coll;
+    } else {
+      out.notes.push_back("NCCL overhead not measured: " + coll.error().message);
+    }
+#else
+    out.notes.push_back("NCCL overhead not measured: built without nccl.h");
+#endif
+  }
+  return Status::success();
+}
+
+// A GEMM `g` of `gemm_s` seconds and a copy of `copy_s` seconds alone: the interference tests
+// run them against each other.
+struct InterferencePair {
+  const LtGemm& g;
+  double gemm_s = 0;
+  double copy_s = 0;
+};
+
+// The SM copy kernel of the interference test: a NCCL-like footprint of 16 blocks.
+constexpr int kSmCopyBlocks = 16;
+
+// Slowdown of the GEMM beside copy-engine copies.
+Result<double> gemm_beside_copies(Bench& bench, const InterferencePair& pair, int reps) {
+  return gemm_slowdown(bench, pair.g, pair.gemm_s, reps, [&](double duration_s) -> Status {
+    const int copies = static_cast<int>(std::ceil(duration_s / pair.copy_s)) + 1;
+    for (int i = 0; i < copies; ++i) {
+      COMPASS_CUDA(
+          cudaMemcpyAsync(bench.dst.get(), bench.src.get(), static_cast<size_t>(bench.copy_bytes),
+                          cudaMemcpyDeviceToDevice, bench.b.get()),
+          "the copy-engine interference test");
+    }
+    return Status::success();
+  });
+}
+
+// Slowdown of the GEMM beside the SM copy kernel, sized by one pass of it alone.
+Result<double> gemm_beside_sm_copy(Bench& bench, const InterferencePair& pair, int reps) {
+  COMPASS_CUDA(cudaEventRecord(bench.start_b.get(), bench.b.get()), "SM copy timing");
+  COMPASS_CUDA(launch_sm_copy(bench.dst.get(), bench.src.get(), bench.copy_bytes, kSmCopyBlocks, 1,
+                              bench.b.get()),
+               "the SM copy test");
+  COMPASS_CUDA(cudaEventRecord(bench.stop_b.get(), bench.b.get()), "SM copy timing");
+  COMPASS_ASSIGN(const double pass_s, elapsed_s(bench.start_b, bench.stop_b));
+  return gemm_slowdown(bench, pair.g, pair.gemm_s, reps, [&](double duration_s) -> Status {
+    const int passes = static_cast<int>(std::ceil(duration_s / pass_s)) + 1;
+    COMPASS_CUDA(launch_sm_copy(bench.dst.get(), bench.src.get(), bench.copy_bytes, kSmCopyBlocks,
+                                passes, bench.b.get()),
+                 "the SM copy interference test");
+    return Status::success();
+  });
+}
+
+// Slowdown of the copy beside GEMMs: GEMMs first (on a), then timed copies (on b).
+Result<double> copy_beside_gemms(Bench& bench, const InterferencePair& pair, bool quick) {
+  COMPASS_CUDA(cudaDeviceSynchronize(), "interference");
+  const int copy_reps = quick ? 5 : 10;
+  const int gemms =
+      static_cast<int>(std::ceil((1.5 * pair.copy_s * copy_reps + 1e-3) / pair.gemm_s)) + 1;
+  for (int i = 0; i < gemms; ++i) COMPASS_TRY(pair.g.run(bench.ws.get(), bench.a.get()));
+  COMPASS_CUDA(cudaEventRecord(bench.start_b.get(), bench.b.get()), "interference");
+  for (int i = 0; i < copy_reps; ++i) {
+    COMPASS_CUDA(
+        cudaMemcpyAsync(bench.dst.get(), bench.src.get(), static_cast<size_t>(bench.copy_bytes),
+                        cudaMemcpyDeviceToDevice, bench.b.get()),
+        "the copy beside GEMMs");
+  }
+  COMPASS_CUDA(cudaEventRecord(bench.stop_b.get(), bench.b.get()), "interference");
+  COMPASS_ASSIGN(double t, elapsed_s(bench.start_b, bench.stop_b));
+  COMPASS_CUDA(cudaDeviceSynchronize(), "interference");
+  return t / copy_reps / pair.copy_s;
+}
+
+// A large square GEMM beside (1) copy-engine copies, (2) an SM copy kernel; and the copy beside
+// GEMMs. Skipped when the GEMM operands do not hold the large GEMM.
+Status measure_interference(Bench& bench, const OperandCapacity& cap, double gemm_target_s,
+                            double copy_s, bool quick, CalibrationResult& out) {
+  const GemmShape big = quick ? GemmShape{4096, 4096, 4096} : GemmShape{8192, 8192, 8192};
+  if (!cap.holds(big)) return Status::success();
+  COMPASS_ASSIGN(LtGemm g, prepare_gemm(bench, big));
+  COMPASS_ASSIGN(const double gemm_s, time_gemm(bench, g, gemm_target_s));
+  const InterferencePair pair{g, gemm_s, copy_s};
+  const int reps = quick ? 10 : 30;
+  COMPASS_ASSIGN(out.gemm_slowdown_copy_engine, gemm_beside_copies(bench, pair, reps));
+  COMPASS_ASSIGN(out.gemm_slowdown_sm_copy, gemm_beside_sm_copy(bench, pair, reps));
+  COMPASS_ASSIGN(out.comm_slowdown_beside_gemm, copy_beside_gemms(bench, pair, quick));
+  return Status::success();
+}
+
 }  // namespace
 
 Result<CalibrationResult> calibrate(const CalibrateOptions& options) {
@@ -213,169 +432,27 @@ Result<CalibrationResult> calibrate(const CalibrateOptions& options) {
   Bench bench;
   bench.device = options.device;
   bench.quick = options.quick;
-  const int dev = options.device;
-  COMPASS_ASSIGN(bench.a, Stream::create(dev, 0));
-  COMPASS_ASSIGN(bench.b, Stream::create(dev, 0));
-  COMPASS_ASSIGN(bench.start_a, Event::create(dev, true));
-  COMPASS_ASSIGN(bench.stop_a, Event::create(dev, true));
-  COMPASS_ASSIGN(bench.start_b, Event::create(dev, true));
-  COMPASS_ASSIGN(bench.stop_b, Event::create(dev, true));
-  COMPASS_ASSIGN(bench.lt, LtHandle::create(dev));
+  COMPASS_TRY(open_bench(bench));
 
-  // ---- GEMM table --------------------------------------------------------------------
-  const std::vector<GemmShape> shapes = calibration_gemm_shapes(options.quick);
-  std::int64_t max_a = 0, max_b = 0, max_c = 0;
-  for (const GemmShape& sh : shapes) {
-    max_a = std::max(max_a, sh.m * sh.k);
-    max_b = std::max(max_b, sh.k * sh.n);
-    max_c = std::max(max_c, sh.m * sh.n);
-  }
-  COMPASS_ASSIGN(bench.ws, DeviceMemory::allocate(dev, kLtWorkspaceBytes, "cuBLASLt workspace"));
-  COMPASS_ASSIGN(bench.ga, DeviceMemory::allocate(dev, max_a * 2, "calibration A"));
-  COMPASS_ASSIGN(bench.gb, DeviceMemory::allocate(dev, max_b * 2, "calibration B"));
-  COMPASS_ASSIGN(bench.gc, DeviceMemory::allocate(dev, max_c * 2, "calibration C"));
-  COMPASS_CUDA(launch_fill_uniform(bench.ga.get(), max_a, ElemType::bf16, 11, bench.a.get()),
-               "calibration inputs");
-  COMPASS_CUDA(launch_fill_uniform(bench.gb.get(), max_b, ElemType::bf16, 12, bench.a.get()),
-               "calibration inputs");
   const double gemm_target_s = options.quick ? 5e-3 : 20e-3;
-  for (const GemmShape& sh : shapes) {
-    COMPASS_ASSIGN(LtGemm g, prepare_gemm(bench, sh));
-    COMPASS_ASSIGN(double t, time_gemm(bench, g, gemm_target_s));
-    out.gemm.push_back({DType::bf16, sh.m, sh.n, sh.k, t});
-    out.best_bf16_flops = std::max(out.best_bf16_flops, 2.0 * sh.m * sh.n * sh.k / t);
-  }
+  COMPASS_ASSIGN(
+      const OperandCapacity cap,
+      measure_gemm_table(bench, calibration_gemm_shapes(options.quick), gemm_target_s, out));
 
-  // ---- copy bandwidth ----------------------------------------------------------------
   bench.copy_bytes = options.quick ? (256ll << 20) : (512ll << 20);
-  COMPASS_ASSIGN(bench.src, DeviceMemory::allocate(dev, bench.copy_bytes, "copy source"));
-  COMPASS_ASSIGN(bench.dst, DeviceMemory::allocate(dev, bench.copy_bytes, "copy destination"));
-  COMPASS_CUDA(cudaMemsetAsync(bench.src.get(), 1, static_cast<size_t>(bench.copy_bytes),
-                               bench.b.get()),
-               "copy source");
-  COMPASS_ASSIGN(const double copy_s, time_copy(bench, options.quick ? 5 : 20));
-  out.copy_bandwidth_bytes_per_s = static_cast<double>(bench.copy_bytes) / copy_s;
-
+  COMPASS_ASSIGN(const double copy_s, measure_copy(bench, options.quick, out));
   if (ndev > 1) {
-    const int peer = dev == 0 ? 1 : 0;
-    int can = 0;
-    COMPASS_CUDA(cudaDeviceCanAccessPeer(&can, dev, peer), "peer copy test");
-    if (can) {
-      COMPASS_CUDA(cudaSetDevice(dev), "peer copy test");
-      const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled) {
-        (void)cudaGetLastError();
-      } else {
-        COMPASS_CUDA(e, "peer copy test");
-      }
-    } else {
-      out.notes.push_back(fmt::format("GPU {} cannot access GPU {} directly: the peer copy is "
-                                      "staged by the driver",
-                                      dev, peer));
-    }
-    COMPASS_ASSIGN(DeviceMemory pdst, DeviceMemory::allocate(peer, bench.copy_bytes, "peer copy"));
-    COMPASS_CUDA(cudaSetDevice(dev), "peer copy test");
-    const int reps = options.quick ? 3 : 10;
-    COMPASS_CUDA(cudaMemcpyPeerAsync(pdst.get(), peer, bench.src.get(), dev,
-                                     static_cast<size_t>(bench.copy_bytes), bench.b.get()),
-                 "the peer copy test");
-    COMPASS_CUDA(cudaEventRecord(bench.start_b.get(), bench.b.get()), "peer copy timing");
-    for (int i = 0; i < reps; ++i) {
-      COMPASS_CUDA(cudaMemcpyPeerAsync(pdst.get(), peer, bench.src.get(), dev,
-                                       static_cast<size_t>(bench.copy_bytes), bench.b.get()),
-                   "the peer copy test");
-    }
-    COMPASS_CUDA(cudaEventRecord(bench.stop_b.get(), bench.b.get()), "peer copy timing");
-    COMPASS_ASSIGN(double t, elapsed_s(bench.start_b, bench.stop_b));
-    out.peer_bandwidth_bytes_per_s = static_cast<double>(bench.copy_bytes) * reps / t;
+    COMPASS_TRY(measure_peer_copy(bench, options.quick, out));
   } else {
     out.notes.push_back("one GPU visible: peer copy bandwidth and NCCL overhead not measured");
   }
 
-  // ---- launch overheads --------------------------------------------------------------
-  const int launches = options.quick ? 1000 : 5000;
-  COMPASS_ASSIGN(out.kernel_launch_s,
-                 time_issue(bench, launches, [&] { return launch_empty(bench.b.get()); },
-                            "the kernel launch test"));
-  COMPASS_ASSIGN(out.copy_launch_s,
-                 time_issue(
-                     bench, launches,
-                     [&] {
-                       return cudaMemcpyAsync(bench.dst.get(), bench.src.get(), 256,
-                                              cudaMemcpyDeviceToDevice, bench.b.get());
-                     },
-                     "the copy launch test"));
-  if (ndev > 1) {
-#if defined(COMPASS_HAVE_NCCL_HEADER)
-    Result<double> coll = collective_launch(ndev, options.quick ? 100 : 500);
-    if (coll.ok()) {
-      out.collective_launch_s = *coll;
-    } else {
-      out.notes.push_back("NCCL overhead not measured: " + coll.error().message);
-    }
-#else
-    out.notes.push_back("NCCL overhead not measured: built without nccl.h");
-#endif
-  }
-
-  // ---- interference ------------------------------------------------------------------
-  // A large square GEMM beside (1) copy-engine copies, (2) an SM copy kernel with a
-  // NCCL-like footprint of 16 blocks; and the copy beside GEMMs.
-  const GemmShape big = options.quick ? GemmShape{4096, 4096, 4096} : GemmShape{8192, 8192, 8192};
-  if (big.m * big.k <= max_a && big.k * big.n <= max_b && big.m * big.n <= max_c) {
-    COMPASS_ASSIGN(LtGemm g, prepare_gemm(bench, big));
-    COMPASS_ASSIGN(const double gemm_s, time_gemm(bench, g, gemm_target_s));
-    const int reps = options.quick ? 10 : 30;
-    COMPASS_ASSIGN(out.gemm_slowdown_copy_engine,
-                   gemm_slowdown(bench, g, gemm_s, reps, [&](double duration_s) -> Status {
-                     const int copies = static_cast<int>(std::ceil(duration_s / copy_s)) + 1;
-                     for (int i = 0; i < copies; ++i) {
-                       COMPASS_CUDA(cudaMemcpyAsync(bench.dst.get(), bench.src.get(),
-                                                    static_cast<size_t>(bench.copy_bytes),
-                                                    cudaMemcpyDeviceToDevice, bench.b.get()),
-                                    "the copy-engine interference test");
-                     }
-                     return Status::success();
-                   }));
-    // One pass of the SM copy alone, to size the concurrent run.
-    const int sm_blocks = 16;
-    COMPASS_CUDA(cudaEventRecord(bench.start_b.get(), bench.b.get()), "SM copy timing");
-    COMPASS_CUDA(launch_sm_copy(bench.dst.get(), bench.src.get(), bench.copy_bytes, sm_blocks, 1,
-                                bench.b.get()),
-                 "the SM copy test");
-    COMPASS_CUDA(cudaEventRecord(bench.stop_b.get(), bench.b.get()), "SM copy timing");
-    COMPASS_ASSIGN(const double pass_s, elapsed_s(bench.start_b, bench.stop_b));
-    COMPASS_ASSIGN(out.gemm_slowdown_sm_copy,
-                   gemm_slowdown(bench, g, gemm_s, reps, [&](double duration_s) -> Status {
-                     const int passes = static_cast<int>(std::ceil(duration_s / pass_s)) + 1;
-                     COMPASS_CUDA(launch_sm_copy(bench.dst.get(), bench.src.get(),
-                                                 bench.copy_bytes, sm_blocks, passes,
-                                                 bench.b.get()),
-                                  "the SM copy interference test");
-                     return Status::success();
-                   }));
-    // The copy beside GEMMs: GEMMs first (on a), then timed copies (on b).
-    {
-      COMPASS_CUDA(cudaDeviceSynchronize(), "interference");
-      const int copy_reps = options.quick ? 5 : 10;
-      const int gemms = static_cast<int>(std::ceil((1.5 * copy_s * copy_reps + 1e-3) / gemm_s)) + 1;
-      for (int i = 0; i < gemms; ++i) COMPASS_TRY(g.run(bench.ws.get(), bench.a.get()));
-      COMPASS_CUDA(cudaEventRecord(bench.start_b.get(), bench.b.get()), "interference");
-      for (int i = 0; i < copy_reps; ++i) {
-        COMPASS_CUDA(cudaMemcpyAsync(bench.dst.get(), bench.src.get(),
-                                     static_cast<size_t>(bench.copy_bytes),
-                                     cudaMemcpyDeviceToDevice, bench.b.get()),
-                     "the copy beside GEMMs");
-      }
-      COMPASS_CUDA(cudaEventRecord(bench.stop_b.get(), bench.b.get()), "interference");
-      COMPASS_ASSIGN(double t, elapsed_s(bench.start_b, bench.stop_b));
-      COMPASS_CUDA(cudaDeviceSynchronize(), "interference");
-      out.comm_slowdown_beside_gemm = t / copy_reps / copy_s;
-    }
-  }
-  out.notes.push_back(fmt::format("SM copy interference probe: 16 blocks x 512 threads copying "
-                                  "{} MiB",
-                                  bench.copy_bytes >> 20));
+  COMPASS_TRY(measure_launch_overheads(bench, ndev, options.quick, out));
+  COMPASS_TRY(measure_interference(bench, cap, gemm_target_s, copy_s, options.quick, out));
+  out.notes.push_back(
+      fmt::format("SM copy interference probe: {} blocks x 512 threads copying "
+                  "{} MiB",
+                  kSmCopyBlocks, bench.copy_bytes >> 20));
   COMPASS_CUDA(cudaDeviceSynchronize(), "calibration");
   out.elapsed_s = seconds_since(t0);
   return out;
