@@ -20,7 +20,7 @@ namespace {
 
 // Rounds of the release/arrival fixed point of the reduce-scatter (it stops early once a round
 // repeats the previous one bit for bit).
-constexpr int kFixedPointRounds = 8;
+constexpr int kFixedPointRounds = 64;
 
 // The schedule of a tree pattern as the model follows it: per rank, its compute stream's items
 // in program order; per transfer, its ends, rows, its copy engine's previous transfer and what
@@ -98,19 +98,30 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
     int rounds = 0;
     for (int j = 0; j < p; ++j)
       for (const auto& pc : pieces[j]) rounds = std::max(rounds, pc.chunk + sh[pc.tree].height);
+    struct Step {
+      int from, to, owner, piece;
+    };
+    std::vector<Step> steps;
     for (int rho = 0; rho < rounds; ++rho) {
+      steps.clear();
       for (int j = 0; j < p; ++j)
         for (std::size_t i = 0; i < pieces[j].size(); ++i) {
           const schedule::TreePiece& pc = pieces[j][i];
-          const int pi = static_cast<int>(i);
-          for (auto [a, b] : tp.trees[pc.tree].edges) {
-            if (pc.chunk + sh[pc.tree].depth[b] - 1 != rho) continue;
-            Send sd{a, b, -1, -1, -1, pc.len};
-            if (a != j) sd.dep_flow = into.at(a, j, pi);
-            else if (root_items) sd.ready_item = last_item.at(j, j, pi);
-            into.at(b, j, pi) = push_send(sd, down[a * p + b]);
-          }
+          for (auto [a, b] : tp.trees[pc.tree].edges)
+            if (pc.chunk + sh[pc.tree].depth[b] - 1 == rho)
+              steps.push_back(Step{a, b, j, static_cast<int>(i)});
         }
+      std::stable_sort(steps.begin(), steps.end(), [&](const Step& x, const Step& y) {
+        return schedule::tree_step_order(p, x.from, x.to, x.owner) <
+               schedule::tree_step_order(p, y.from, y.to, y.owner);
+      });
+      for (const Step& st : steps) {
+        const int a = st.from, b = st.to, j = st.owner, pi = st.piece;
+        Send sd{a, b, -1, -1, -1, pieces[j][static_cast<std::size_t>(pi)].len};
+        if (a != j) sd.dep_flow = into.at(a, j, pi);
+        else if (root_items) sd.ready_item = last_item.at(j, j, pi);
+        into.at(b, j, pi) = push_send(sd, down[a * p + b]);
+      }
       if (!gemms) continue;
       for (int j = 0; j < p; ++j)
         for (std::size_t i = 0; i < pieces[j].size(); ++i) {
@@ -148,20 +159,29 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
   gemms_of_round(0);
   for (int rho = 0; rho < rounds; ++rho) {
     if (rho + 1 < rounds) gemms_of_round(rho + 1);
+    struct Step {
+      int v, to, owner, piece;
+    };
+    std::vector<Step> steps;
     for (int j = 0; j < p; ++j)
-      for (std::size_t i = 0; i < pieces[j].size(); ++i) {
-        const schedule::TreePiece& pc = pieces[j][i];
-        const int pi = static_cast<int>(i);
-        for (int v = 0; v < p; ++v) {
-          if (round_of(pc, v) != rho) continue;
-          for (int u : sh[pc.tree].children[v])
-            last_item.at(v, j, pi) = push_item(v, Item{true, add(pc.len), sent.at(u, j, pi)});
-          if (v == j) continue;
-          const int to = sh[pc.tree].parent[v];
-          sent.at(v, j, pi) =
-              push_send(Send{v, to, -1, last_item.at(v, j, pi), -1, pc.len}, up[v * p + to]);
-        }
-      }
+      for (std::size_t i = 0; i < pieces[j].size(); ++i)
+        for (int v = 0; v < p; ++v)
+          if (round_of(pieces[j][i], v) == rho)
+            steps.push_back(Step{v, v == j ? j : sh[pieces[j][i].tree].parent[v], j,
+                                 static_cast<int>(i)});
+    std::stable_sort(steps.begin(), steps.end(), [&](const Step& x, const Step& y) {
+      return schedule::tree_step_order(p, x.v, x.to, x.owner) <
+             schedule::tree_step_order(p, y.v, y.to, y.owner);
+    });
+    for (const Step& st : steps) {
+      const schedule::TreePiece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
+      const int v = st.v, j = st.owner, pi = st.piece;
+      for (int u : sh[pc.tree].children[v])
+        last_item.at(v, j, pi) = push_item(v, Item{true, add(pc.len), sent.at(u, j, pi)});
+      if (v == j) continue;
+      sent.at(v, j, pi) =
+          push_send(Send{v, st.to, -1, last_item.at(v, j, pi), -1, pc.len}, up[v * p + st.to]);
+    }
   }
   // gemm_ar: the reduced pieces go down the same trees, after every reduce-scatter transfer in
   // program order.

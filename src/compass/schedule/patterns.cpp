@@ -40,6 +40,11 @@ int tree_chunks(const TreePlan& plan, double shard_bytes) {
   return static_cast<int>(std::clamp(c, 1.0, static_cast<double>(kTreeMaxChunks)));
 }
 
+std::pair<int, int> tree_step_order(int p, int from, int to, int owner) {
+  if (from == owner && to == owner) return {p, 0};
+  return {(to - from + p) % p, (owner - from + p) % p};
+}
+
 TreePlan direct_tree_plan(int p) {
   TreePlan plan;
   for (int r = 0; r < p; ++r) {
@@ -169,19 +174,29 @@ void tree_allgather_rounds(Graph& g, const std::vector<std::vector<Piece>>& piec
   for (int o = 0; o < g.p; ++o)
     for (const Piece& pc : pieces[o])
       rounds = std::max(rounds, pc.chunk + g.shapes[pc.tree].height);
+  struct Send {
+    int from, to, owner;
+    const Piece* piece;
+  };
   for (int rho = 0; rho < rounds; ++rho) {
+    std::vector<Send> sends;
     for (int o = 0; o < g.p; ++o)
       for (const Piece& pc : pieces[o]) {
-        const RankTree& t = g.plan.trees[pc.tree];
         const TreeShape& sh = g.shapes[pc.tree];
-        for (auto [from, to] : t.edges) {
-          if (pc.chunk + sh.depth[to] - 1 != rho) continue;
-          Region s = from == o ? src(o, pc.rows) : dst(from, o, pc.rows);
-          g.b.transfer(s, dst(to, o, pc.rows), g.eng.at({from, to}), pc.tree, rho, o,
-                       fmt::format("r{} {} s{} c{} t{} k{} ->r{}", from, tag, rho, o, pc.tree,
-                                   pc.chunk, to));
-        }
+        for (auto [from, to] : g.plan.trees[pc.tree].edges)
+          if (pc.chunk + sh.depth[to] - 1 == rho) sends.push_back(Send{from, to, o, &pc});
       }
+    std::stable_sort(sends.begin(), sends.end(), [&](const Send& a, const Send& b) {
+      return tree_step_order(g.p, a.from, a.to, a.owner) < tree_step_order(g.p, b.from, b.to, b.owner);
+    });
+    for (const Send& e : sends) {
+      const Piece& pc = *e.piece;
+      Region s = e.from == e.owner ? src(e.owner, pc.rows) : dst(e.from, e.owner, pc.rows);
+      g.b.transfer(s, dst(e.to, e.owner, pc.rows), g.eng.at({e.from, e.to}), pc.tree, rho,
+                   e.owner,
+                   fmt::format("r{} {} s{} c{} t{} k{} ->r{}", e.from, tag, rho, e.owner,
+                               pc.tree, pc.chunk, e.to));
+    }
     for (int o = 0; o < g.p; ++o)
       for (const Piece& pc : pieces[o]) {
         const TreeShape& sh = g.shapes[pc.tree];
@@ -268,24 +283,32 @@ void rs_graph(Graph& g) {
   gemms_of_round(0);
   for (int rho = 0; rho < rounds; ++rho) {
     if (rho + 1 < rounds) gemms_of_round(rho + 1);
+    struct Step {
+      int v, to, owner;
+      const Piece* piece;
+    };
+    std::vector<Step> steps;
     for (int j = 0; j < p; ++j)
-      for (const Piece& pc : pieces[j]) {
-        const TreeShape& sh = g.shapes[pc.tree];
-        for (int v = 0; v < p; ++v) {
-          if (round_of(pc, v) != rho) continue;
-          const Region sum = sum_at(v, j, pc.rows);
-          for (int u : sh.children[v])
-            g.b.add(v, g.b.rows(v, "recv", slot.at({v, j, pc.tree, pc.chunk, u})), sum, rho, j,
-                    fmt::format("r{} add s{} c{} t{} k{} from r{}", v, rho, j, pc.tree, pc.chunk,
-                                u));
-          if (v == j) continue;
-          const int to = sh.parent[v];
-          g.b.transfer(sum, g.b.rows(to, "recv", slot.at({to, j, pc.tree, pc.chunk, v})),
-                       g.eng_up.at({v, to}), pc.tree, rho, j,
-                       fmt::format("r{} rs s{} c{} t{} k{} ->r{}", v, rho, j, pc.tree, pc.chunk,
-                                   to));
-        }
-      }
+      for (const Piece& pc : pieces[j])
+        for (int v = 0; v < p; ++v)
+          if (round_of(pc, v) == rho)
+            steps.push_back(Step{v, v == j ? j : g.shapes[pc.tree].parent[v], j, &pc});
+    std::stable_sort(steps.begin(), steps.end(), [&](const Step& a, const Step& b) {
+      return tree_step_order(p, a.v, a.to, a.owner) < tree_step_order(p, b.v, b.to, b.owner);
+    });
+    for (const Step& st : steps) {
+      const Piece& pc = *st.piece;
+      const int v = st.v, j = st.owner;
+      const Region sum = sum_at(v, j, pc.rows);
+      for (int u : g.shapes[pc.tree].children[v])
+        g.b.add(v, g.b.rows(v, "recv", slot.at({v, j, pc.tree, pc.chunk, u})), sum, rho, j,
+                fmt::format("r{} add s{} c{} t{} k{} from r{}", v, rho, j, pc.tree, pc.chunk, u));
+      if (v == j) continue;
+      g.b.transfer(sum, g.b.rows(st.to, "recv", slot.at({st.to, j, pc.tree, pc.chunk, v})),
+                   g.eng_up.at({v, st.to}), pc.tree, rho, j,
+                   fmt::format("r{} rs s{} c{} t{} k{} ->r{}", v, rho, j, pc.tree, pc.chunk,
+                               st.to));
+    }
   }
   if (!ar) return;
   // gemm_ar: the reduced chunks go down the same trees.

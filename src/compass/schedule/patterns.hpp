@@ -49,6 +49,14 @@ TreeShape tree_shape(const RankTree& t, int p);
 /// tree_shape of every tree of `plan` over p ranks, in plan order.
 std::vector<TreeShape> tree_shapes(const TreePlan& plan, int p);
 
+/// The order in which rank `from` takes one round's steps of a tree pattern (smaller first): a
+/// send to `to` of owner `owner`'s piece, by destination rotated to start after the sender,
+/// then by owner rotated likewise; an owner's final adds of its own piece (from == to == owner,
+/// nothing to send) after every send. Without the rotation every sender would walk the ranks
+/// in the same order, so at each step all copy engines would feed one receiver while the other
+/// receive links idle. The generator emits, and the model follows, each round in this order.
+std::pair<int, int> tree_step_order(int p, int from, int to, int owner);
+
 /// A hardware pattern (GPU ordinals) in rank numbers (rank i runs on gpus[i]); the error names
 /// a GPU outside the group or a malformed tree.
 Result<TreePlan> tree_plan_from(const hardware::TreePattern& t, const std::vector<int>& gpus);
