@@ -175,7 +175,7 @@ TEST(Timeline, OracleAgreesWithTheEstimate) {
                                      {"fuse:ring", {0.01, 0.02, 0.045}},
                                      {"fuse:double-ring", {0.01, 0.025, 0.14}},
                                      {"fuse:hier", {0.01, 0.01, 0.01}},
-                                     {"fuse:synth", {0.01, 0.01, 0.11}},
+                                     {"fuse:synth", {0.01, 0.01, 0.01}},
                                  });
   expect_rs_rings_agree(rows);
 }
@@ -191,7 +191,7 @@ TEST(Timeline, OracleAgreesWithTheBareEstimate) {
                                      {"fuse:ring", {0.01, 0.01, 0.01}},
                                      {"fuse:double-ring", {0.01, 0.01, 0.18}},
                                      {"fuse:hier", {0.01, 0.01, 0.01}},
-                                     {"fuse:synth", {0.01, 0.01, 0.12}},
+                                     {"fuse:synth", {0.01, 0.01, 0.01}},
                                  });
   expect_rs_rings_agree(rows);
 }
