@@ -137,6 +137,16 @@ TEST(CommModel, ReleasedAndChainedFlows) {
   fin = run_released_flows(p, flows, caches);
   EXPECT_NEAR(fin[0], 100e-6, 1e-12);
   EXPECT_NEAR(fin[1], 203e-6, 1e-12);
+  // Behind two flows (its engine's and its data's): it starts 3 us after the later one ends.
+  flows = {{0, 1, 1e6, 0.0}, {2, 3, 2e6, 0.0}, {0, 2, 1e6, 0.0, 0, 3e-6, 1}};
+  fin = run_released_flows(p, flows, caches);
+  EXPECT_NEAR(fin[0], 100e-6, 1e-12);
+  EXPECT_NEAR(fin[1], 200e-6, 1e-12);
+  EXPECT_NEAR(fin[2], 303e-6, 1e-12);
+  // The same with the data flow the earlier one: the engine's flow decides.
+  flows = {{0, 1, 2e6, 0.0}, {2, 3, 1e6, 0.0}, {0, 2, 1e6, 0.0, 0, 3e-6, 1}};
+  fin = run_released_flows(p, flows, caches);
+  EXPECT_NEAR(fin[2], 303e-6, 1e-12);
 }
 
 }  // namespace

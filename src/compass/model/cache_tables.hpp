@@ -101,6 +101,8 @@ struct ReleasedWorkspace {
   std::vector<double> remaining, latency;
   std::vector<int> ended;                    // flows finishing at this event
   std::vector<int> next_of, first_next;      // flows waiting for flow i: linked list
+  std::vector<int> also_next_of, also_first_next;  // the same through also_after
+  std::vector<int> pending;                  // per flow: predecessors not finished yet
   std::vector<std::pair<double, int>> heap;  // (release, index) of known, not yet released flows
   std::vector<std::uint64_t> key;
   ReleasedTrace trace;

@@ -75,7 +75,8 @@ std::vector<double> cached_released_flows(const hardware::Profile& p,
   std::vector<double> key;
   key.reserve(flows.size() * 12);
   for (const TimedFlow& f : flows) {
-    COMPASS_CHECK(f.release_s == 0 && f.gap_s == 0, "cached_released_flows: flows must start at 0");
+    COMPASS_CHECK(f.release_s == 0 && f.gap_s == 0 && f.also_after < 0,
+                  "cached_released_flows: flows must start at 0 behind at most one flow");
     append_key(p, f.src, f.dst, &key);
     key.push_back(f.after);
     key.push_back(f.bytes / scale);
@@ -184,8 +185,10 @@ std::size_t resumable(const std::vector<double>& cap, const std::vector<TimedFlo
   for (std::size_t i = 0; i < n; ++i) {
     const TimedFlow& was = tr.flows[i];
     const TimedFlow& f = flows[i];
-    if (was.src != f.src || was.dst != f.dst || was.after != f.after ||
-        !same_bits(was.gap_s, f.gap_s) || !same_bits(tr.latency[i], ws.latency[i]))
+    // A flow behind two others is not resumed (the resumed state below follows `after` only).
+    if (was.src != f.src || was.dst != f.dst || was.after != f.after || f.also_after >= 0 ||
+        was.also_after >= 0 || !same_bits(was.gap_s, f.gap_s) ||
+        !same_bits(tr.latency[i], ws.latency[i]))
       return 0;
     if (same_bits(was.bytes, f.bytes) && same_bits(was.release_s, f.release_s)) continue;
     if (f.after < 0) {
@@ -227,13 +230,19 @@ std::vector<double> released_events(const std::vector<double>& cap,
   ws.heap.clear();
   ws.first_next.assign(n, -1);
   ws.next_of.assign(n, -1);
+  ws.also_first_next.assign(n, -1);
+  ws.also_next_of.assign(n, -1);
   for (std::size_t i = 0; i < n; ++i) ws.remaining[i] = flows[i].bytes;
   // Waiting lists, each in ascending index order (pushed from the back).
   for (std::size_t i = n; i-- > 0;) {
-    const int a = flows[i].after;
-    if (a < 0) continue;
-    ws.next_of[i] = ws.first_next[a];
-    ws.first_next[a] = static_cast<int>(i);
+    if (const int a = flows[i].after; a >= 0) {
+      ws.next_of[i] = ws.first_next[a];
+      ws.first_next[a] = static_cast<int>(i);
+    }
+    if (const int a = flows[i].also_after; a >= 0) {
+      ws.also_next_of[i] = ws.also_first_next[a];
+      ws.also_first_next[a] = static_cast<int>(i);
+    }
   }
   const auto later = [](const std::pair<double, int>& x, const std::pair<double, int>& y) {
     return x > y;  // min-heap on (release, index)
@@ -245,12 +254,22 @@ std::vector<double> released_events(const std::vector<double>& cap,
     ws.heap.emplace_back(rel, i);
     std::push_heap(ws.heap.begin(), ws.heap.end(), later);
   };
+  // The release of a flow whose predecessors have all finished.
+  const auto ready = [&](int j) {
+    const TimedFlow& f = flows[j];
+    double rel = f.release_s;
+    if (f.after >= 0) rel = std::max(rel, finish[f.after] + f.gap_s);
+    if (f.also_after >= 0) rel = std::max(rel, finish[f.also_after] + f.gap_s);
+    known(j, rel);
+  };
   int iteration = 0;
   const auto finished = [&](int i, double at_s) {
     finish[i] = at_s;
     tr.finished_at[i] = iteration;
     for (int j = ws.first_next[i]; j >= 0; j = ws.next_of[j])
-      known(j, std::max(flows[j].release_s, finish[i] + flows[j].gap_s));
+      if (--ws.pending[j] == 0) ready(j);
+    for (int j = ws.also_first_next[i]; j >= 0; j = ws.also_next_of[j])
+      if (--ws.pending[j] == 0) ready(j);
   };
   double now = 0;
   std::size_t left = n;
@@ -263,7 +282,8 @@ std::vector<double> released_events(const std::vector<double>& cap,
     tr.snap_ids.clear();
     tr.snap_left.clear();
     for (std::size_t i = 0; i < n; ++i)
-      if (flows[i].after < 0) known(static_cast<int>(i), flows[i].release_s);
+      if (flows[i].after < 0 && flows[i].also_after < 0)
+        known(static_cast<int>(i), flows[i].release_s);
   } else {
     // The state at the start of iteration `resume`, which both runs reach alike.
     const int at = static_cast<int>(resume);
@@ -297,6 +317,11 @@ std::vector<double> released_events(const std::vector<double>& cap,
     tr.snap_left.resize(tr.snap_begin[resume]);
     tr.snap_begin.resize(resume);
   }
+  // Per flow: its predecessors not finished yet (a resumed run has none behind two flows).
+  ws.pending.assign(n, 0);
+  for (std::size_t i = 0; i < n; ++i)
+    for (const int a : {flows[i].after, flows[i].also_after})
+      if (a >= 0 && tr.finished_at[a] == kNever) ++ws.pending[i];
   for (std::size_t guard = resume; left > 0 && guard < 8 * n + 8; ++guard) {
     iteration = static_cast<int>(guard);
     tr.now.push_back(now);
@@ -369,7 +394,9 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
                                        bool memoise) {
   const std::size_t n = flows.size();
   for (std::size_t i = 0; i < n; ++i)
-    COMPASS_CHECK(flows[i].after < 0 || static_cast<std::size_t>(flows[i].after) < i,
+    COMPASS_CHECK((flows[i].after < 0 || static_cast<std::size_t>(flows[i].after) < i) &&
+                      (flows[i].also_after < 0 ||
+                       static_cast<std::size_t>(flows[i].also_after) < i),
                   "flow {} waits for a later flow", i);
   detail::CacheTables& tables = caches.tables();
   ReleasedWorkspace& ws = tables.released;
@@ -406,7 +433,8 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
         ws.key.end(),
         {(static_cast<std::uint64_t>(static_cast<std::uint32_t>(f.src)) << 32) |
              static_cast<std::uint32_t>(f.dst),
-         static_cast<std::uint64_t>(static_cast<std::int64_t>(f.after)), key_bits(f.bytes),
+         static_cast<std::uint64_t>(static_cast<std::int64_t>(f.after)),
+         static_cast<std::uint64_t>(static_cast<std::int64_t>(f.also_after)), key_bits(f.bytes),
          key_bits(f.release_s), key_bits(f.gap_s), key_bits(ws.latency[i]),
          ws.paths.dirs.size() - b});
     for (std::size_t d = b; d < ws.paths.dirs.size(); ++d) ws.key.push_back(ws.paths.dirs[d]);
@@ -445,6 +473,7 @@ bool same_timed_flows(const std::vector<TimedFlow>& a, const std::vector<TimedFl
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
     if (a[i].src != b[i].src || a[i].dst != b[i].dst || a[i].after != b[i].after ||
+        a[i].also_after != b[i].also_after ||
         key_bits(a[i].bytes) != key_bits(b[i].bytes) ||
         key_bits(a[i].release_s) != key_bits(b[i].release_s) ||
         key_bits(a[i].gap_s) != key_bits(b[i].gap_s))

@@ -48,7 +48,8 @@ struct TimedFlow {
   double bytes = 0;
   double release_s = 0;
   int after = -1;     ///< index of an earlier flow that must finish first, or -1
-  double gap_s = 0;   ///< issue cost between `after` finishing and this flow starting
+  double gap_s = 0;   ///< issue cost between `after` (and `also_after`) finishing and the start
+  int also_after = -1;  ///< a second earlier flow that must finish first (its data), or -1
 };
 
 /// Bit for bit equal flow lists (0.0 and -0.0 differ, a NaN equals itself): equal inputs of
@@ -57,8 +58,9 @@ struct TimedFlow {
 bool same_timed_flows(const std::vector<TimedFlow>& a, const std::vector<TimedFlow>& b);
 
 /// Finish time (route latency included) of each flow when flows join the max-min sharing at
-/// their release times; rates are re-shared at every release and every finish. `after` must
-/// point to an earlier index. Results are memoised in `caches` by their exact inputs (the
+/// their release times; rates are re-shared at every release and every finish. A flow starts at
+/// its release, and not before `after` and `also_after` finished plus `gap_s`; both must point
+/// to earlier indices. Results are memoised in `caches` by their exact inputs (the
 /// flows bit for bit, their routes, latencies and link capacities); a hit returns the same bits
 /// a run would. With `memoise` false the run neither reads nor fills the memo (runs nobody asks
 /// for again, such as the rounds of a fixed point whose answer is memoised whole); the answer
@@ -67,7 +69,8 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
                                        const std::vector<TimedFlow>& flows, Caches& caches,
                                        bool memoise = true);
 
-/// run_released_flows for flows that are all released at 0 with no gaps, through `caches`: such
+/// run_released_flows for flows that are all released at 0 with no gaps and no `also_after`,
+/// through `caches`: such
 /// a run scales exactly with a common byte count, so one run per pattern (the same src, dst,
 /// `after` and byte ratios) serves every size.
 std::vector<double> cached_released_flows(const hardware::Profile& p,

@@ -105,24 +105,9 @@ struct Ctx {
   StepTime dring_step(double bytes_each) const {
     return cached_ring_step_time(prof, ring, &ring2, bytes_each, caches);
   }
-  StepTime ring2_step(double bytes) const {
-    return cached_ring_step_time(prof, ring2, nullptr, bytes, caches);
-  }
   // The double ring's two lanes share copy engine 0 when a rank has only one (the generator's
   // engine of the second ring, schedule/generate.cpp): their transfers run one after the other.
   bool lanes_share_engine() const { return engines < 2; }
-  // One step of the double ring with `bytes_each` per ring, `bytes_slowed` the same counted as
-  // beside a GEMM: both rings at once, or ring then ring2 on one engine (lock-step). Returns the
-  // time from the step's start until ring's half landed and until both did, issues included.
-  std::pair<double, double> dring_step_on_engines(double bytes_each, double bytes_slowed) const {
-    if (!lanes_share_engine()) {
-      const double both = (fc == 1.0 ? dring_step(bytes_each) : dring_step(bytes_slowed)).time_s;
-      return {both + copy_issue, both + copy_issue};
-    }
-    const double first = (fc == 1.0 ? ring_step(bytes_each) : ring_step(bytes_slowed)).time_s;
-    const double second = (fc == 1.0 ? ring2_step(bytes_each) : ring2_step(bytes_slowed)).time_s;
-    return {copy_issue + first, 2 * copy_issue + first + second};
-  }
   // Per-edge durations (latency included) of one ring step whose flows all share the links at
   // once: entry i is ring[i] -> ring[i+1]; with `both`, ring2's edges follow (p + i). Ranks are
   // not in lock-step, so a rank behind a fast edge is not paced by the slowest one.
@@ -296,55 +281,154 @@ Outcome decompose(const Ctx& c, int d) {
 
 // ---- IntraFusion, AG-GEMM --------------------------------------------------------------------
 
-// One fused kernel (one launch) computing chunks in a fixed order; chunk i waits for its rows
-// (arrivals[i], the own shard at 0) and pays a flag wait; chunks computed while transfers are
-// still landing are slowed by the copy engines (the proportional rule); the chunks share one
-// GEMM's waves (Ctx::fused_chunk).
-double fused_compute(const Ctx& c, const std::vector<double>& arrivals,
-                     const std::vector<std::int64_t>& rows, double comm_end, double* compute_acc) {
+// When flow i of a run starts moving its bytes: its release, and not before the flows it waits
+// for have finished (plus its gap), as run_released_flows starts it.
+double bytes_start(const std::vector<TimedFlow>& flows, const std::vector<double>& finish,
+                   std::size_t i) {
+  const TimedFlow& f = flows[i];
+  double t = f.release_s;
+  if (f.after >= 0) t = std::max(t, finish[f.after] + f.gap_s);
+  if (f.also_after >= 0) t = std::max(t, finish[f.also_after] + f.gap_s);
+  return t;
+}
+
+// Adds `w` to `windows`, kept ascending by start (hardware::slowed_end reads them in order).
+void insert_window(std::vector<Window>& windows, Window w) {
+  windows.insert(std::upper_bound(windows.begin(), windows.end(), w,
+                                  [](const Window& x, const Window& y) { return x.from < y.from; }),
+                 w);
+}
+
+// Whether one of `gemms` (ascending, disjoint) is under way at `t`.
+bool computing_at(const std::vector<Window>& gemms, double t) {
+  const auto it = std::upper_bound(gemms.begin(), gemms.end(), t,
+                                   [](double x, const Window& w) { return x < w.from; });
+  return it != gemms.begin() && t < std::prev(it)->until;
+}
+
+// One rank's fused AG kernel as the schedule runs it: GEMM pieces of `rows` rows in order,
+// piece i once its rows arrived (arrivals[i]); the first pays the kernel launch, each later one
+// a flag wait (Task::launch); each advances at 1/fg while the rank's own transfers move data
+// (`busy`, ascending by start: the proportional rule); the pieces share one GEMM's waves
+// (Ctx::fused_chunk). Sets when each piece computes in `computing`; returns the kernel's end.
+double fused_ag_gemms(const Ctx& c, const std::vector<double>& arrivals,
+                      const std::vector<std::int64_t>& rows, const std::vector<Window>& busy,
+                      std::vector<Window>* computing, double* compute_acc) {
   const workload::GemmShape s = workload::local_gemm(c.op);
-  double t = c.launch;
+  computing->clear();
+  double t = 0;
   for (std::size_t i = 0; i < arrivals.size(); ++i) {
-    const double start = std::max(t, arrivals[i]);
+    const double from = std::max(t, arrivals[i]) + (i == 0 ? c.launch : c.flag_wait);
     const double work = c.fused_chunk(rows[i], s.n, s.k);
     *compute_acc += work;
-    // Copy engines slow the GEMM only while they move data (until comm_end): the part of the
-    // chunk's work done before then runs at 1/fg, the rest at full speed.
-    t = slowed_end(start, work, {Window{0.0, comm_end}}, c.fg) + c.flag_wait;
+    t = slowed_end(from, work, busy, c.fg);
+    computing->push_back(Window{from, t});
   }
   return t;
 }
 
+// A fused AG's transfers and per-rank GEMMs, run to the fixed point of which transfers start
+// beside a GEMM: `flows` (their bytes set as if every one did) run together; each rank's GEMM
+// pieces follow from their arrivals (`arrivals(rank, finish)`) and its transfers' windows
+// (flows are sent by `src_rank[i]` to `dst_rank[i]`, `bytes[i]` before any slowdown); then a
+// transfer's bytes count fc times when a GEMM computes on either end as its bytes start. Stops
+// when a round keeps every transfer's bytes. Returns the makespan; `compute_s` of rank 0.
+double fused_ag_fixed_point(
+    const Ctx& c, std::vector<TimedFlow>& flows, const std::vector<int>& src_rank,
+    const std::vector<int>& dst_rank, const std::vector<double>& bytes,
+    const std::vector<std::int64_t>& rows,
+    const std::function<void(int, const std::vector<double>&, std::vector<double>*)>& arrivals,
+    double* compute_s) {
+  const int p = c.p;
+  std::vector<std::vector<Window>> busy(p), computing(p);
+  std::vector<double> arrive(rows.size(), 0.0);
+  double total = 0;
+  for (int iter = 0; iter < kRingFixedPointRounds; ++iter) {
+    const std::vector<double> finish = run_released_flows(c.prof, flows, c.caches);
+    for (std::vector<Window>& b : busy) b.clear();
+    for (std::size_t i = 0; i < flows.size(); ++i)
+      insert_window(busy[src_rank[i]], Window{bytes_start(flows, finish, i), finish[i]});
+    total = 0;
+    for (int q = 0; q < p; ++q) {
+      arrivals(q, finish, &arrive);
+      double acc = 0;
+      total = std::max(total, fused_ag_gemms(c, arrive, rows, busy[q], &computing[q], &acc));
+      if (q == 0) *compute_s = acc;
+    }
+    if (c.fc == 1.0) break;
+    bool same = true;
+    for (std::size_t i = 0; i < flows.size(); ++i) {
+      const double from = bytes_start(flows, finish, i);
+      const bool beside = computing_at(computing[src_rank[i]], from) ||
+                          computing_at(computing[dst_rank[i]], from);
+      const double b = bytes[i] * (beside ? c.fc : 1.0);
+      if (b != flows[i].bytes) same = false;
+      flows[i].bytes = b;
+    }
+    if (same) break;
+  }
+  return total;
+}
+
+// Ring all-gather fused with the GEMM (one ring, or a double ring with half of every shard on
+// each ring), as the schedule runs it: at step s the rank at ring position P forwards the
+// shard (half) of ring[P - s] to its successor once it landed and its copy engine is free (one
+// engine per ring, or both rings on engine 0 when a rank has one: Ctx::lanes_share_engine),
+// and computes the rows that landed at step s - 1 (its own shard first).
 Outcome fused_ag_ring(const Ctx& c, bool double_ring) {
   Outcome o;
+  const int p = c.p;
   const std::int64_t shard_rows = workload::shard_rows(c.op);
   const double shard_bytes = static_cast<double>(shard_rows) * c.op.k * c.e;
   const StepTime st = double_ring ? c.dring_step(shard_bytes / 2) : c.ring_step(shard_bytes);
-  // Beside the GEMM each transfer's bytes count fc times (latency does not), as simulated.
-  const double slowed = c.fc == 1.0 ? st.time_s
-                                    : (double_ring ? c.dring_step(shard_bytes * c.fc / 2)
-                                                   : c.ring_step(shard_bytes * c.fc)).time_s;
-  double step = slowed + c.copy_issue;
-  double first_half = step;  // double ring: from a step's start until ring's half landed
-  if (double_ring) {
-    std::tie(first_half, step) = c.dring_step_on_engines(shard_bytes / 2, shard_bytes * c.fc / 2);
-  }
-  // Own shard first (one GEMM), then per step the chunk (or both half-chunks) that landed.
-  std::vector<double> arrivals{0.0};
-  std::vector<std::int64_t> rows{shard_rows};
-  const std::int64_t half = ceil_div(shard_rows, 2);
-  for (int s = 1; s < c.p; ++s) {
-    if (double_ring) {
-      arrivals.insert(arrivals.end(), {(s - 1) * step + first_half, s * step});
-      rows.insert(rows.end(), {half, shard_rows - half});
-    } else {
-      arrivals.push_back(s * step);
-      rows.push_back(shard_rows);
-    }
-  }
-  o.total_s = fused_compute(c, arrivals, rows, (c.p - 1) * step, &o.compute_s);
-  o.comm_s = (c.p - 1) * st.time_s;
+  o.comm_s = (p - 1) * st.time_s;
   o.bottleneck = st.bottleneck;
+  const int lanes = double_ring ? 2 : 1;
+  const std::int64_t half = double_ring ? ceil_div(shard_rows, 2) : shard_rows;
+  const std::int64_t lane_rows[2] = {half, shard_rows - half};
+  std::vector<int> pos[2], rank_at[2];
+  for (int h = 0; h < lanes; ++h) {
+    pos[h] = schedule::ring_positions(h == 0 ? c.ring_ranks : c.ring2_ranks);
+    rank_at[h].assign(p, 0);
+    for (int q = 0; q < p; ++q) rank_at[h][pos[h][q]] = q;
+  }
+  auto succ = [&](int h, int q) { return rank_at[h][(pos[h][q] + 1) % p]; };
+  auto pred = [&](int h, int q) { return rank_at[h][(pos[h][q] + p - 1) % p]; };
+  const bool shared = double_ring && c.lanes_share_engine();
+  auto fid = [&](int k, int h, int q) { return (k * lanes + h) * p + q; };
+  const int steps = p - 1;
+  const auto n = static_cast<std::size_t>(steps * lanes * p);
+  std::vector<TimedFlow> flows(n);
+  std::vector<int> src(n), dst(n);
+  std::vector<double> bytes(n);
+  for (int k = 0; k < steps; ++k)
+    for (int h = 0; h < lanes; ++h)
+      for (int q = 0; q < p; ++q) {
+        const int i = fid(k, h, q);
+        TimedFlow& f = flows[i];
+        src[i] = q;
+        dst[i] = succ(h, q);
+        f.src = c.gpus[q];
+        f.dst = c.gpus[dst[i]];
+        bytes[i] = static_cast<double>(lane_rows[h]) * c.op.k * c.e;
+        f.bytes = bytes[i] * c.fc;
+        f.release_s = c.copy_issue;
+        f.gap_s = c.copy_issue;
+        f.after = shared ? (h == 1 ? fid(k, 0, q) : (k > 0 ? fid(k - 1, 1, q) : -1))
+                         : (k > 0 ? fid(k - 1, h, q) : -1);
+        f.also_after = k > 0 ? fid(k - 1, h, pred(h, q)) : -1;  // the rows it forwards
+      }
+  // Own shard first (one GEMM), then per step the chunk (or both half-chunks) that landed.
+  std::vector<std::int64_t> rows{shard_rows};
+  for (int s = 1; s < p; ++s)
+    for (int h = 0; h < lanes; ++h) rows.push_back(lane_rows[h]);
+  const auto arrivals = [&](int q, const std::vector<double>& finish, std::vector<double>* out) {
+    std::size_t i = 0;
+    (*out)[i++] = 0.0;
+    for (int s = 1; s < p; ++s)
+      for (int h = 0; h < lanes; ++h) (*out)[i++] = finish[fid(s - 1, h, pred(h, q))];
+  };
+  o.total_s = fused_ag_fixed_point(c, flows, src, dst, bytes, rows, arrivals, &o.compute_s);
   return o;
 }
 
@@ -423,40 +507,48 @@ void all2all_congestion(const Ctx& c, double block, Outcome* o) {
   cache.emplace(std::move(key), std::move(found));
 }
 
+// All-to-all: rank r pushes its shard to r+k on copy engine (k-1) mod engines (one push after
+// another per engine), computes its own shard, then the shard of r-k for k = 1..p-1, each when
+// it landed.
 Outcome fused_ag_all2all(const Ctx& c) {
   Outcome o;
+  const int p = c.p;
   const std::int64_t shard_rows = workload::shard_rows(c.op);
   const double shard_bytes = static_cast<double>(shard_rows) * c.op.k * c.e;
-  // Comm slowed beside the GEMM: the same as proportionally more bytes.
-  const std::vector<double> fin =
-      all2all_pushes(c, shard_bytes * c.fc, nullptr);
-  // Rank r computes its own shard, then the shard of r-k for k = 1..p-1, each when it landed.
-  for (int r = 0; r < c.p; ++r) {
-    std::vector<double> arrivals{0.0};
-    for (int k = 1; k < c.p; ++k)
-      arrivals.push_back(fin[schedule::all2all_source(r, k, c.p) * c.p + r]);
-    const double comm_end = *std::max_element(arrivals.begin(), arrivals.end());
-    double compute = 0;
-    const double t = fused_compute(c, arrivals, std::vector<std::int64_t>(c.p, shard_rows),
-                                   comm_end, &compute);
-    if (t > o.total_s) {
-      o.total_s = t;
-      o.compute_s = compute;
+  std::vector<TimedFlow> flows;
+  std::vector<int> src, dst, flow_of(static_cast<std::size_t>(p * p), -1);
+  for (int r = 0; r < p; ++r) {
+    std::vector<int> last_on_engine(static_cast<std::size_t>(c.engines), -1);
+    for (int k = 1; k < p; ++k) {
+      const int to = schedule::all2all_peer(r, k, p);
+      const int engine = schedule::all2all_engine(k, c.engines);
+      TimedFlow f;
+      f.src = c.gpus[r];
+      f.dst = c.gpus[to];
+      f.bytes = shard_bytes * c.fc;
+      f.release_s = c.copy_issue;
+      f.after = last_on_engine[engine];
+      f.gap_s = c.copy_issue;
+      last_on_engine[engine] = static_cast<int>(flows.size());
+      flow_of[r * p + to] = static_cast<int>(flows.size());
+      src.push_back(r);
+      dst.push_back(to);
+      flows.push_back(f);
     }
   }
-  if (c.details && c.p > 1) {
+  const std::vector<double> bytes(flows.size(), shard_bytes);
+  const std::vector<std::int64_t> rows(static_cast<std::size_t>(p), shard_rows);
+  const auto arrivals = [&](int r, const std::vector<double>& finish, std::vector<double>* out) {
+    (*out)[0] = 0.0;
+    for (int k = 1; k < p; ++k) (*out)[k] = finish[flow_of[schedule::all2all_source(r, k, p) * p + r]];
+  };
+  o.total_s = fused_ag_fixed_point(c, flows, src, dst, bytes, rows, arrivals, &o.compute_s);
+  if (c.details && p > 1) {
     const std::vector<double> alone = all2all_pushes(c, shard_bytes, nullptr);
     o.comm_s = *std::max_element(alone.begin(), alone.end());
     all2all_congestion(c, shard_bytes, &o);
   }
   return o;
-}
-
-// Whether one of `gemms` (ascending, disjoint) is under way at `t`.
-bool computing_at(const std::vector<Window>& gemms, double t) {
-  const auto it = std::upper_bound(gemms.begin(), gemms.end(), t,
-                                   [](double x, const Window& w) { return x < w.from; });
-  return it != gemms.begin() && t < std::prev(it)->until;
 }
 
 // ---- IntraFusion, GEMM-RS (and the reduce-scatter half of GEMM-AR) ---------------------------
