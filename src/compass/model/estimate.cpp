@@ -260,7 +260,9 @@ Outcome decompose(const Ctx& c, int d) {
         o.compute_s += cc.add_s;
       }
       for (int q = 0; q < p; ++q) {
-        ce[q] = std::max(send[q], engine_free[q]);
+        // The copy engine is free once its last transfer landed (the adds run on the compute
+        // stream); the all-gather forwards the sums after the last add.
+        ce[q] = c.op.kind == OpKind::gemm_ar ? std::max(send[q], engine_free[q]) : engine_free[q];
         if (c.op.kind == OpKind::gemm_ar) {
           // The all-gather of part i's sums follows on the same copy engine (a second
           // collective: its own launch).
@@ -432,11 +434,11 @@ Outcome fused_ag_ring(const Ctx& c, bool double_ring) {
   return o;
 }
 
-// All-to-all pushes as the schedule issues them: rank r sends to r+k on copy engine
-// (k-1) mod engines, one transfer after another per engine, the first ones released at
-// `release(r, k)`. Returns finish times indexed [src * p + dst] (route latency included).
-std::vector<double> all2all_pushes(const Ctx& c, double bytes,
-                                   const std::function<double(int, int)>* release) {
+// All-to-all pushes as the schedule issues them, every one ready at once (the communication
+// alone): rank r sends to r+k on copy engine (k-1) mod engines, one transfer after another per
+// engine, each after a copy issue. Returns finish times indexed [src * p + dst] (route latency
+// included).
+std::vector<double> all2all_pushes(const Ctx& c, double bytes) {
   std::vector<TimedFlow> flows;
   std::vector<int> flow_of(static_cast<std::size_t>(c.p * c.p), -1);
   std::vector<int> queue_pos;
@@ -445,26 +447,18 @@ std::vector<double> all2all_pushes(const Ctx& c, double bytes,
     for (int k = 1; k < c.p; ++k) {
       const int dst = schedule::all2all_peer(r, k, c.p);
       const int engine = schedule::all2all_engine(k, c.engines);
-      const double rel = release ? (*release)(r, k) + c.copy_issue : 0.0;
-      TimedFlow f{c.gpus[r], c.gpus[dst], bytes, rel, last_on_engine[engine],
-                  release ? c.copy_issue : 0.0};
+      TimedFlow f{c.gpus[r], c.gpus[dst], bytes, 0.0, last_on_engine[engine], 0.0};
       last_on_engine[engine] = static_cast<int>(flows.size());
       flow_of[r * c.p + dst] = static_cast<int>(flows.size());
       queue_pos.push_back((k - 1) / c.engines);
       flows.push_back(f);
     }
   }
-  std::vector<double> fin;
-  if (release) {
-    // Later pushes of one engine were appended after their predecessor, so `after` < index.
-    fin = run_released_flows(c.prof, flows, c.caches);
-  } else {
-    // Everything ready at once: the chained flows scale exactly with their size, so one cached
-    // run per pattern serves all sizes; the copy issue before each push of an engine queue is
-    // added afterwards (it shifts that queue by one issue per push).
-    fin = cached_released_flows(c.prof, flows, c.caches);
-    for (std::size_t i = 0; i < fin.size(); ++i) fin[i] += (queue_pos[i] + 1) * c.copy_issue;
-  }
+  // The chained flows scale exactly with their size, so one cached run per pattern serves all
+  // sizes; the copy issue before each push of an engine queue is added afterwards (it shifts
+  // that queue by one issue per push).
+  std::vector<double> fin = cached_released_flows(c.prof, flows, c.caches);
+  for (std::size_t i = 0; i < fin.size(); ++i) fin[i] += (queue_pos[i] + 1) * c.copy_issue;
   std::vector<double> out(static_cast<std::size_t>(c.p * c.p), 0);
   for (std::size_t i = 0; i < out.size(); ++i)
     if (flow_of[i] >= 0) out[i] = fin[flow_of[i]];
@@ -544,7 +538,7 @@ Outcome fused_ag_all2all(const Ctx& c) {
   };
   o.total_s = fused_ag_fixed_point(c, flows, src, dst, bytes, rows, arrivals, &o.compute_s);
   if (c.details && p > 1) {
-    const std::vector<double> alone = all2all_pushes(c, shard_bytes, nullptr);
+    const std::vector<double> alone = all2all_pushes(c, shard_bytes);
     o.comm_s = *std::max_element(alone.begin(), alone.end());
     all2all_congestion(c, shard_bytes, &o);
   }
@@ -729,27 +723,101 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
 }
 
 // All-to-all: rank r computes the partials of chunks r+1, ..., r+p-1 (pushing each to its owner
-// when done) and then its own; after its GEMMs it adds the p-1 received partials in the order
-// r-1, r-2, ... as they land.
+// when done, on copy engine (k-1) mod engines, one push after another per engine) and then its
+// own; after its GEMMs it adds the p-1 received partials in the order r-1, r-2, ... as they
+// land. GEMM-AR: then it pushes its reduced chunk to every peer in the same pattern, behind its
+// reduce-scatter pushes. Followed per rank like fused_rs_ring: the compute recurrence gives the
+// pushes' releases, the pushes run together (run_released_flows), iterated to the fixed point.
 Outcome fused_rs_all2all(const Ctx& c) {
   Outcome o;
   const workload::GemmShape s = workload::local_gemm(c.op);
+  const int p = c.p;
   const std::int64_t chunk_rows = workload::max_row_share(c.op);
   const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
   const double g = c.fused_chunk(chunk_rows, s.n, s.k);
-  const double g_f = g * (c.p > 1 ? c.fg : 1.0) + c.flag_wait;
-  const std::function<double(int, int)> release = [&](int, int k) { return c.launch + k * g_f; };
-  const std::vector<double> fin = all2all_pushes(c, chunk_bytes * c.fc, &release);
   const double add_work = c.add(chunk_bytes);
-  for (int r = 0; r < c.p; ++r) {
-    double t = c.launch + c.p * g_f;
-    for (int k = 1; k < c.p; ++k)
-      t = std::max(t, fin[schedule::all2all_source(r, k, c.p) * c.p + r]) + add_work + c.flag_wait;
-    o.total_s = std::max(o.total_s, t);
+  o.compute_s = p * g + (p - 1) * add_work;
+  const bool ar = c.op.kind == OpKind::gemm_ar && p > 1;
+  // Push (r, k) of the reduce-scatter is flow r * (p-1) + k-1; the all-gather's follow.
+  const int per = p - 1;
+  const auto n = static_cast<std::size_t>((ar ? 2 : 1) * p * per);
+  auto rs_id = [&](int r, int k) { return r * per + k - 1; };
+  auto ag_id = [&](int r, int k) { return p * per + r * per + k - 1; };
+  std::vector<int> after(n, -1), src(n), dst(n), flow_to(static_cast<std::size_t>(p * p), -1);
+  for (int r = 0; r < p; ++r) {
+    std::vector<int> last_on_engine(static_cast<std::size_t>(c.engines), -1);
+    for (int phase = 0; phase < (ar ? 2 : 1); ++phase)
+      for (int k = 1; k < p; ++k) {
+        const int i = phase == 0 ? rs_id(r, k) : ag_id(r, k);
+        const int engine = schedule::all2all_engine(k, c.engines);
+        after[i] = last_on_engine[engine];
+        last_on_engine[engine] = i;
+        src[i] = r;
+        dst[i] = schedule::all2all_peer(r, k, p);
+        if (phase == 0) flow_to[r * p + dst[i]] = i;
+      }
   }
-  o.compute_s = c.p * g + (c.p - 1) * add_work;
-  if (c.details && c.p > 1) {
-    const std::vector<double> alone = all2all_pushes(c, chunk_bytes, nullptr);
+  std::vector<double> release(n, 0), finish(n, 0), ends(p, 0);
+  std::vector<std::vector<Window>> busy(p), computing(p);
+  // The push i released at `t`: its bytes' start; the first guess times it alone.
+  auto push = [&](int i, double t, bool first_guess, std::vector<Window>* windows) {
+    release[i] = t;
+    const double from = std::max(t, after[i] >= 0 ? finish[after[i]] : 0.0) + c.copy_issue;
+    if (first_guess)
+      finish[i] = from + transfer_time_s(c.prof, c.gpus[src[i]], c.gpus[dst[i]], chunk_bytes * c.fc);
+    if (windows != nullptr) insert_window(*windows, Window{from, std::max(from, finish[i])});
+  };
+  auto recurrence = [&](bool first_guess) {
+    for (int r = 0; r < p; ++r) {
+      busy[r].clear();
+      computing[r].clear();
+      double t = 0;
+      // A fused kernel: its first GEMM pays the launch, each later one a flag wait; slowed
+      // while the rank's pushes move data (the proportional rule).
+      auto gemm = [&](bool first) {
+        const double from = t + (first ? c.launch : c.flag_wait);
+        t = slowed_end(from, g, busy[r], c.fg);
+        computing[r].push_back(Window{from, t});
+      };
+      for (int k = 1; k < p; ++k) {
+        gemm(k == 1);
+        push(rs_id(r, k), t, first_guess, &busy[r]);
+      }
+      gemm(p == 1);
+      for (int k = 1; k < p; ++k)
+        t = std::max(t, finish[flow_to[schedule::all2all_source(r, k, p) * p + r]]) +
+            c.flag_wait + add_work;
+      if (ar)
+        for (int k = 1; k < p; ++k) push(ag_id(r, k), t, first_guess, nullptr);
+      ends[r] = t;
+    }
+  };
+  recurrence(true);
+  std::vector<TimedFlow> flows, previous;
+  for (int iter = 0; iter < kRingFixedPointRounds && p > 1; ++iter) {
+    flows.assign(n, TimedFlow{});
+    for (std::size_t i = 0; i < n; ++i) {
+      TimedFlow& f = flows[i];
+      f.src = c.gpus[src[i]];
+      f.dst = c.gpus[dst[i]];
+      f.release_s = release[i] + c.copy_issue;
+      f.after = after[i];
+      f.gap_s = c.copy_issue;
+      // Beside a GEMM (one computing on either end as its bytes start): bytes count fc times.
+      const double from = std::max(f.release_s, f.after >= 0 ? finish[f.after] + c.copy_issue : 0.0);
+      const bool beside =
+          computing_at(computing[src[i]], from) || computing_at(computing[dst[i]], from);
+      f.bytes = chunk_bytes * (beside ? c.fc : 1.0);
+    }
+    if (iter > 0 && same_timed_flows(flows, previous)) break;
+    finish = run_released_flows(c.prof, flows, c.caches);
+    recurrence(false);
+    std::swap(flows, previous);
+  }
+  o.total_s = *std::max_element(ends.begin(), ends.end());
+  if (ar) o.total_s = std::max(o.total_s, *std::max_element(finish.begin(), finish.end()));
+  if (c.details && p > 1) {
+    const std::vector<double> alone = all2all_pushes(c, chunk_bytes);
     o.comm_s = *std::max_element(alone.begin(), alone.end());
     all2all_congestion(c, chunk_bytes, &o);
   }
@@ -765,15 +833,13 @@ Outcome fused_ar(const Ctx& c, StrategyKind kind) {
   if (c.p <= 1) return o;
   const std::int64_t chunk_rows = workload::max_row_share(c.op);
   const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
-  double ag = 0, alone = 0;
+  // The all-gather is part of the reduce-scatter's timeline (each rank forwards its chunk as
+  // soon as it is reduced); here only its time alone.
+  double alone = 0;
   if (kind == StrategyKind::fuse_all2all) {
-    const std::vector<double> fin = all2all_pushes(c, chunk_bytes, nullptr);
+    const std::vector<double> fin = all2all_pushes(c, chunk_bytes);
     alone = *std::max_element(fin.begin(), fin.end());
-    ag = alone;
-    o.total_s += ag;
   } else {
-    // The rings' all-gather is part of fused_rs_ring's timeline (each rank forwards its chunk
-    // as soon as it is reduced).
     const bool dr = kind == StrategyKind::fuse_double_ring;
     alone = (c.p - 1) * (dr ? c.dring_step(chunk_bytes / 2) : c.ring_step(chunk_bytes)).time_s;
   }
