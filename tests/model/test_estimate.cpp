@@ -257,6 +257,32 @@ TEST(Odp, ClosedFormMatchesBruteForceOnRandomCoefficients) {
   }
 }
 
+// The optimiser offers only degrees the generator builds: gemm_ar (the one operator whose M
+// tp need not divide) then has no split of its ranks' rows, only decompose:1; and every
+// offered degree generates.
+TEST(Odp, OffersOnlyDegreesTheGeneratorBuilds) {
+  const hardware::Profile p = *hardware::make_preset("a6000x8");
+  std::vector<int> gpus{0, 1, 2, 3, 4, 5, 6, 7};
+  const schedule::CommPlan plan = *schedule::comm_plan_for(p, gpus);
+  Caches caches;
+  for (OpKind kind : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar})
+    for (std::int64_t m : {8190, 8192, 3 * 4096, 1000, 1001}) {
+      if (m % 8 != 0 && kind != OpKind::gemm_ar) continue;  // tp must divide M there
+      const workload::OperatorSpec op = op_of(kind, m, 4096, 4096, 8);
+      const Result<OdpResult> r = optimise_decomposition(p, op, plan, caches);
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      ASSERT_FALSE(r->feasible.empty());
+      for (int d : r->feasible) {
+        auto s = schedule::generate(op, Strategy{StrategyKind::decompose, d}, plan);
+        EXPECT_TRUE(s.ok()) << workload::to_string(kind) << " M=" << m << " d=" << d << ": "
+                            << s.error().message;
+      }
+      if (m % 8 != 0) {
+        EXPECT_EQ(r->feasible, std::vector<int>{1}) << workload::to_string(kind);
+      }
+    }
+}
+
 TEST(Odp, ClosedFormOnThePaperGrid) {
   const hardware::Profile p = *hardware::make_preset("a6000x8");
   std::map<int, schedule::CommPlan> plans;

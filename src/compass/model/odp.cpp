@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "compass/model/estimate.hpp"
+#include "compass/schedule/generate.hpp"
 
 namespace compass::model {
 
@@ -45,6 +46,9 @@ Result<OdpResult> optimise_decomposition(const hardware::Profile& p,
                               plan, ModelKnobs{}, caches));
   OdpResult r;
   r.feasible = feasible_degrees(workload::rows_per_rank(op));
+  // Only degrees the generator can build (gemm_ar splits all M rows, but its schedule splits
+  // each rank's M/tp rows).
+  std::erase_if(r.feasible, [&](int d) { return !schedule::check_decompose(op, d).ok(); });
   const int dmax = r.feasible.back();
   const DecomposeParts one = decompose_parts(p, op, 1, plan, caches);
   const DecomposeParts many = decompose_parts(p, op, dmax, plan, caches);

@@ -507,6 +507,26 @@ void rs_double_ring(Builder& b, const Ctx& c) {
 
 }  // namespace
 
+Status check_decompose(const workload::OperatorSpec& op, int d) {
+  const int p = op.tp;
+  if (d < 1) return make_error("decompose:{}: the number of parts must be at least 1", d);
+  if (d > kMaxDecomposeParts)
+    return make_error("decompose:{}: the number of parts must be at most {}", d,
+                      kMaxDecomposeParts);
+  if (op.m % p != 0 && d > 1)
+    return make_error(
+        "decompose:{}: M = {} is not divisible by tp = {}, so ranks own unequal "
+        "rows that cannot be split into parts",
+        d, op.m, p);
+  const std::int64_t rows = workload::shard_rows(op);
+  if (d > 1 && rows % d != 0)
+    return make_error(
+        "decompose:{}: {} parts do not divide the {} rows each rank owns "
+        "(M/tp = {}/{})",
+        d, d, rows, op.m, p);
+  return Status::success();
+}
+
 Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& strategy,
                           const CommPlan& plan, const GenerateOptions& options) {
   COMPASS_TRY(workload::validate(op));
@@ -518,24 +538,7 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
   COMPASS_ASSIGN(RingView ring, ring_view(plan.ring, p, "ring"));
   COMPASS_ASSIGN(RingView ring2, ring_view(plan.ring2, p, "ring2"));
 
-  if (strategy.kind == StrategyKind::decompose) {
-    const int d = strategy.parts;
-    if (d < 1) return make_error("decompose:{}: the number of parts must be at least 1", d);
-    if (d > kMaxDecomposeParts)
-      return make_error("decompose:{}: the number of parts must be at most {}", d,
-                        kMaxDecomposeParts);
-    if (op.m % p != 0 && d > 1)
-      return make_error(
-          "decompose:{}: M = {} is not divisible by tp = {}, so ranks own unequal "
-          "rows that cannot be split into parts",
-          d, op.m, p);
-    const std::int64_t rows = workload::shard_rows(op);
-    if (d > 1 && rows % d != 0)
-      return make_error(
-          "decompose:{}: {} parts do not divide the {} rows each rank owns "
-          "(M/tp = {}/{})",
-          d, d, rows, op.m, p);
-  }
+  if (strategy.kind == StrategyKind::decompose) COMPASS_TRY(check_decompose(op, strategy.parts));
 
   // Every strategy emits at most about parts x p x (p + 2) tasks (a transfer to every other
   // rank, a GEMM and an add or copy per part and rank); refuse before building what no

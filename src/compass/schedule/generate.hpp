@@ -54,6 +54,11 @@ struct GenerateOptions {
   bool fused_gemm = false;
 };
 
+/// Whether decompose:`parts` can be generated for `op`: 1 <= parts <= kMaxDecomposeParts, and
+/// for parts > 1 tp divides M and parts divide the M/tp rows each rank owns. The error says
+/// which. The model offers only degrees that pass (model/odp.cpp).
+Status check_decompose(const workload::OperatorSpec& op, int parts);
+
 /// Builds the task graph of `op` under `strategy`. Errors: invalid op, decompose parts that do
 /// not divide the rows each rank owns, a plan whose size differs from op.tp, a schedule of
 /// more than about kMaxTasks tasks (limits.hpp). Building costs O(n log n) in the n tasks.
