@@ -86,9 +86,10 @@ struct ReleasedTrace {
   // Per flow: its finish, and the iterations in which it was released and finished.
   std::vector<double> finish;
   std::vector<int> released_at, finished_at;
-  // Per iteration: the time, the least release time it read (see resumable), and the
-  // remaining bytes of its active flows (snap_ids, snap_left from snap_begin[k]).
-  std::vector<double> now, bound;
+  // Per iteration: the time, the latest release time it read, the earliest end of its active
+  // flows from now (see resumable), and the remaining bytes of its active flows (snap_ids,
+  // snap_left from snap_begin[k]).
+  std::vector<double> now, bound, step;
   std::vector<std::size_t> snap_begin;
   std::vector<int> snap_ids;
   std::vector<double> snap_left;

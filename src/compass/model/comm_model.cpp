@@ -165,9 +165,11 @@ bool same_bits(double a, double b) { return key_bits(a) == key_bits(b); }
 // trace is of another set of routes). Flows may differ from the traced ones only in bytes and
 // release time. Such a changed flow is read first when it is released, so at the earlier of
 // the two release times the runs give it (its predecessor finishes at the same time in both
-// runs as long as they agree); and iteration k reads no release time beyond bound[k] (the
-// releases up to now + 1e-15 and the next one after them). The iterations whose bound lies
-// below every changed flow's earliest release read nothing that changed.
+// runs as long as they agree). Iteration k reads the releases up to now + 1e-15 and the next
+// one after them (bound[k] is the largest of these); the next one only to bound its step, so
+// when the active flows' earliest end (step[k], from now) comes first, a later release it
+// reads instead changes nothing: the step is the same. The iterations that read no changed
+// release repeat the traced ones.
 std::size_t resumable(const std::vector<double>& cap, const std::vector<TimedFlow>& flows,
                       const ReleasedWorkspace& ws) {
   const ReleasedTrace& tr = ws.trace;
@@ -201,7 +203,10 @@ std::size_t resumable(const std::vector<double>& cap, const std::vector<TimedFlo
     }
   }
   std::size_t k = 0;
-  while (k < tr.bound.size() && tr.bound[k] < first_read) ++k;
+  while (k < tr.bound.size() &&
+         (tr.bound[k] < first_read ||
+          (tr.now[k] + 1e-15 < first_read && first_read - tr.now[k] >= tr.step[k])))
+    ++k;
   return k;
 }
 
@@ -278,6 +283,7 @@ std::vector<double> released_events(const std::vector<double>& cap,
     tr.finished_at.assign(n, kNever);
     tr.now.clear();
     tr.bound.clear();
+    tr.step.clear();
     tr.snap_begin.clear();
     tr.snap_ids.clear();
     tr.snap_left.clear();
@@ -313,6 +319,7 @@ std::vector<double> released_events(const std::vector<double>& cap,
     now = tr.now[resume];
     tr.now.resize(resume);
     tr.bound.resize(resume);
+    tr.step.resize(resume);
     tr.snap_ids.resize(tr.snap_begin[resume]);
     tr.snap_left.resize(tr.snap_begin[resume]);
     tr.snap_begin.resize(resume);
@@ -351,17 +358,22 @@ std::vector<double> released_events(const std::vector<double>& cap,
                                 : ws.heap.empty() ? kInf
                                                   : ws.heap.front().first;
     if (active.empty()) {
+      tr.step.push_back(kInf);  // the next release is the step
       if (next_release == kInf) break;
       now = std::max(now, next_release);
       continue;
     }
     const std::vector<double>& rate = ws.sharing.rates();
     double dt = next_release - now;
+    double earliest_end = kInf;
     for (int i : active) {
       if (!(rate[i] > 0)) continue;
       const double t = ws.remaining[i] / rate[i];
       if (t < dt) dt = t;  // std::min(dt, t)
+      if (t < earliest_end) earliest_end = t;
     }
+    // With nothing moved the step is 0 whatever comes next.
+    tr.step.push_back(nothing_moved ? -kInf : earliest_end);
     COMPASS_CHECK(dt < kInf, "flows with no bandwidth");
     dt = std::max(dt, 0.0);
     now += dt;
