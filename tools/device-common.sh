@@ -2,10 +2,15 @@
 # run. The caller sets BUNDLE (the bundle of tools/make-device-bundle.sh), OUT and LOG first.
 # Provides: log, step NAME TIMEOUT_S STDOUT_FILE COMMAND..., write_results FILE [EXTRA_JSON],
 # steps_status; sets LD_LIBRARY_PATH (bundle, cuBLASLt, libcuda), RUNNER, GPU, START, STEPS.
+# A step passes when it exits with EXPECT_RC (default 0; set it for one step, e.g.
+# `EXPECT_RC=2 step ...` for a run that must be refused). DEVICE_DRY_RUN=1 runs nothing: each
+# step is logged and recorded as if it had exited as expected (to check a script here).
 
 : > "$LOG"
 START=$(date +%s)
 STEPS=()
+FAILED_STEPS=0
+DRY_RUN=${DEVICE_DRY_RUN:-0}
 
 log() { echo "[$(($(date +%s) - START))s] $*" | tee -a "$LOG" >&2; }
 
@@ -37,7 +42,9 @@ PY
 }
 
 LIBDIRS="$BUNDLE/lib"
+[ "$DRY_RUN" = 1 ] && log "dry run: nothing is run"
 for lib in libcublasLt.so.13 libcuda.so.1; do
+  [ "$DRY_RUN" = 1 ] && break
   d=$(find_lib_dir "$lib")
   if [ -n "$d" ]; then
     log "found $lib in $d"
@@ -50,7 +57,7 @@ export LD_LIBRARY_PATH="$LIBDIRS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # Run directly; if the device's glibc is older than ours, through the bundled loader.
 RUNNER=()
-if ! "$BUNDLE/bin/compass" --version >>"$LOG" 2>&1; then
+if [ "$DRY_RUN" != 1 ] && ! "$BUNDLE/bin/compass" --version >>"$LOG" 2>&1; then
   if [ -x "$BUNDLE/glibc/ld-linux-x86-64.so.2" ]; then
     RUNNER=("$BUNDLE/glibc/ld-linux-x86-64.so.2" --library-path "$BUNDLE/glibc:$LD_LIBRARY_PATH")
     log "direct start failed; using the bundled glibc loader"
@@ -60,12 +67,14 @@ fi
 
 # step NAME TIMEOUT_S STDOUT_FILE COMMAND... : runs, logs, records rc and seconds.
 step() {
-  local name=$1 limit=$2 out=$3
+  local name=$1 limit=$2 out=$3 want=${EXPECT_RC:-0}
   shift 3
-  log "step $name: $* (timeout ${limit}s)"
+  log "step $name: $* (timeout ${limit}s, expected exit $want)"
   local t0 rc secs
   t0=$(date +%s)
-  if [ -n "$out" ]; then
+  if [ "$DRY_RUN" = 1 ]; then
+    rc=$want
+  elif [ -n "$out" ]; then
     timeout --kill-after=10 "$limit" "${RUNNER[@]}" "$@" >"$out" 2>>"$LOG"
     rc=$?
     tail -c 4000 "$out" >>"$LOG"
@@ -75,7 +84,8 @@ step() {
   fi
   secs=$(($(date +%s) - t0))
   log "step $name: exit $rc after ${secs}s"
-  STEPS+=("{\"step\": \"$name\", \"command\": \"$*\", \"exit_code\": $rc, \"seconds\": $secs}")
+  [ "$rc" -eq "$want" ] || FAILED_STEPS=$((FAILED_STEPS + 1))
+  STEPS+=("{\"step\": \"$name\", \"command\": \"$*\", \"exit_code\": $rc, \"expected_exit_code\": $want, \"seconds\": $secs}")
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$LOG" 2>&1 || true
@@ -103,9 +113,7 @@ write_results() {
   log "done in ${total}s; results in $file"
 }
 
-# 0 when every step exited 0, else 1.
+# 0 when every step exited as expected, else 1.
 steps_status() {
-  local s
-  for s in "${STEPS[@]}"; do [[ "$s" == *'"exit_code": 0,'* ]] || return 1; done
-  return 0
+  [ "$FAILED_STEPS" -eq 0 ]
 }

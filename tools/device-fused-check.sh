@@ -5,16 +5,29 @@
 #   fused-check.log       everything, step by step
 #   fused-results.json    per step: command, exit code, seconds; plus the GPU
 #   fused_tests.json      GoogleTest report of the fused-kernel GPU tests (test_cuda
-#                         --gtest_filter='Fused*'; the timeout test runs in a child process)
+#                         --gtest_filter='Fused*:CudaGpu.*Kernel*': the standalone kernels,
+#                         the executor's fused kernel and the default; the timeout test runs
+#                         in a child process)
 #   bench_fused.json      Google Benchmark: fused AG-GEMM with all flags preset vs cuBLASLt
 #                         (sm90 and sm80 kernels; 8192-class and per-rank model shapes) and the
 #                         fused GEMM-RS over 8 virtual ranks vs the same GEMMs in cuBLASLt
-# Every step has its own timeout; the whole check stays under 4 minutes.
+#   fused_runs.json       [{file, kernel, strategy, output}]: `compass run --backend cuda
+#                         --launch virtual --kernel <fused|chunked> --strategy <s> --check
+#                         --json` for every fuse:* strategy (one file: the device tool returns
+#                         at most 8). Only the ag_gemm fusions fuse:all2all, fuse:ring and
+#                         fuse:double-ring have fused GEMM groups: the others must be refused
+#                         with --kernel fused (exit 2, one line naming the strategy), which
+#                         the step expects.
+# Every step has its own timeout; the whole check stays under 6 minutes.
 #
 # Usage: tools/device-fused-check.sh [bundle-dir]   (default build-device/bundle; OUT defaults
 #        to ./device-out). With the device tool:
-#   run(command="tools/device-fused-check.sh", carry=["build-device/bundle"], timeout_s=330)
-# FUSED_CHECK_SKIP="tests bench" skips steps (to rerun one part in the time left).
+#   run(command="tools/device-fused-check.sh", carry=["build-device/bundle"], timeout_s=570)
+# FUSED_CHECK_SKIP="tests bench runs" skips steps (to rerun one part in the time left);
+# FUSED_CHECK_OPS (default ag_gemm) adds operators to the runs (gemm_rs / gemm_ar have no
+# fused groups: their fused runs are expected to be refused). DEVICE_DRY_RUN=1 logs the steps
+# without running anything (tools/device-common.sh), e.g. to check this script off the device:
+#   DEVICE_DRY_RUN=1 OUT=/tmp/fused-dry tools/device-fused-check.sh build/release
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE=$(cd "${1:-build-device/bundle}" 2>/dev/null && pwd) || { echo "device-fused-check: no bundle at ${1:-build-device/bundle} (run tools/make-device-bundle.sh first)" >&2; exit 2; }
@@ -27,8 +40,47 @@ C="$BUNDLE/bin/compass"
 SKIP=" ${FUSED_CHECK_SKIP:-} "
 
 [[ "$SKIP" == *" tests "* ]] ||
-  step fused_tests 100 "" "$BUNDLE/bin/test_cuda" --gtest_filter='Fused*' --gtest_output=json:"$OUT/fused_tests.json"
+  step fused_tests 150 "" "$BUNDLE/bin/test_cuda" --gtest_filter='Fused*:CudaGpu.*Kernel*' --gtest_output=json:"$OUT/fused_tests.json"
 [[ "$SKIP" == *" bench "* ]] ||
   step bench_fused 120 "$OUT/bench_fused.json" "$BUNDLE/bin/bench_fused" --benchmark_format=json
+
+# Fused vs chunked inside `compass run`, virtual ranks on this one GPU, checked against cuBLAS.
+STRATEGIES="fuse:all2all fuse:ring fuse:double-ring fuse:hier fuse:synth"
+has_groups() { [ "$1" = ag_gemm ] && case "$2" in fuse:all2all|fuse:ring|fuse:double-ring) return 0 ;; esac; return 1; }
+RUN_FILES=()
+if [[ "$SKIP" != *" runs "* ]]; then
+  for op in ${FUSED_CHECK_OPS:-ag_gemm}; do
+    for strategy in $STRATEGIES; do
+      for kernel in fused chunked; do
+        want=0
+        [ "$kernel" = fused ] && ! has_groups "$op" "$strategy" && want=2
+        file="$OUT/run_${op}_${strategy#fuse:}_$kernel.json"
+        RUN_FILES+=("$file|$op|$strategy|$kernel")
+        EXPECT_RC=$want step "run_${op}_${strategy#fuse:}_$kernel" 25 "$file" "$C" run --backend cuda \
+          --launch virtual --kernel "$kernel" --op "$op" --m 4096 --n 4096 --k 4096 --tp 8 \
+          --dtype bf16 --strategy "$strategy" --check --repeat 3 --json
+      done
+    done
+  done
+fi
+{
+  echo "["
+  first=1
+  for entry in "${RUN_FILES[@]}"; do
+    IFS='|' read -r f op strategy kernel <<<"$entry"
+    [ $first -eq 1 ] || echo ","
+    first=0
+    echo "{\"file\": \"$(basename "$f")\", \"op\": \"$op\", \"strategy\": \"$strategy\", \"kernel\": \"$kernel\", \"output\":"
+    if [ -s "$f" ] && python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$f" 2>/dev/null; then
+      cat "$f"
+    else
+      echo "null"
+    fi
+    echo "}"
+  done
+  echo "]"
+} > "$OUT/fused_runs.json"
+for entry in "${RUN_FILES[@]}"; do rm -f "${entry%%|*}"; done
+
 write_results "$OUT/fused-results.json"
 steps_status

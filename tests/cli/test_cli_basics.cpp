@@ -42,6 +42,31 @@ TEST(CliBasics, EveryVerbHasHelp) {
   }
 }
 
+TEST(CliBasics, RunHelpShowsTheKernelChoice) {
+  const ProcessResult r = compass({"run", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--kernel"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chunked"), std::string::npos) << r.out;
+}
+
+TEST(CliBasics, KernelChoiceErrorsAreOneLineAndExit2) {
+  const std::vector<std::string> op{"--op", "ag_gemm", "--m", "16", "--n", "8", "--k", "8",
+                                    "--tp", "2", "--strategy", "fuse:ring"};
+  for (const auto& extra : std::vector<std::vector<std::string>>{
+           {"--backend", "cuda", "--kernel", "bogus"},
+           {"--kernel", "fused"},
+           {"--backend", "cpu", "--kernel", "chunked"}}) {
+    std::vector<std::string> args{"run"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), op.begin(), op.end());
+    const ProcessResult r = compass(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("compass: error: --kernel: "), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
 TEST(CliBasics, Version) {
   const ProcessResult r = compass({"--version"});
   EXPECT_EQ(r.exit_code, 0);

@@ -40,6 +40,7 @@ struct RunArgs {
   std::string backend = "cpu";
   std::string launch;  ///< empty = the backend's default (cpu: threads, cuda: virtual)
   std::string sync = "events";
+  std::string kernel;  ///< cuda: fused or chunked; empty = fused where it can run
   std::string op;
   std::int64_t m = 0, n = 0, k = 0;
   int tp = 0;                ///< 0 = not given (then --gpus gives it)
@@ -78,10 +79,13 @@ bool is_process_launch(const std::string& launch) { return launch == "mpi" || la
 struct StrategyRun {
   schedule::Schedule schedule;
   backends::Measurement m;
+  std::string kernel;  ///< cuda: "chunked" or the fused kernel that ran the fused GEMM groups
+  std::string sync;    ///< cuda: how dependencies waited (runs with fused kernels use flags)
 };
 
-/// Runs one schedule on the chosen backend; errors are complete messages.
-using Runner = std::function<backends::Measurement(const schedule::Schedule&)>;
+/// Runs one schedule on the chosen backend into r.m (and what ran into r); errors are
+/// complete messages.
+using Runner = std::function<void(StrategyRun& r)>;
 
 backends::RunOptions run_options(const RunArgs& a) {
   backends::RunOptions o;
@@ -114,6 +118,12 @@ workload::OperatorSpec parse_operator(const RunArgs& a) {
     throw UsageError(fmt::format("--sync: {}", sync.error().message));
   if (a.sync != "events" && a.backend != "cuda")
     throw UsageError("--sync: device flags need --backend cuda");
+  if (!a.kernel.empty()) {
+    if (auto kernel = cuda::parse_kernel_mode(a.kernel); !kernel.ok())
+      throw UsageError(fmt::format("--kernel: {}", kernel.error().message));
+    if (a.backend != "cuda")
+      throw UsageError(fmt::format("--kernel: the fused kernels need --backend cuda (got --backend {})", a.backend));
+  }
   if (!(a.wait_timeout_s >= 0) || !(a.wait_timeout_s <= kMaxWaitTimeout))
     throw UsageError(fmt::format("--wait-timeout: must be in [0, {}] seconds, got {}",
                                  kMaxWaitTimeout, a.wait_timeout_s));
@@ -133,12 +143,14 @@ workload::OperatorSpec parse_operator(const RunArgs& a) {
 // The strategies to run with their schedules; all generated before anything runs, so bad input
 // fails fast. For "all", decompose uses the largest of {4, 2, 1} parts the shape allows.
 std::vector<StrategyRun> make_schedules(const workload::OperatorSpec& op, const std::string& name,
-                                        const schedule::CommPlan& plan) {
+                                        const schedule::CommPlan& plan,
+                                        const schedule::GenerateOptions& options) {
   std::vector<schedule::Strategy> strategies;
   if (name == "all") {
     int parts = 1;
     for (int d : {4, 2, 1})
-      if (schedule::generate(op, schedule::Strategy{schedule::StrategyKind::decompose, d}, plan)
+      if (schedule::generate(op, schedule::Strategy{schedule::StrategyKind::decompose, d}, plan,
+                             options)
               .ok()) {
         parts = d;
         break;
@@ -149,7 +161,7 @@ std::vector<StrategyRun> make_schedules(const workload::OperatorSpec& op, const 
   }
   std::vector<StrategyRun> runs;
   for (const auto& st : strategies) {
-    auto s = schedule::generate(op, st, plan);
+    auto s = schedule::generate(op, st, plan, options);
     if (!s.ok()) {
       // Generator errors for decompose already start with "decompose:D: ".
       const std::string name = schedule::to_string(st);
@@ -216,7 +228,8 @@ Runner cpu_runner(const RunArgs& a, const workload::OperatorSpec& op,
   options.fail_task_id = a.fault_task;
   std::optional<hardware::Profile> emulated;
   if (!a.links.empty()) emulated = load_profile(parse_links_option(a.links));
-  return [a, inputs, options, emulated, &dist](const schedule::Schedule& s) mutable {
+  return [a, inputs, options, emulated, &dist](StrategyRun& r) mutable {
+    const schedule::Schedule& s = r.schedule;
     const std::string label = schedule::to_string(s.strategy);
     if (emulated) {
       auto engine = cpu::PacedLinkEngine::create(*emulated, s.gpus, a.link_scale);
@@ -229,8 +242,23 @@ Runner cpu_runner(const RunArgs& a, const workload::OperatorSpec& op,
     auto m = prepared->run(run_options(a));
     if (!m.ok()) throw UsageError(fmt::format("strategy {}: {}", label, m.error().message));
     if (dist.active()) gather_ranks(a, dist, label, *m);
-    return std::move(m).value();
+    r.m = std::move(m).value();
   };
+}
+
+// --kernel (checked by parse_operator); unset when not given.
+std::optional<cuda::KernelMode> kernel_choice(const RunArgs& a) {
+  if (a.kernel.empty()) return std::nullopt;
+  return unwrap(cuda::parse_kernel_mode(a.kernel));
+}
+
+// What the chosen backend needs from the schedule generator (cuda: fused GEMM groups for the
+// fused kernel).
+schedule::GenerateOptions generate_options(const RunArgs& a) {
+  if (a.backend != "cuda") return {};
+  cuda::RunOptions options;
+  options.kernel = kernel_choice(a);
+  return cuda::generate_options(options);
 }
 
 // The CUDA backend: each schedule is prepared on the GPU(s) and run; `device` gets the GPU
@@ -241,7 +269,9 @@ Runner cuda_runner(const RunArgs& a, std::string& device) {
   static_cast<backends::RunOptions&>(options) = run_options(a);
   options.mode = unwrap(cuda::parse_launch_mode(a.launch.empty() ? "virtual" : a.launch));
   options.sync = unwrap(cuda::parse_sync_mode(a.sync));
-  return [options, &device](const schedule::Schedule& s) {
+  options.kernel = kernel_choice(a);
+  return [options, &device](StrategyRun& r) {
+    const schedule::Schedule& s = r.schedule;
     const std::string label = schedule::to_string(s.strategy);
     auto prepared = cuda::Prepared::create(s, options);
     if (!prepared.ok())
@@ -249,7 +279,9 @@ Runner cuda_runner(const RunArgs& a, std::string& device) {
     auto m = prepared->run();
     if (!m.ok()) throw UsageError(fmt::format("strategy {}: {}", label, m.error().message));
     device = prepared->info().device;
-    return std::move(m).value();
+    r.kernel = prepared->info().kernel;
+    r.sync = prepared->info().sync;
+    r.m = std::move(m).value();
   };
 }
 
@@ -277,6 +309,10 @@ void print_table(const RunArgs& a, const workload::OperatorSpec& op, const sched
   } else {
     fmt::print("device: {} ({} ranks, dependencies by {})\n", device,
                a.launch.empty() || a.launch == "virtual" ? "virtual" : "multi-GPU", a.sync);
+    for (const auto& r : runs)
+      if (r.kernel != "chunked")
+        fmt::print("{}: fused GEMM groups on {} (dependencies by {})\n",
+                   schedule::to_string(r.schedule.strategy), r.kernel, r.sync);
   }
   fmt::print("gpus (of {}, rank r on the r-th): {}\n", a.profile, ring_text(plan.gpus));
   fmt::print("ring (ranks, from {}): {}   second ring: {}\n", a.profile, ring_text(plan.ring),
@@ -322,6 +358,7 @@ nlohmann::json run_json(const RunArgs& a, const workload::OperatorSpec& op,
     j["device"] = device;
     j["launch"] = a.launch.empty() ? "virtual" : a.launch;
     j["sync"] = a.sync;
+    j["kernel"] = a.kernel.empty() ? "default" : a.kernel;
   }
   j["profile"] = a.profile;
   j["gpus"] = plan.gpus;
@@ -340,6 +377,10 @@ nlohmann::json run_json(const RunArgs& a, const workload::OperatorSpec& op,
                         {"min_s", r.m.min_s},
                         {"max_s", r.m.max_s}};
     if (a.backend == "cpu") e["threads"] = r.m.threads;
+    if (a.backend == "cuda") {
+      e["kernel"] = r.kernel;
+      e["sync"] = r.sync;
+    }
     if (r.m.check.checked)
       e["check"] = {{"max_abs_error", r.m.check.max_abs_error},
                     {"max_rel_error", r.m.check.max_rel_error},
@@ -424,7 +465,7 @@ void run_verb(const RunArgs& given) {
   a.tp = static_cast<int>(group.size());
   const workload::OperatorSpec op = parse_operator(a);
   const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(profile, group));
-  std::vector<StrategyRun> runs = make_schedules(op, a.strategy, plan);
+  std::vector<StrategyRun> runs = make_schedules(op, a.strategy, plan, generate_options(a));
   if (!is_process_launch(a.launch)) {
     run_verb_in(a, Distributed{}, op, plan, runs);
     return;
@@ -453,7 +494,7 @@ void run_verb_in(const RunArgs& a, const Distributed& dist, const workload::Oper
   std::string device;
   const Runner runner =
       a.backend == "cuda" ? cuda_runner(a, device) : cpu_runner(a, op, runs, dist);
-  for (auto& r : runs) r.m = runner(r.schedule);
+  for (auto& r : runs) runner(r);
   if (dist.rank != 0) return;  // rank 0 reports for every process
   if (a.json.any()) a.json.emit(run_json(a, op, plan, runs, device), a.force);
   if (!a.json.to_stdout()) print_table(a, op, plan, runs, device);
@@ -521,6 +562,12 @@ void add_run_verb(CLI::App& app) {
                   "cuda: how streams wait for each other: events (cudaEventRecord/StreamWaitEvent) "
                   "or flags (stream memory operations on device flags)")
       ->capture_default_str();
+  sub->add_option("--kernel", args->kernel,
+                  "cuda: how the GEMMs of the ag_gemm fusions (fuse:all2all, fuse:ring, "
+                  "fuse:double-ring) compute: fused (one CUTLASS kernel per rank whose tiles wait "
+                  "on device flags; the run's dependencies then use flags) or chunked (one "
+                  "cuBLASLt GEMM per chunk); default: fused where the kernels are built and the "
+                  "GPU supports them, else chunked");
   sub->add_option("--repeat", args->repeat, "timed runs per strategy")->capture_default_str();
   sub->add_option("--warmup", args->warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--seed", args->seed, "seed of the random X and W")->capture_default_str();

@@ -102,6 +102,106 @@ TEST(CudaBackend, SyncModeNames) {
   EXPECT_NE(bad.error().message.find("'spin'"), std::string::npos);
 }
 
+TEST(CudaBackend, KernelModeNames) {
+  EXPECT_EQ(to_string(KernelMode::fused), "fused");
+  EXPECT_EQ(to_string(KernelMode::chunked), "chunked");
+  EXPECT_EQ(*parse_kernel_mode("fused"), KernelMode::fused);
+  EXPECT_EQ(*parse_kernel_mode("chunked"), KernelMode::chunked);
+  auto bad = parse_kernel_mode("bogus");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("'bogus'"), std::string::npos);
+}
+
+TEST(CudaBackend, FusedKernelsAreBuiltOnlyWithCuda) {
+  EXPECT_TRUE(compiled_in() || !fused_kernels_built());
+}
+
+// A schedule generated the way a run with `o` asks for it.
+schedule::Schedule schedule_for(const RunOptions& o, workload::OpKind kind, std::string_view strategy,
+                                DType dtype = DType::bf16) {
+  workload::OperatorSpec op;
+  op.kind = kind;
+  op.m = 256;
+  op.n = 128;
+  op.k = 64;
+  op.tp = 4;
+  op.dtype = dtype;
+  auto st = schedule::parse_strategy(strategy);
+  EXPECT_TRUE(st.ok());
+  auto s = schedule::generate(op, *st, schedule::default_comm_plan(4), generate_options(o));
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return *s;
+}
+
+bool has_groups(const schedule::Schedule& s) {
+  return std::any_of(s.tasks.begin(), s.tasks.end(), [](const auto& t) { return t.fused >= 0; });
+}
+
+TEST(CudaBackend, GeneratorOptionsFollowTheKernel) {
+  RunOptions o;
+  o.kernel = KernelMode::chunked;
+  EXPECT_FALSE(generate_options(o).fused_gemm);
+  EXPECT_FALSE(has_groups(schedule_for(o, workload::OpKind::ag_gemm, "fuse:ring")));
+  o.kernel = KernelMode::fused;
+  EXPECT_TRUE(generate_options(o).fused_gemm);
+  EXPECT_TRUE(has_groups(schedule_for(o, workload::OpKind::ag_gemm, "fuse:ring")));
+  o.kernel.reset();
+  EXPECT_EQ(generate_options(o).fused_gemm, fused_kernels_built());
+}
+
+TEST(CudaBackend, CheckRejectsTheFusedKernelWhereItCannotRun) {
+  RunOptions fused;
+  fused.kernel = KernelMode::fused;
+  for (const auto& [kind, strategy] :
+       std::vector<std::pair<workload::OpKind, std::string>>{
+           {workload::OpKind::ag_gemm, "sequential"}, {workload::OpKind::ag_gemm, "fuse:hier"},
+           {workload::OpKind::gemm_rs, "fuse:ring"}, {workload::OpKind::gemm_ar, "fuse:all2all"}}) {
+    SCOPED_TRACE(strategy);
+    const auto s = schedule_for(fused, kind, strategy);
+    auto st = check_run_request(s, fused);
+    ASSERT_FALSE(st.ok());
+    const std::string& msg = st.error().message;
+    EXPECT_NE(msg.find(fused_kernels_built() ? "no fused GEMM groups" : "not built"),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("chunked kernel"), std::string::npos) << msg;
+    // The same schedule runs with the chunked kernel or the default.
+    RunOptions chunked;
+    chunked.kernel = KernelMode::chunked;
+    EXPECT_TRUE(check_run_request(s, chunked).ok());
+    EXPECT_TRUE(check_run_request(s, RunOptions{}).ok());
+  }
+  for (const char* strategy : {"fuse:all2all", "fuse:ring", "fuse:double-ring"}) {
+    SCOPED_TRACE(strategy);
+    const auto s = schedule_for(fused, workload::OpKind::ag_gemm, strategy);
+    EXPECT_EQ(check_run_request(s, fused).ok(), fused_kernels_built());
+    EXPECT_TRUE(check_run_request(s, RunOptions{}).ok());
+    const auto f32 = schedule_for(fused, workload::OpKind::ag_gemm, strategy, DType::fp32);
+    auto st = check_run_request(f32, fused);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find(fused_kernels_built() ? "bf16 or fp16" : "not built"),
+              std::string::npos) << st.error().message;
+    EXPECT_TRUE(check_run_request(f32, RunOptions{}).ok());  // the default falls back
+  }
+}
+
+TEST(CudaBackend, FusedKernelTimeoutMustBePositive) {
+  RunOptions o;
+  o.fused_timeout_s = 0;
+  auto st = check_run_request(small_schedule(), o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("timeout"), std::string::npos) << st.error().message;
+}
+
+TEST(CudaBackend, FusedKernelWithoutADeviceSaysSo) {
+  if (device_available().ok()) GTEST_SKIP() << "a CUDA device is present";
+  if (!fused_kernels_built()) GTEST_SKIP() << "the fused kernels are not built";
+  RunOptions o;
+  o.kernel = KernelMode::fused;
+  auto r = run_schedule(schedule_for(o, workload::OpKind::ag_gemm, "fuse:ring"), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "no CUDA device found");
+}
+
 TEST(CudaBackend, TolerancesFollowPrecision) {
   EXPECT_DOUBLE_EQ(check_tolerance(DType::bf16), 2e-2);
   EXPECT_LT(check_tolerance(DType::fp16), check_tolerance(DType::bf16));

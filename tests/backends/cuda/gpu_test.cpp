@@ -2,6 +2,7 @@
 // cuBLAS reference. They skip, with a message, when no CUDA device is present.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
 #include "compass/backends/cuda/cuda_backend.hpp"
@@ -108,6 +109,68 @@ TEST(CudaGpu, LargeShapesSeveralRunsInOneProcess) {
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_TRUE(r->measurement.check.passed) << r->measurement.check.worst;
   }
+}
+
+// One ag_gemm fusion with the given kernel (unset: the default), checked against cuBLAS.
+Result<RunReport> run_ag_fusion(const Case& c, const std::string& strategy,
+                                std::optional<KernelMode> kernel) {
+  RunOptions o;
+  o.repeat = 2;
+  o.check = true;
+  o.kernel = kernel;
+  auto st = schedule::parse_strategy(strategy);
+  if (!st.ok()) return st.error();
+  COMPASS_ASSIGN(schedule::Schedule s,
+                 schedule::generate(make_op(c), *st, schedule::default_comm_plan(c.tp),
+                                    generate_options(o)));
+  return run_schedule(s, o);
+}
+
+// The ag_gemm fusions with one fused kernel per rank whose tiles wait on device flags, and the
+// same grouped schedules chunk by chunk; 4 ranks (128-row chunks, whole tiles) and 8 ranks
+// (64-row chunks: tiles that wait for two chunks).
+TEST(CudaGpu, FusedKernelRunsTheAgFusionsLikeTheChunkedOne) {
+  COMPASS_REQUIRE_GPU();
+  if (!fused_kernels_built()) GTEST_SKIP() << "the fused kernels are not built";
+  for (const Case& c : {Case{workload::OpKind::ag_gemm, 4, DType::bf16},
+                        Case{workload::OpKind::ag_gemm, 8, DType::fp16}}) {
+    for (const std::string strategy : {"fuse:all2all", "fuse:ring", "fuse:double-ring"}) {
+      for (KernelMode kernel : {KernelMode::fused, KernelMode::chunked}) {
+        SCOPED_TRACE(strategy + " tp " + std::to_string(c.tp) + " " +
+                     std::string(to_string(kernel)));
+        auto r = run_ag_fusion(c, strategy, kernel);
+        if (!r.ok() && r.error().message.find("compute capability") != std::string::npos)
+          GTEST_SKIP() << r.error().message;
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        EXPECT_TRUE(r->measurement.check.passed)
+            << r->measurement.check.worst << " max_rel_error "
+            << r->measurement.check.max_rel_error;
+        if (kernel == KernelMode::fused) {
+          EXPECT_EQ(r->info.kernel.rfind("fused ", 0), 0u) << r->info.kernel;
+          EXPECT_EQ(r->info.sync, "flags");
+        } else {
+          EXPECT_EQ(r->info.kernel, "chunked");
+          EXPECT_EQ(r->info.sync, "events");
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaGpu, DefaultKernelIsFusedWhereItCanRun) {
+  COMPASS_REQUIRE_GPU();
+  const Case c{workload::OpKind::ag_gemm, 4, DType::bf16};
+  auto r = run_ag_fusion(c, "fuse:ring", std::nullopt);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->measurement.check.passed) << r->measurement.check.worst;
+  // Fused exactly where an explicit fused request runs (kernels built, GPU of 8.0 or newer).
+  auto fused = run_ag_fusion(c, "fuse:ring", KernelMode::fused);
+  EXPECT_EQ(r->info.kernel != "chunked", fused.ok())
+      << r->info.kernel << " / " << (fused.ok() ? fused->info.kernel : fused.error().message);
+  // sequential has no fused groups: the default runs it chunked.
+  auto seq = run_ag_fusion(c, "sequential", std::nullopt);
+  ASSERT_TRUE(seq.ok()) << seq.error().message;
+  EXPECT_EQ(seq->info.kernel, "chunked");
 }
 
 TEST(CudaGpu, MultiGpuNeedsEnoughDevices) {

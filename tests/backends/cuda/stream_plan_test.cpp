@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "compass/schedule/generate.hpp"
 
 namespace compass::backends::cuda {
@@ -246,6 +249,84 @@ TEST(StreamPlanGenerated, EveryOperatorAndStrategyMaps) {
       }
     }
   }
+}
+
+// Every piece of every fused group of the ag_gemm fusions is released by flags the plan
+// records: one per other stream holding its producers, each the event of one of them; the own
+// chunk (copied on the kernel's stream) needs none. Virtual ranks and multi-GPU.
+TEST(StreamPlanGenerated, FusedPiecesAreReleasedByRecordedFlags) {
+  schedule::GenerateOptions gen;
+  gen.fused_gemm = true;
+  for (int tp : {2, 4, 8}) {
+    for (const char* name : {"fuse:all2all", "fuse:ring", "fuse:double-ring"}) {
+      for (LaunchMode mode : {LaunchMode::virtual_ranks, LaunchMode::multi_gpu}) {
+        SCOPED_TRACE(std::string(name) + " tp " + std::to_string(tp));
+        workload::OperatorSpec op;
+        op.kind = workload::OpKind::ag_gemm;
+        op.m = 512;
+        op.n = 384;
+        op.k = 256;
+        op.tp = tp;
+        auto s = schedule::generate(op, *schedule::parse_strategy(name),
+                                    schedule::default_comm_plan(tp), gen);
+        ASSERT_TRUE(s.ok()) << s.error().message;
+        auto plan = make_stream_plan(*s, mode);
+        ASSERT_TRUE(plan.ok()) << plan.error().message;
+        auto groups = fused_groups(*s);
+        ASSERT_TRUE(groups.ok()) << groups.error().message;
+        ASSERT_EQ(static_cast<int>(groups->size()), tp);
+        for (const FusedGroup& g : *groups) {
+          int kernel_stream = -1;
+          for (const TaskIssue& is : plan->issues)
+            if (is.task == g.tasks.front()) kernel_stream = is.stream;
+          auto flags = piece_flags(*s, *plan, kernel_stream, g.pieces);
+          ASSERT_TRUE(flags.ok()) << flags.error().message;
+          ASSERT_EQ(flags->size(), g.pieces.size());
+          for (std::size_t i = 0; i < g.pieces.size(); ++i) {
+            const Piece& piece = g.pieces[i];
+            if (piece.chunk == g.rank) {
+              EXPECT_TRUE((*flags)[i].empty()) << "rank " << g.rank << " own chunk";
+              continue;
+            }
+            EXPECT_FALSE((*flags)[i].empty()) << "rank " << g.rank << " chunk " << piece.chunk;
+            for (int e : (*flags)[i]) {
+              ASSERT_LT(static_cast<std::size_t>(e), plan->event_task.size());
+              const int producer = plan->event_task[static_cast<std::size_t>(e)];
+              EXPECT_NE(std::find(piece.producers.begin(), piece.producers.end(), producer),
+                        piece.producers.end())
+                  << "flag " << e << " is written by task " << producer
+                  << ", not a producer of chunk " << piece.chunk;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(StreamPlan, PieceFlagsNameAProducerOutsideThePlan) {
+  auto s = schedule::generate(
+      [] {
+        workload::OperatorSpec op;
+        op.kind = workload::OpKind::ag_gemm;
+        op.m = 64;
+        op.n = 32;
+        op.k = 16;
+        op.tp = 2;
+        return op;
+      }(),
+      schedule::Strategy{}, schedule::default_comm_plan(2));
+  ASSERT_TRUE(s.ok());
+  auto plan = make_stream_plan(*s, LaunchMode::virtual_ranks);
+  ASSERT_TRUE(plan.ok());
+  Piece bad;
+  bad.rows = 32;
+  bad.chunk = 1;
+  bad.producers = {static_cast<int>(s->tasks.size()) + 3};
+  auto flags = piece_flags(*s, *plan, 0, {bad});
+  ASSERT_FALSE(flags.ok());
+  EXPECT_NE(flags.error().message.find("not in the stream plan"), std::string::npos)
+      << flags.error().message;
 }
 
 TEST(StreamPlanGenerated, ReferenceBlocksFollowOperatorSemantics) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compass/backends/cuda/fused_plan.hpp"
 #include "compass/backends/cuda/stream_plan.hpp"
 #if defined(COMPASS_WITH_CUDA)
 #include "compass/backends/cuda/device/entry.hpp"
@@ -53,6 +54,28 @@ Result<SyncMode> parse_sync_mode(std::string_view s) {
   return make_error("sync mode '{}' is not one of: events, flags", s);
 }
 
+std::string_view to_string(KernelMode m) { return m == KernelMode::fused ? "fused" : "chunked"; }
+
+Result<KernelMode> parse_kernel_mode(std::string_view s) {
+  if (s == "fused") return KernelMode::fused;
+  if (s == "chunked") return KernelMode::chunked;
+  return make_error("kernel '{}' is not one of: fused, chunked", s);
+}
+
+bool fused_kernels_built() {
+#if defined(COMPASS_WITH_CUDA)
+  return device::fused_kernels_built();
+#else
+  return false;
+#endif
+}
+
+schedule::GenerateOptions generate_options(const RunOptions& options) {
+  schedule::GenerateOptions g;
+  g.fused_gemm = options.kernel ? *options.kernel == KernelMode::fused : fused_kernels_built();
+  return g;
+}
+
 double check_tolerance(DType t) {
   switch (t) {
     case DType::bf16: return 2e-2;  // 8 significant bits; partial sums are rounded to bf16
@@ -71,7 +94,33 @@ Status check_run_request(const schedule::Schedule& s, const RunOptions& options)
   }
   COMPASS_TRY(schedule::validate(s));
   COMPASS_TRY(make_stream_plan(s, options.mode));
+  COMPASS_TRY(check_kernel_request(s, options));
   if (options.check) COMPASS_TRY(reference_blocks(s));
+  return Status::success();
+}
+
+Status check_kernel_request(const schedule::Schedule& s, const RunOptions& options) {
+  if (!(options.fused_timeout_s > 0))
+    return make_error("the fused kernel timeout must be > 0 s, got {}", options.fused_timeout_s);
+  if (options.kernel == KernelMode::chunked) return Status::success();
+  const bool asked = options.kernel == KernelMode::fused;
+  if (!fused_kernels_built()) {
+    if (!asked) return Status::success();
+    return make_error(
+        "the fused kernels are not built into this binary ({}); use the chunked kernel",
+        compiled_in() ? "no CUTLASS headers were found when it was configured"
+                      : "it was built without CUDA");
+  }
+  COMPASS_ASSIGN(const std::vector<FusedGroup> groups, fused_groups(s));
+  if (!asked) return Status::success();
+  if (groups.empty())
+    return make_error(
+        "{} of {} has no fused GEMM groups for the fused kernel (only the ag_gemm fusions "
+        "fuse:all2all, fuse:ring and fuse:double-ring have them); use the chunked kernel",
+        schedule::to_string(s.strategy), workload::to_string(s.op.kind));
+  if (s.op.dtype != DType::bf16 && s.op.dtype != DType::fp16)
+    return make_error("the fused kernels take bf16 or fp16, not {}; use the chunked kernel",
+                      compass::to_string(s.op.dtype));
   return Status::success();
 }
 
@@ -95,6 +144,10 @@ Result<Prepared> Prepared::create(const schedule::Schedule& s, const RunOptions&
   auto impl = std::make_unique<Impl>();
   impl->s = s;
   impl->options = options;
+  COMPASS_ASSIGN(const KernelMode kernel, device::choose_kernel(s, options));
+  impl->options.kernel = kernel;
+  // The fused kernels wait on device flags: every dependency of such a run goes through them.
+  if (kernel == KernelMode::fused) impl->options.sync = SyncMode::flags;
   COMPASS_ASSIGN(impl->run, device::prepare(impl->s, impl->options));
   impl->info = device::info(*impl->run);
   return Prepared(std::move(impl));

@@ -10,6 +10,7 @@
 #include "compass/backends/backend.hpp"
 #include "compass/core/result.hpp"
 #include "compass/hardware/profile.hpp"
+#include "compass/schedule/generate.hpp"
 #include "compass/schedule/schedule.hpp"
 
 namespace compass::backends::cuda {
@@ -41,8 +42,24 @@ std::string_view to_string(SyncMode m);
 /// Parses the names above; the error names the bad text.
 Result<SyncMode> parse_sync_mode(std::string_view s);
 
-/// The CUDA backend's run options: the shared ones (repeat, warmup, check, seed) and how
-/// ranks map onto GPUs and streams wait for each other.
+/// How the GEMMs of a fused GEMM group (schedule::Task::fused) run.
+///  - fused: one fused CUTLASS kernel per rank and group (sm_90: TMA + WGMMA persistent;
+///    compute capability 8.x: CUTLASS 2.x), whose tiles wait inside the kernel on the device
+///    flags of the transfers that deliver their rows. Every dependency of such a run goes
+///    through device flags, whatever `sync` says.
+///  - chunked: every GEMM of the group is its own cuBLASLt call, as without groups.
+enum class KernelMode { fused, chunked };
+
+/// "fused" / "chunked".
+std::string_view to_string(KernelMode m);
+/// Parses the names above; the error names the bad text.
+Result<KernelMode> parse_kernel_mode(std::string_view s);
+/// Whether the fused kernels were compiled into this binary (CUDA and the CUTLASS headers
+/// found when it was configured).
+bool fused_kernels_built();
+
+/// The CUDA backend's run options: the shared ones (repeat, warmup, check, seed), how ranks
+/// map onto GPUs and streams wait for each other, and how fused GEMM groups compute.
 struct RunOptions : backends::RunOptions {
   LaunchMode mode = LaunchMode::virtual_ranks;
   /// Debugging aid: wait for every task to finish before issuing the next (no overlap, so a
@@ -50,7 +67,18 @@ struct RunOptions : backends::RunOptions {
   /// environment variable COMPASS_CUDA_SERIALIZE=1.
   bool serialize = false;
   SyncMode sync = SyncMode::events;
+  /// Unset: fused where it can run (kernels built, bf16 or fp16, a schedule with fused GEMM
+  /// groups, GPUs of compute capability 8.0 or newer), else chunked. Set to fused, a run
+  /// where the fused kernel cannot run is an error.
+  std::optional<KernelMode> kernel;
+  /// A fused kernel's flag wait longer than this traps, and the run fails naming the rank,
+  /// the chunk and the flag (a missing release must fail, not hang).
+  double fused_timeout_s = 10.0;
 };
+
+/// The generator options a run with `options` needs: fused GEMM groups unless the chunked
+/// kernel is asked for, or the fused kernels are not built and none was asked for.
+schedule::GenerateOptions generate_options(const RunOptions& options);
 
 /// What a prepared run is made of on the GPU(s).
 struct RunInfo {
@@ -58,6 +86,7 @@ struct RunInfo {
   int streams = 0;     ///< CUDA streams the schedule was mapped onto
   int events = 0;      ///< cross-stream dependencies (events or flags)
   std::string sync;    ///< "events" or "flags"
+  std::string kernel = "chunked";  ///< "chunked" or the fused kernel that runs the groups
 };
 
 /// A schedule set up on the GPU(s) (the backend contract's prepare step: buffers, streams,
@@ -94,8 +123,17 @@ Result<RunReport> run_schedule(const schedule::Schedule& s, const RunOptions& op
 
 /// Argument checks of run_schedule that need no GPU: repeat >= 1, warmup >= 0, a supported
 /// dtype (fp32, fp16, bf16), a structurally valid schedule that maps onto streams without
-/// deadlock, and with --check the per-rank x, w, y buffers the reference needs.
+/// deadlock, with --check the per-rank x, w, y buffers the reference needs, and with the
+/// fused kernel asked for: kernels built, bf16 or fp16, and fused GEMM groups the kernel can
+/// run (check_kernel_request). The GPU's architecture is checked when the run is prepared.
 Status check_run_request(const schedule::Schedule& s, const RunOptions& options);
+
+/// The fused-kernel part of check_run_request: a positive timeout, and with
+/// `options.kernel == fused` the kernels built, a bf16 or fp16 operator and a schedule with
+/// valid fused GEMM groups (schedule::GenerateOptions::fused_gemm; only the ag_gemm fusions
+/// fuse:all2all, fuse:ring and fuse:double-ring have them). With the kernel unset, groups
+/// that would run fused must be valid. Each error says what to use instead.
+Status check_kernel_request(const schedule::Schedule& s, const RunOptions& options);
 
 /// The relative error (max |y - ref| / max |ref| over an output) --check accepts per dtype.
 double check_tolerance(DType t);

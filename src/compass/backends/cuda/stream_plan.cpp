@@ -182,4 +182,42 @@ Result<std::vector<ReferenceBlocks>> reference_blocks(const schedule::Schedule& 
   return out;
 }
 
+Result<std::vector<std::vector<int>>> piece_flags(const schedule::Schedule& s,
+                                                  const StreamPlan& plan, int kernel_stream,
+                                                  const std::vector<Piece>& pieces) {
+  const std::size_t n = s.tasks.size();
+  std::vector<int> stream(n, -1), position(n, -1), event(n, -1);
+  for (std::size_t i = 0; i < plan.issues.size(); ++i) {
+    const TaskIssue& is = plan.issues[i];
+    if (is.task < 0 || static_cast<std::size_t>(is.task) >= n) continue;
+    stream[static_cast<std::size_t>(is.task)] = is.stream;
+    position[static_cast<std::size_t>(is.task)] = static_cast<int>(i);
+    event[static_cast<std::size_t>(is.task)] = is.record_event;
+  }
+  std::vector<std::vector<int>> out;
+  for (const Piece& piece : pieces) {
+    std::map<int, int> last;  // stream -> its producer issued last
+    for (int p : piece.producers) {
+      if (p < 0 || static_cast<std::size_t>(p) >= n || stream[static_cast<std::size_t>(p)] < 0)
+        return make_error("fused GEMM: producer task {} of chunk {} is not in the stream plan", p,
+                          piece.chunk);
+      const int st = stream[static_cast<std::size_t>(p)];
+      if (st == kernel_stream) continue;
+      auto [it, fresh] = last.emplace(st, p);
+      if (!fresh && position[static_cast<std::size_t>(p)] > position[static_cast<std::size_t>(it->second)])
+        it->second = p;
+    }
+    std::vector<int> flags;
+    for (auto [st, p] : last) {
+      const int e = event[static_cast<std::size_t>(p)];
+      if (e < 0)
+        return make_error("fused GEMM: task {} ('{}') delivers chunk {} but signals no flag", p,
+                          s.tasks[static_cast<std::size_t>(p)].name, piece.chunk);
+      flags.push_back(e);
+    }
+    out.push_back(std::move(flags));
+  }
+  return out;
+}
+
 }  // namespace compass::backends::cuda

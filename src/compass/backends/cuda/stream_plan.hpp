@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compass/backends/cuda/cuda_backend.hpp"
+#include "compass/backends/cuda/fused_plan.hpp"
 #include "compass/core/result.hpp"
 #include "compass/schedule/schedule.hpp"
 
@@ -55,6 +56,15 @@ int rank_device(const schedule::Schedule& s, LaunchMode mode, int rank);
 /// the tasks): out-of-range ids, deps or ranks, and schedules that deadlock, e.g. a task that
 /// depends on a task listed after it on the same resource.
 Result<StreamPlan> make_stream_plan(const schedule::Schedule& s, LaunchMode mode);
+
+/// The dependency flags (event indices) that release each of `pieces` (a fused group's, in
+/// order) for a kernel issued on stream `kernel_stream`: per piece and per other stream holding
+/// producers of it, the event of the producer issued last on that stream (the stream finishes
+/// the earlier ones first). Producers on the kernel's stream need none. Errors name a producer
+/// that is not in the plan or that is issued last on its stream but records no event.
+Result<std::vector<std::vector<int>>> piece_flags(const schedule::Schedule& s,
+                                                  const StreamPlan& plan, int kernel_stream,
+                                                  const std::vector<Piece>& pieces);
 
 /// Where rank r's local input, weight and output sit in the global X [M, K], W [K, N] and
 /// Y [M, N] of the operator (the --check reference is built from these).

@@ -13,6 +13,15 @@ namespace compass::backends::cuda::device {
 /// reason appended when the driver gave one).
 Result<int> device_count();
 
+/// Whether the fused kernels were compiled in (CUTLASS headers found at build time).
+bool fused_kernels_built();
+
+/// The kernel a checked run uses for its fused GEMM groups: chunked when asked for or when
+/// the schedule has none; fused when asked for, where the GPUs of the grouped ranks are of
+/// compute capability 8.0 or newer (else the error names the GPU and its architecture); when
+/// nothing was asked for, fused where it can run, else chunked.
+Result<KernelMode> choose_kernel(const schedule::Schedule& s, const RunOptions& options);
+
 /// A schedule set up on the GPU(s) (defined in run.hpp, device code only).
 class Run;
 struct RunDeleter {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -58,31 +59,6 @@ double median_of(std::vector<double> v) {
 
 void CUDART_CB sleep_on_host(void* seconds) {
   std::this_thread::sleep_for(std::chrono::duration<double>(*static_cast<double*>(seconds)));
-}
-
-// Which kernel runs: sm90 (AG only, sm_90 GPUs) or sm80 (compute capability 8.0 and up).
-Result<std::string> pick_kernel(const FusedCheckOptions& o, const DeviceInfo& info) {
-  const int cc = std::atoi(info.arch.c_str() + 3);
-  const bool ag = o.kind == workload::OpKind::ag_gemm;
-  if (!fused_sm80_built())
-    return make_error(
-        "the fused kernels were not built (no CUTLASS headers when compass was configured: "
-        "pip install nvidia-cutlass, then reconfigure)");
-  if (o.kernel == "sm90" || (o.kernel == "auto" && ag && cc == 90 && fused_sm90_built())) {
-    if (cc != 90)
-      return make_error("the sm90 fused kernel needs an sm_90 GPU; this is {} {}", info.name,
-                        info.arch);
-    if (!fused_sm90_built()) return make_error("the sm90 fused kernel was not built");
-    return std::string("sm90");
-  }
-  if (cc < 80)
-    return make_error("the fused kernels need compute capability 8.0 or newer; {} is {}", info.name,
-                      info.arch);
-  return std::string("sm80");
-}
-
-std::string kernel_label(const std::string& k) {
-  return k == "sm90" ? "sm90 (CUTLASS 3.x TMA + WGMMA, persistent)" : "sm80 (CUTLASS 2.x mma.sync)";
 }
 
 // max |out - ref| / max |ref| and the NaN count of a dtype output against an FP32 reference.
@@ -652,13 +628,41 @@ Result<FusedCheckReport> fused_check(const FusedCheckOptions& o) {
   COMPASS_TRY(device_count());
   COMPASS_CUDA(cudaSetDevice(0), "GPU 0");
   COMPASS_ASSIGN(DeviceInfo info, device_info(0));
-  COMPASS_ASSIGN(std::string kernel, pick_kernel(o, info));
+  COMPASS_ASSIGN(std::string kernel,
+                 pick_fused_kernel(o.kind == workload::OpKind::ag_gemm, o.kernel, info));
   FusedCheckReport rep;
   rep.device = info.name;
-  rep.kernel = kernel_label(kernel);
+  rep.kernel = fused_kernel_label(kernel);
   rep.tolerance = check_tolerance(o.dtype);
   if (o.kind == workload::OpKind::ag_gemm) return run_ag(o, kernel, std::move(rep));
   return run_rs(o, std::move(rep));
 }
+
+Result<std::string> pick_fused_kernel(bool ag, std::string_view requested,
+                                      const DeviceInfo& info) {
+  const int cc = std::atoi(info.arch.c_str() + 3);
+  if (!fused_sm80_built())
+    return make_error(
+        "the fused kernels were not built (no CUTLASS headers when compass was configured: "
+        "pip install nvidia-cutlass, then reconfigure)");
+  if (requested == "sm90" || (requested == "auto" && ag && cc == 90 && fused_sm90_built())) {
+    if (cc != 90)
+      return make_error("the sm90 fused kernel needs an sm_90 GPU; this is {} {}", info.name,
+                        info.arch);
+    if (!fused_sm90_built()) return make_error("the sm90 fused kernel was not built");
+    return std::string("sm90");
+  }
+  if (cc < 80)
+    return make_error("the fused kernels need compute capability 8.0 or newer; {} is {}", info.name,
+                      info.arch);
+  return std::string("sm80");
+}
+
+std::string fused_kernel_label(std::string_view kernel) {
+  return kernel == "sm90" ? "sm90 (CUTLASS 3.x TMA + WGMMA, persistent)"
+                          : "sm80 (CUTLASS 2.x mma.sync)";
+}
+
+bool fused_kernels_built() { return fused_sm80_built(); }
 
 }  // namespace compass::backends::cuda::device

@@ -1,8 +1,9 @@
 #pragma once
 // The CUDA executor's state for one prepared schedule (device code only, private to
 // device/): buffers, streams, events or flags, GEMM plans and inputs on the GPU(s). Its
-// methods live in three units: setup.cpp (device setup), executor.cpp (the timed run) and
-// reference_check.cpp (the --check reference and the comparison).
+// methods live in four units: setup.cpp (device setup), executor.cpp (the timed run),
+// fused_run.cpp (the fused kernels of fused GEMM groups) and reference_check.cpp (the --check
+// reference and the comparison).
 #include <cuda.h>  // types of the stream memory operations only; no libcuda link
 #include <cuda_runtime_api.h>
 
@@ -13,8 +14,11 @@
 
 #include "compass/backends/cuda/cuda_backend.hpp"
 #include "compass/backends/cuda/device/cuda_util.hpp"
+#include "compass/backends/cuda/device/fused/fused_kernels.hpp"
 #include "compass/backends/cuda/device/kernels.hpp"
 #include "compass/backends/cuda/device/lt_gemm.hpp"
+#include "compass/backends/cuda/device/mapped_fault.hpp"
+#include "compass/backends/cuda/fused_plan.hpp"
 #include "compass/backends/cuda/stream_plan.hpp"
 
 namespace compass::backends::cuda::device {
@@ -34,6 +38,24 @@ ElemType elem_type(DType t);
 /// True when the environment variable `name` is "1".
 bool env_flag(const char* name);
 using schedule::task_label;
+
+/// The fused kernel that runs on a GPU: "sm90" (AG-GEMM only, sm_90 GPUs, when built) or
+/// "sm80" (compute capability 8.0 and newer); `requested` is "auto", "sm90" or "sm80". The
+/// error says why none can (not built, architecture too old).
+Result<std::string> pick_fused_kernel(bool ag, std::string_view requested, const DeviceInfo& info);
+/// "sm90 (CUTLASS 3.x TMA + WGMMA, persistent)" / "sm80 (CUTLASS 2.x mma.sync)".
+std::string fused_kernel_label(std::string_view kernel);
+
+/// One rank's fused GEMM group as one fused AG-GEMM launch: the tile plan and its wait lists
+/// on the device, and the launch arguments (the flag target is set per iteration).
+struct FusedLaunch {
+  int rank = 0;
+  int first_task = -1;  ///< the group's first GEMM, where the kernel is issued
+  bool sm90 = false;
+  int sm_count = 0;
+  DeviceMemory tiles, waits, flags;
+  FusedAgArgs args;
+};
 
 /// The comparison of one rank's output with the reference.
 struct RankError {
@@ -77,6 +99,12 @@ class Run {
   Status fill_inputs();
   Status fill(int index, void* dst);
   Status sync_aux();
+  // fused_run.cpp
+  Status prepare_fused();
+  Status upload_fused_plan(const FusedGroup& g, FusedLaunch& f) const;
+  bool in_fused_group(int task) const;
+  Status launch_fused(const schedule::Task& t, cudaStream_t stream);
+  Status fused_fault() const;
   // executor.cpp
   Status reset_outputs();
   Status issue(const TaskIssue& is);
@@ -111,6 +139,10 @@ class Run {
   std::map<int, LtHandle> handles_;
   std::vector<LtGemm> gemms_;
   std::vector<std::string> labels_;
+  // Fused GEMM groups under the fused kernel: one launch per rank with a group.
+  std::vector<FusedLaunch> fused_;
+  std::vector<int> fused_of_task_;  // index into fused_, or -1
+  MappedFault fault_;
 };
 
 }  // namespace compass::backends::cuda::device

@@ -34,7 +34,7 @@ Result<StreamMemOps> StreamMemOps::load() {
     COMPASS_CUDA(cudaGetDriverEntryPointByVersion(symbol, fn, 12000, cudaEnableDefault, &found),
                  fmt::format("the driver entry point {}", symbol));
     if (found != cudaDriverEntryPointSuccess || *fn == nullptr) {
-      return make_error("the CUDA driver does not provide {} (needed by --sync flags)", symbol);
+      return make_error("the CUDA driver does not provide {} (needed by device flags: --sync flags and the fused kernels)", symbol);
     }
     return Status::success();
   };
@@ -77,6 +77,7 @@ Status Run::setup() {
   COMPASS_TRY(create_streams_and_events());
   if (o_.sync == SyncMode::flags) COMPASS_TRY(create_flags());
   COMPASS_TRY(prepare_tasks());
+  COMPASS_TRY(prepare_fused());
   COMPASS_TRY(fill_inputs());
   return describe_devices();
 }
