@@ -52,11 +52,7 @@ RUNS=("$OUT"/run_*.json)
     [ $first -eq 1 ] || echo ","
     first=0
     echo "{\"file\": \"$(basename "$f")\", \"output\":"
-    if python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$f" 2>/dev/null; then
-      cat "$f"
-    else
-      echo "null"
-    fi
+    json_or_null "$f"
     echo "}"
   done
   echo "]"

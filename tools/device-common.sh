@@ -93,6 +93,15 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 
 # write_results FILE [EXTRA]: the GPU, the loader, the total time and every step as JSON;
 # EXTRA is more '"key": value,' lines.
+# Prints FILE when it holds valid JSON, else null (a run that wrote nothing or broke off).
+json_or_null() {
+  if python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; then
+    cat "$1"
+  else
+    echo "null"
+  fi
+}
+
 write_results() {
   local file=$1 extra=${2:-} total i sep
   total=$(($(date +%s) - START))

@@ -71,11 +71,7 @@ fi
     [ $first -eq 1 ] || echo ","
     first=0
     echo "{\"file\": \"$(basename "$f")\", \"op\": \"$op\", \"strategy\": \"$strategy\", \"kernel\": \"$kernel\", \"output\":"
-    if [ -s "$f" ] && python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$f" 2>/dev/null; then
-      cat "$f"
-    else
-      echo "null"
-    fi
+    json_or_null "$f"
     echo "}"
   done
   echo "]"
