@@ -345,25 +345,23 @@ class Runner final : public TransportSink {
   }
 
   // Marks the run as failed (first error wins) and wakes every waiter; in a multi-process
-  // run, tells every other process once.
+  // run, tells every other process once. The abort is queued before the failure becomes
+  // visible: the progress loop, once it sees the failure, drains the queue and then drops
+  // what is left, so a message posted after that point would never leave.
   void fail(int task_id, const std::string& what) {
-    std::string text;
-    bool tell = false;
     {
       std::lock_guard lock(mu_);
       const Error e =
           task_id >= 0 ? make_error("{}: {}", task_label(s_, task_id), what) : Error{what};
       if (!error_) error_ = e;
-      abort_ = true;
-      tell = transport_ != nullptr && !told_others_;
+      if (transport_ != nullptr && !told_others_)
+        for (int r = 0; r < transport_->size(); ++r)
+          if (r != local_) transport_->post(r, Message{MessageKind::abort, task_id, local_, e.message});
       told_others_ = true;
-      text = e.message;
+      abort_ = true;
       cv_.notify_all();
     }
     stop_.request_stop();
-    if (tell)
-      for (int r = 0; r < transport_->size(); ++r)
-        if (r != local_) transport_->post(r, Message{MessageKind::abort, task_id, local_, text});
   }
 
   std::optional<Error> error() const {
