@@ -46,9 +46,8 @@ const DeviceSpec& Profile::gpu_device(int gpu) const {
 
 const Route& Profile::route(int src, int dst) const {
   // Routes are sorted by (src, dst) with every ordered pair once (validate() enforces it), so
-  // the GPU count follows from the route count: n * (n - 1) == routes.size().
-  const auto r = static_cast<double>(routes.size());
-  const int n = static_cast<int>(std::lround((1.0 + std::sqrt(1.0 + 4.0 * r)) / 2.0));
+  // the last route starts at the last GPU; a malformed list fails the check below.
+  const int n = routes.empty() ? 0 : routes.back().src + 1;
   COMPASS_CHECK(src != dst && src >= 0 && dst >= 0 && src < n && dst < n,
                 "no route {}->{} in profile '{}' ({} routes)", src, dst, name, routes.size());
   const std::size_t idx =
