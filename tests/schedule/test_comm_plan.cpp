@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "compass/hardware/presets.hpp"
+#include "compass/schedule/patterns.hpp"
 #include "schedule_cases.hpp"
 
 namespace compass::schedule {
@@ -37,6 +38,40 @@ TEST(CommPlan, MapsTheProfileRingsToRanks) {
     ASSERT_TRUE(s.ok()) << s.error().message;
     EXPECT_EQ(s->gpus, gpus);
   }
+}
+
+// Chunks pipeline forwarding behind arrival. The ring's paths (rtx4090x8's fuse:synth: its
+// ring meets the cut bound by load, the trees do not) keep every rank sending one shard to its
+// successor in every round, so they run unchunked; a6000x8's hierarchy starts with only the
+// roots sending and is cut into about one chunk per 4 MiB of shard.
+TEST(CommPlan, OnlyUnbalancedTreePlansArePipelinedInChunks) {
+  auto rtx = hardware::make_preset("rtx4090x8");
+  ASSERT_TRUE(rtx.ok());
+  auto plan = comm_plan_for(*rtx, {0, 1, 2, 3, 4, 5, 6, 7});
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  ASSERT_EQ(plan->synth.trees.size(), 8u);
+  for (const RankTree& t : plan->synth.trees) {
+    // A path along the ring from the root.
+    for (std::size_t e = 1; e < t.edges.size(); ++e)
+      EXPECT_EQ(t.edges[e].first, t.edges[e - 1].second);
+    ASSERT_FALSE(t.edges.empty());
+    EXPECT_EQ(plan->ring[static_cast<std::size_t>(
+                  std::find(plan->ring.begin(), plan->ring.end(), t.root) - plan->ring.begin() +
+                  1) % 8],
+              t.edges.front().second);
+  }
+  EXPECT_EQ(tree_chunks(plan->synth, 128.0 * 1024 * 1024), 1);
+  EXPECT_EQ(tree_chunks(direct_tree_plan(8), 128.0 * 1024 * 1024), 1);
+  auto a6000 = hardware::make_preset("a6000x8");
+  ASSERT_TRUE(a6000.ok());
+  auto hier = comm_plan_for(*a6000, {0, 1, 2, 3, 4, 5, 6, 7});
+  ASSERT_TRUE(hier.ok()) << hier.error().message;
+  EXPECT_EQ(tree_chunks(hier->hier, 128.0 * 1024 * 1024), 32);
+  EXPECT_EQ(tree_chunks(hier->hier, 8.0 * 1024 * 1024), 2);
+  // An explicit chunk count wins.
+  TreePlan fixed = plan->synth;
+  fixed.chunks = 5;
+  EXPECT_EQ(tree_chunks(fixed, 128.0 * 1024 * 1024), 5);
 }
 
 TEST(CommPlan, BadGroupIsAnError) {

@@ -330,6 +330,19 @@ TreePattern chain_pattern(const std::vector<int>& gpus, const std::string& name)
   return t;
 }
 
+// Every root's tree is the path along `ring` (local indices) starting at the root: the ring
+// all-gather as broadcast trees.
+std::vector<LocalTree> ring_trees(const std::vector<int>& ring) {
+  const int n = static_cast<int>(ring.size());
+  std::vector<LocalTree> out;
+  for (int i = 0; i < n; ++i) {
+    LocalTree t{ring[i], 1.0, {}};
+    for (int k = 1; k < n; ++k) t.edges.push_back({ring[(i + k - 1) % n], ring[(i + k) % n]});
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<TreePattern> hierarchical_pattern(const Profile& p, const std::vector<int>& gpus) {
@@ -351,11 +364,26 @@ Result<TreePattern> synthesize_pattern(const Profile& p, const std::vector<int>&
   std::vector<LocalTree> hier = hierarchical_trees(g, hload);
   const double reference = max_load(hload);
   std::vector<LocalTree> packed = packed_trees(g, reference > 0 ? reference : 1.0);
-  // The hierarchical trees are one candidate of the synthesiser: the packing replaces them only
-  // when it loads the busiest resource strictly less (on a tie the hierarchy's fewer, shorter
-  // trees pipeline better).
-  const double packed_max = max_load(loads_of(g, packed));
-  return to_pattern(g, "synth", less_tol(packed_max, reference) ? packed : hier);
+  // Three candidates, taken by the load of their busiest resource; on a tie the earlier of:
+  // the ring's paths, whose every round is a permutation (each GPU sends one shard to its ring
+  // successor and receives one), so no copy engine or receive link is shared and, unchunked
+  // (schedule::tree_chunks), nothing fills or drains; the hierarchy, whose fewer, shallower
+  // trees pipeline better than the packing's; the packing.
+  COMPASS_ASSIGN(const Ring ring, find_ring(p, gpus));
+  std::vector<int> local;
+  for (int gpu : ring.order)
+    local.push_back(static_cast<int>(std::find(gpus.begin(), gpus.end(), gpu) - gpus.begin()));
+  std::vector<LocalTree> chains = ring_trees(local);
+  std::vector<LocalTree>* best = &chains;
+  double best_load = max_load(loads_of(g, chains));
+  for (std::vector<LocalTree>* c : {&hier, &packed}) {
+    const double load = c == &hier ? reference : max_load(loads_of(g, *c));
+    if (less_tol(load, best_load)) {
+      best = c;
+      best_load = load;
+    }
+  }
+  return to_pattern(g, "synth", std::move(*best));
 }
 
 Status validate_pattern(const TreePattern& t, const std::vector<int>& gpus) {

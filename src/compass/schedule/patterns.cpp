@@ -28,14 +28,50 @@ constexpr double kTreeChunkBytes = 4.0 * 1024 * 1024;
 constexpr int kTreeMaxChunks = 32;
 }  // namespace
 
+namespace {
+
+// Whether, with one chunk per tree, every rank sends in every round what it sends in round 0:
+// the same share of a shard to each of the same receivers, in the all-gather (the edge into
+// depth d in round d - 1) and in the reduce-scatter (a rank at depth d to its parent in round
+// height - d). Then every sender is busy on the same links in every round and pipelining has
+// nothing to fill. Trees of depth 1 (one round) and the ring's paths (every rank forwards one
+// shard to its successor per round) are such plans.
+bool rounds_balanced(const TreePlan& plan) {
+  const int p = plan.trees.empty() ? 1 : static_cast<int>(plan.trees.front().edges.size()) + 1;
+  const auto n = static_cast<std::size_t>(p);
+  std::vector<TreeShape> shapes;
+  int rounds = 1;
+  for (const RankTree& t : plan.trees) {
+    shapes.push_back(tree_shape(t, p));
+    rounds = std::max(rounds, shapes.back().height);
+  }
+  for (const bool up : {false, true}) {
+    // sent[round][from * p + to]: share of a shard sent in that round.
+    std::vector<std::vector<double>> sent(static_cast<std::size_t>(rounds),
+                                          std::vector<double>(n * n, 0.0));
+    for (std::size_t i = 0; i < plan.trees.size(); ++i) {
+      const TreeShape& sh = shapes[i];
+      for (auto [a, b] : plan.trees[i].edges) {
+        const int round = up ? sh.height - sh.depth[b] : sh.depth[b] - 1;
+        const std::size_t from = static_cast<std::size_t>(up ? b : a);
+        const std::size_t to = static_cast<std::size_t>(up ? a : b);
+        sent[static_cast<std::size_t>(round)][from * n + to] += plan.trees[i].share;
+      }
+    }
+    for (const std::vector<double>& r : sent)
+      for (std::size_t k = 0; k < r.size(); ++k)
+        if (std::fabs(r[k] - sent.front()[k]) > 1e-9) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 int tree_chunks(const TreePlan& plan, double shard_bytes) {
   if (plan.chunks > 0) return plan.chunks;
-  // Trees of depth 1 forward nothing: pipelining has nothing to overlap, chunks only add
-  // transfers.
-  int height = 0;
-  for (const RankTree& t : plan.trees)
-    height = std::max(height, tree_shape(t, static_cast<int>(t.edges.size()) + 1).height);
-  if (height <= 1) return 1;
+  // Chunks pipeline forwarding behind arrival; where every round already keeps every sender
+  // busy on the same links, they only add transfers.
+  if (rounds_balanced(plan)) return 1;
   const double c = std::round(shard_bytes / kTreeChunkBytes);
   return static_cast<int>(std::clamp(c, 1.0, static_cast<double>(kTreeMaxChunks)));
 }
