@@ -21,6 +21,7 @@
 #include "compass/backends/cpu/paced_links.hpp"
 #include "compass/backends/cpu/socket_transport.hpp"
 #include "compass/backends/cuda/cuda_backend.hpp"
+#include "compass/backends/cuda/process_run.hpp"
 #include "compass/backends/launch/mpi_session.hpp"
 #include "compass/backends/launch/tcp_store.hpp"
 #include "compass/cli/common.hpp"
@@ -71,6 +72,7 @@ struct Distributed {
   std::shared_ptr<cpu::Transport> transport;
   int rank = 0;  ///< this process's rank, known as soon as the launcher says it
   int size = 1;
+  int local_rank = 0;  ///< among the processes of this machine (cuda: picks the GPU)
   bool active() const { return transport != nullptr; }
 };
 
@@ -131,9 +133,11 @@ workload::OperatorSpec parse_operator(const RunArgs& a) {
       !is_process_launch(a.launch))
     throw UsageError(fmt::format(
         "--launch: unknown launch '{}' for --backend cpu (expected threads, mpi or env)", a.launch));
-  if (a.backend == "cuda" && is_process_launch(a.launch))
-    throw UsageError("--launch: one process per GPU is not available in this build of the CUDA "
-                     "backend (use virtual or multi-gpu)");
+  if (a.backend == "cuda" && !a.launch.empty() && !is_process_launch(a.launch))
+    if (auto mode = cuda::parse_launch_mode(a.launch); !mode.ok())
+      throw UsageError(fmt::format("--launch: unknown launch '{}' for --backend cuda (expected "
+                                   "virtual, multi-gpu, mpi or env)",
+                                   a.launch));
   if (!(a.launch_timeout_s > 0) || !std::isfinite(a.launch_timeout_s))
     throw UsageError(fmt::format("--launch-timeout: must be a positive number of seconds, got {}", a.launch_timeout_s));
   unwrap(cpu::check_operator(op));
@@ -258,6 +262,8 @@ schedule::GenerateOptions generate_options(const RunArgs& a) {
   if (a.backend != "cuda") return {};
   cuda::RunOptions options;
   options.kernel = kernel_choice(a);
+  // One process per GPU runs every GEMM on its own (no fused kernel there yet).
+  if (!options.kernel && is_process_launch(a.launch)) options.kernel = cuda::KernelMode::chunked;
   return cuda::generate_options(options);
 }
 
@@ -285,6 +291,89 @@ Runner cuda_runner(const RunArgs& a, std::string& device) {
   };
 }
 
+// The processes of a multi-process run as the CUDA backend's process group, over the transport
+// that bootstrapped them. A failure another process announces (an abort message) is kept and
+// returned by every later call.
+class TransportGroup final : public backends::launch::ProcessGroup, private cpu::TransportSink {
+ public:
+  TransportGroup(cpu::Transport& t, int local_rank) : t_(t), local_rank_(local_rank) {}
+  int rank() const override { return t_.rank(); }
+  int size() const override { return t_.size(); }
+  int local_rank() const override { return local_rank_; }
+  Result<std::vector<std::string>> all_gather(const std::string& mine, double timeout_s) override {
+    COMPASS_TRY(peers_ok());
+    return t_.all_gather(mine, timeout_s);
+  }
+  Status peers_ok() override {
+    if (failure_.empty())
+      if (auto polled = t_.poll(*this); !polled.ok()) failure_ = polled.error().message;
+    if (failure_.empty()) return Status::success();
+    return make_error("{}", failure_);
+  }
+  void announce_failure(const std::string& what) override {
+    for (int r = 0; r < t_.size(); ++r)
+      if (r != t_.rank()) t_.post(r, cpu::Message{cpu::MessageKind::abort, -1, t_.rank(), what});
+  }
+
+ private:
+  void on_message(const cpu::Message& m) override {
+    if (m.kind == cpu::MessageKind::abort && failure_.empty())
+      failure_ = fmt::format("stopped because rank {} failed: {}", m.from, m.text);
+  }
+  void on_data(int) override {}
+  cpu::Transport& t_;
+  int local_rank_ = 0;
+  std::string failure_;
+};
+
+// The CUDA backend with one process per GPU (--launch mpi / env).
+cuda::ProcessRunOptions cuda_process_options(const RunArgs& a) {
+  cuda::ProcessRunOptions options;
+  static_cast<backends::RunOptions&>(options) = run_options(a);
+  options.sync = unwrap(cuda::parse_sync_mode(a.sync));
+  options.kernel = a.kernel.empty() ? cuda::KernelMode::chunked : kernel_choice(a);
+  options.wait_timeout_s = a.wait_timeout_s > 0 ? a.wait_timeout_s : a.launch_timeout_s;
+  options.fail_task = a.fault_task;
+  return options;
+}
+
+// Every schedule checked before any process starts: bad input fails at once, in every process.
+void check_cuda_processes(const RunArgs& a, const std::vector<StrategyRun>& runs) {
+  const cuda::ProcessRunOptions options = cuda_process_options(a);
+  for (const auto& r : runs)
+    if (Status st = cuda::check_process_request(r.schedule, options, a.tp); !st.ok())
+      throw UsageError(fmt::format("strategy {}: {}", schedule::to_string(r.schedule.strategy),
+                                   st.error().message));
+  unwrap(cuda::device_available());
+}
+
+// Each process runs its rank; a failure is announced to the others before it is reported;
+// rank 0 combines the ranks' times and errors (gather_ranks).
+Runner cuda_process_runner(const RunArgs& a, const Distributed& dist, std::string& device) {
+  auto group = std::make_shared<TransportGroup>(*dist.transport, dist.local_rank);
+  return [a, group, &dist, &device](StrategyRun& r) {
+    const std::string label = schedule::to_string(r.schedule.strategy);
+    const cuda::ProcessRunOptions options = cuda_process_options(a);
+    auto fail = [&](const std::string& message) {
+      const std::string text = fmt::format("strategy {}: {}", label, message);
+      group->announce_failure(text);
+      throw UsageError(text);
+    };
+    auto prepared = cuda::ProcessPrepared::create(r.schedule, options, *group);
+    if (!prepared.ok()) fail(prepared.error().message);
+    auto m = prepared->run();
+    if (!m.ok()) fail(m.error().message);
+    device = prepared->info().device;
+    r.kernel = prepared->info().kernel;
+    r.sync = prepared->info().sync;
+    const double own_error = m->check.max_abs_error;
+    gather_ranks(a, dist, label, *m);
+    // The location of the largest error is only known where it is.
+    if (m->check.max_abs_error != own_error) m->check.worst.clear();
+    r.m = std::move(m).value();
+  };
+}
+
 std::string ring_text(const std::vector<int>& ring) {
   std::string s;
   for (int r : ring) s += (s.empty() ? "" : " ") + std::to_string(r);
@@ -307,10 +396,17 @@ void print_table(const RunArgs& a, const workload::OperatorSpec& op, const sched
       fmt::print("launch: {}, {} processes (one per rank; times are the slowest rank's)\n",
                  a.launch, op.tp);
   } else {
-    fmt::print("device: {} ({} ranks, dependencies by {})\n", device,
-               a.launch.empty() || a.launch == "virtual" ? "virtual" : "multi-GPU", a.sync);
+    if (is_process_launch(a.launch))
+      fmt::print("device: {} (launch {}, {} processes, one rank each on GPU local rank % GPUs; "
+                 "times are the slowest rank's)\n",
+                 device, a.launch, op.tp);
+    else
+      fmt::print("device: {} ({} ranks, dependencies by {})\n", device,
+                 a.launch.empty() || a.launch == "virtual" ? "virtual" : "multi-GPU", a.sync);
     for (const auto& r : runs)
-      if (r.kernel != "chunked")
+      if (is_process_launch(a.launch))
+        fmt::print("{}: dependencies by {}\n", schedule::to_string(r.schedule.strategy), r.sync);
+      else if (r.kernel != "chunked")
         fmt::print("{}: fused GEMM groups on {} (dependencies by {})\n",
                    schedule::to_string(r.schedule.strategy), r.kernel, r.sync);
   }
@@ -438,11 +534,13 @@ void start_processes(const RunArgs& a, Distributed& d) {
     d.mpi = start_mpi(a.launch_timeout_s);
     d.rank = d.mpi->rank();
     d.size = d.mpi->size();
+    d.local_rank = d.mpi->local_rank();
     d.transport = unwrap(cpu::make_mpi_transport(*d.mpi));
   } else {
     const launch::EnvLaunch env = unwrap(launch::env_launch_from_environment());
     d.rank = env.rank;
     d.size = env.world_size;
+    d.local_rank = env.local_rank;
     d.store = unwrap(launch::TcpStore::connect(env, a.launch_timeout_s));
     d.transport = unwrap(
         cpu::make_socket_transport(*d.store, env.rank, env.world_size, a.launch_timeout_s));
@@ -466,6 +564,7 @@ void run_verb(const RunArgs& given) {
   const workload::OperatorSpec op = parse_operator(a);
   const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(profile, group));
   std::vector<StrategyRun> runs = make_schedules(op, a.strategy, plan, generate_options(a));
+  if (a.backend == "cuda" && is_process_launch(a.launch)) check_cuda_processes(a, runs);
   if (!is_process_launch(a.launch)) {
     run_verb_in(a, Distributed{}, op, plan, runs);
     return;
@@ -492,8 +591,9 @@ void run_verb(const RunArgs& given) {
 void run_verb_in(const RunArgs& a, const Distributed& dist, const workload::OperatorSpec& op,
                  const schedule::CommPlan& plan, std::vector<StrategyRun>& runs) {
   std::string device;
-  const Runner runner =
-      a.backend == "cuda" ? cuda_runner(a, device) : cpu_runner(a, op, runs, dist);
+  const Runner runner = a.backend == "cpu" ? cpu_runner(a, op, runs, dist)
+                        : dist.active()   ? cuda_process_runner(a, dist, device)
+                                          : cuda_runner(a, device);
   for (auto& r : runs) runner(r);
   if (dist.rank != 0) return;  // rank 0 reports for every process
   if (a.json.any()) a.json.emit(run_json(a, op, plan, runs, device), a.force);
@@ -549,7 +649,9 @@ void add_run_verb(CLI::App& app) {
                   "cpu: threads (default; ranks as threads of this process), mpi (one process "
                   "per rank under mpirun) or env (one process per rank from RANK, WORLD_SIZE, "
                   "MASTER_ADDR, MASTER_PORT as torchrun sets them); cuda: virtual (default; all "
-                  "ranks on one GPU) or multi-gpu (rank r on the r-th GPU of --gpus)");
+                  "ranks on one GPU), multi-gpu (rank r on the r-th GPU of --gpus), or mpi / "
+                  "env (one process per rank on GPU local rank % GPUs; sequential through "
+                  "NCCL, the others through CUDA IPC)");
   sub->add_option("--launch-timeout", args->launch_timeout_s,
                   "mpi/env: seconds the processes may take to start and meet")
       ->capture_default_str();
@@ -574,7 +676,8 @@ void add_run_verb(CLI::App& app) {
   sub->add_option("--threads-per-rank", args->threads_per_rank, "BLAS threads per GEMM call (cpu)")
       ->capture_default_str();
   sub->add_option("--wait-timeout", args->wait_timeout_s,
-                  "seconds a task may wait for its dependencies (cpu; 0 = automatic)")
+                  "seconds a task may wait for its dependencies (cpu; 0 = automatic), or with "
+                  "cuda mpi/env every exchange and iteration (0 = --launch-timeout)")
       ->capture_default_str();
   sub->add_option("--links", args->links,
                   "cpu: emulated:<preset|file> paces transfers on that machine's links "

@@ -30,13 +30,6 @@ std::string_view to_string(Verdict v) {
   return "?";
 }
 
-std::string nccl_version_text(int code) {
-  if (code <= 0) return "unknown";
-  // NCCL 2.9 and later encode major*10000 + minor*100 + patch; older ones major*1000 + ...
-  if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, (code / 100) % 100, code % 100);
-  return fmt::format("{}.{}.{}", code / 1000, (code / 100) % 10, code % 100);
-}
-
 namespace {
 
 // A dlopen handle closed on scope exit.

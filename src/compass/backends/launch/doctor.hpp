@@ -4,6 +4,8 @@
 // dlopen at the time of the probe, so the probe (and the binary) works on machines without a
 // driver, NCCL or MPI and reports each absence as a finding rather than failing.
 
+#include <fmt/format.h>
+
 #include <string>
 #include <vector>
 
@@ -50,7 +52,13 @@ struct RuntimeReport {
 /// a finding with Verdict::missing.
 RuntimeReport probe_runtime();
 
-/// NCCL's integer version (major*10000 + minor*100 + patch for 2.9+) as "2.28.3".
-std::string nccl_version_text(int code);
+/// NCCL's integer version (major*10000 + minor*100 + patch for 2.9+) as "2.28.3". Inline, so
+/// that the backends use it without linking this layer.
+inline std::string nccl_version_text(int code) {
+  if (code <= 0) return "unknown";
+  // NCCL 2.9 and later encode major*10000 + minor*100 + patch; older ones major*1000 + ...
+  if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, (code / 100) % 100, code % 100);
+  return fmt::format("{}.{}.{}", code / 1000, (code / 100) % 10, code % 100);
+}
 
 }  // namespace compass::backends::launch

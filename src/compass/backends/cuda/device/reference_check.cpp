@@ -101,6 +101,25 @@ Status Run::reference_output(DeviceMemory& Y) {
   return Status::success();
 }
 
+RankError compare_values(const std::vector<float>& got, const std::vector<float>& want,
+                         std::int64_t cols, double tolerance) {
+  RankError e;
+  for (size_t i = 0; i < got.size(); ++i) e.ref = std::max(e.ref, std::fabs(double(want[i])));
+  const double bad_above = tolerance * e.ref;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
+    // NaN must fail the check, so compare with !(<=).
+    if (std::isnan(diff)) diff = INFINITY;
+    if (!(diff <= e.err)) {
+      e.err = diff;
+      e.at = {static_cast<std::int64_t>(i) / cols, static_cast<std::int64_t>(i) % cols};
+      e.val = {got[i], want[i]};
+    }
+    if (!(diff <= bad_above)) ++e.bad;
+  }
+  return e;
+}
+
 // Compares one rank's "y" with its block of the reference Y [M, N] (FP32, row-major).
 Result<RankError> Run::compare_rank(const ReferenceBlocks& block, const DeviceMemory& Y) {
   const auto& op = s_.op;
@@ -121,21 +140,7 @@ Result<RankError> Run::compare_rank(const ReferenceBlocks& block, const DeviceMe
                             static_cast<size_t>(N * 4), static_cast<size_t>(yc * 4),
                             static_cast<size_t>(yr), cudaMemcpyDefault),
                "--check");
-  RankError e;
-  for (size_t i = 0; i < got.size(); ++i) e.ref = std::max(e.ref, std::fabs(double(want[i])));
-  const double bad_above = check_tolerance(op.dtype) * e.ref;
-  for (size_t i = 0; i < got.size(); ++i) {
-    double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
-    // NaN must fail the check, so compare with !(<=).
-    if (std::isnan(diff)) diff = INFINITY;
-    if (!(diff <= e.err)) {
-      e.err = diff;
-      e.at = {static_cast<std::int64_t>(i) / yc, static_cast<std::int64_t>(i) % yc};
-      e.val = {got[i], want[i]};
-    }
-    if (!(diff <= bad_above)) ++e.bad;
-  }
-  return e;
+  return compare_values(got, want, yc, check_tolerance(op.dtype));
 }
 
 // Compares every rank's "y" with the reference (reference_output) and records the largest

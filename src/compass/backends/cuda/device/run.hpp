@@ -66,6 +66,17 @@ struct RankError {
   std::pair<float, float> val{0.f, 0.f};            ///< (got, want) there
 };
 
+/// Compares an output block with its reference (both row-major with `cols` columns, on the
+/// host); elements whose error exceeds `tolerance` x max |ref| count as bad, NaN fails.
+RankError compare_values(const std::vector<float>& got, const std::vector<float>& want,
+                         std::int64_t cols, double tolerance);
+
+/// The seed of buffer `index`'s pseudo-random input values for the run seed `seed` (every
+/// executor gives a buffer the same values).
+inline std::uint64_t input_seed(std::uint64_t seed, int index) {
+  return (seed << 20) + static_cast<std::uint64_t>(index);
+}
+
 // Everything one prepared schedule owns on the GPUs. Members are destroyed in reverse order:
 // GEMM plans before handles, events and streams before memory. The schedule and the options
 // must outlive the Run.

@@ -315,8 +315,8 @@ Status Run::fill(int index, void* dst) {
   const Buffer& b = s_.buffers[index];
   const int d = buffer_device(index);
   COMPASS_CUDA(cudaSetDevice(d), "filling inputs");
-  const std::uint64_t seed = (static_cast<std::uint64_t>(o_.seed) << 20) + index;
-  COMPASS_CUDA(launch_fill_uniform(dst, b.rows * b.cols, elem_type(s_.op.dtype), seed,
+  COMPASS_CUDA(launch_fill_uniform(dst, b.rows * b.cols, elem_type(s_.op.dtype),
+                                   input_seed(o_.seed, index),
                                    aux_.at(d).get()),
                fmt::format("filling buffer '{}' of rank {}", b.name, b.rank));
   return Status::success();
