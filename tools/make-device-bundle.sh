@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the CUDA-enabled `compass`, `test_cuda` and `bench_fused` HERE (the development
-# machine, with our Debian packages) and collects them, with the non-system shared libraries
-# they need, into a folder that the device machine can run without any of our packages:
-#   build-device/bundle/bin/{compass,test_cuda,bench_fused}
+# Builds the CUDA-enabled `compass`, `test_cuda`, `test_launch_gpu` and `bench_fused` HERE
+# (the development machine, with our Debian packages) and collects them, with the non-system
+# shared libraries they need, into a folder that the device machine can run without any of our packages:
+#   build-device/bundle/bin/{compass,test_cuda,test_launch_gpu,bench_fused}
 #   build-device/bundle/lib/*.so*          fmt, OpenBLAS, gfortran, libstdc++, ... (from ldd)
 #   build-device/bundle/glibc/             this machine's loader and libc, used by
 #                                          tools/device-check.sh only if the device's glibc is
@@ -34,7 +34,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCOMPASS_BUILD_BENCH=ON -DCOMPASS_BUILD_FUZZ=OFF -DCOMPASS_BUILD_TESTS=ON \
   -DCOMPASS_FUSED_SM80_ARCHS="$(echo "$ARCHS" | sed 's/\([0-9]\+\)/\1-real/g')" \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-cmake --build "$BUILD" --target compass_cli test_cuda bench_fused -j"$JOBS"
+cmake --build "$BUILD" --target compass_cli test_cuda test_launch_gpu bench_fused -j"$JOBS"
 SRC="$BUILD"
 else
   SRC="$FROM"
@@ -46,6 +46,8 @@ mkdir -p "$BUNDLE/bin" "$BUNDLE/lib" "$BUNDLE/glibc"
 cp "$SRC/compass" "$SRC/tests/test_cuda" "$BUNDLE/bin/"
 # The fused-kernel benchmark (tools/device-fused-check.sh), when the build has it.
 [ -f "$SRC/bench/bench_fused" ] && cp "$SRC/bench/bench_fused" "$BUNDLE/bin/"
+# The one-process-per-GPU tests (tools/device-mp-check.sh; COMPASS_CLI names the bundled compass).
+[ -f "$SRC/tests/test_launch_gpu" ] && cp "$SRC/tests/test_launch_gpu" "$BUNDLE/bin/"
 strip --strip-unneeded "$BUNDLE"/bin/*
 
 # Libraries the device provides itself, or that must come from its own driver install.

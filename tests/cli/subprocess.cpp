@@ -183,6 +183,8 @@ TempDir::~TempDir() {
 }
 
 std::string compass_binary() {
+  // A copied test binary (the device bundle) names the copied compass with COMPASS_CLI.
+  if (const char* path = std::getenv("COMPASS_CLI"); path != nullptr && *path != '\0') return path;
   return COMPASS_CLI_PATH;
 }
 

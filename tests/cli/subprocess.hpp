@@ -36,7 +36,8 @@ class TempDir {
   std::string path_;
 };
 
-/// The compass binary under test (COMPASS_CLI_PATH).
+/// The compass binary under test: $COMPASS_CLI when set (a copied test binary), else
+/// COMPASS_CLI_PATH.
 std::string compass_binary();
 
 /// Runs `compass <args...>` in `dir`; a test failure when it cannot start or times out.
