@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -46,7 +48,27 @@ struct TreeSim {
   double time_s = 0;
   int trees = 0;
   int depth = 0;
+  // The direction whose bytes take longest at full bandwidth (the pattern's bottleneck by
+  // load; among ties the one that moved data longest): that time, and how long it moved data.
+  std::string neck;
+  double neck_full_s = 0;
+  double neck_busy_s = 0;
 };
+
+// The simulated bottleneck direction of a tree all-gather (see TreeSim).
+void set_neck(TreeSim& t, const backends::sim::SimResult& res) {
+  for (const backends::sim::LinkUse& l : res.busiest_links) {
+    if (!(l.bandwidth_bytes_per_s > 0)) continue;
+    const double full = l.bytes / l.bandwidth_bytes_per_s;
+    const double tol = 1e-9 * std::max(full, t.neck_full_s);
+    if (full > t.neck_full_s + tol ||
+        (full >= t.neck_full_s - tol && l.busy_s > t.neck_busy_s)) {
+      t.neck = l.name;
+      t.neck_full_s = full;
+      t.neck_busy_s = l.busy_s;
+    }
+  }
+}
 
 struct TopoReport {
   Profile profile;
@@ -157,12 +179,16 @@ void print_human(const TopoReport& r, double size_bytes) {
   if (!r.sims.empty()) {
     fmt::print("\nsimulated all-gather along the trees (SimGrid, chunked as fuse:hier/fuse:synth "
                "run it):\n");
-    fmt::print("  {:<12} {:>11} {:>8} {:>6} {:>6} {:>6}\n", "PATTERN", "TIME", "SPEEDUP", "/BOUND",
-               "TREES", "DEPTH");
+    fmt::print("  {:<12} {:>11} {:>8} {:>6} {:>6} {:>6}  {}\n", "PATTERN", "TIME", "SPEEDUP",
+               "/BOUND", "TREES", "DEPTH", "BOTTLENECK (full-rate time, time moving data, use)");
     for (const TreeSim& t : r.sims)
-      fmt::print("  {:<12} {:>11} {:>7.2f}x {:>6} {:>6} {:>6}\n", t.pattern,
+      fmt::print("  {:<12} {:>11} {:>7.2f}x {:>6} {:>6} {:>6}  {} ({}, {}, {:.1f}%)\n", t.pattern,
                  format_seconds(t.time_s), ring_s / t.time_s, bound_ratio(t.time_s, b.time_s),
-                 t.trees, t.depth);
+                 t.trees, t.depth, t.neck, format_seconds(t.neck_full_s),
+                 format_seconds(t.neck_busy_s),
+                 t.neck_busy_s > 0 ? 100 * t.neck_full_s / t.neck_busy_s : 0.0);
+    fmt::print("  (use: full-rate time / time moving data, the bottleneck's mean use while it moves "
+               "data; idle for TIME minus the time moving data)\n");
   }
 
   const PatternTime& a2a = r.patterns[2];
@@ -247,7 +273,10 @@ nlohmann::ordered_json topo_json(const TopoReport& r, double size_bytes) {
                     {"time_s", t.time_s},
                     {"time_over_bound", r.bound.time_s > 0 ? t.time_s / r.bound.time_s : 0.0},
                     {"trees", t.trees},
-                    {"depth", t.depth}});
+                    {"depth", t.depth},
+                    {"bottleneck", t.neck},
+                    {"bottleneck_full_rate_s", t.neck_full_s},
+                    {"bottleneck_moving_s", t.neck_busy_s}});
   if (!r.sims.empty()) out["simulated"] = sims;
   return out;
 }
@@ -302,9 +331,13 @@ void run_topo(const TopoOptions& o) {
       const schedule::TreePlan plan = unwrap(schedule::tree_plan_from(t, r.group));
       const schedule::Schedule s =
           unwrap(schedule::tree_allgather(plan, r.group, engines, rows, kCols));
-      const backends::sim::SimResult res = unwrap(backends::sim::simulate(r.profile, s));
-      r.sims.push_back({t.name, res.total_s, static_cast<int>(t.trees.size()),
-                        hardware::pattern_depth(t)});
+      backends::sim::SimOptions so;
+      so.busiest_links = std::numeric_limits<int>::max();
+      const backends::sim::SimResult res = unwrap(backends::sim::simulate(r.profile, s, so));
+      TreeSim ts{t.name, res.total_s, static_cast<int>(t.trees.size()),
+                 hardware::pattern_depth(t), "", 0, 0};
+      set_neck(ts, res);
+      r.sims.push_back(std::move(ts));
     }
   }
   if (o.json.any()) o.json.emit(topo_json(r, o.size_bytes), o.force);

@@ -62,5 +62,4 @@ PatternTime allgather_load_pattern(const Profile& p, const TreePattern& t, doubl
 /// Largest depth (edges from the root) of any tree of the pattern.
 int pattern_depth(const TreePattern& t);
 
-
 }  // namespace compass::hardware

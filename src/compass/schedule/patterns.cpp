@@ -160,8 +160,14 @@ std::vector<TreePiece> tree_pieces(const TreePlan& plan, int root, std::int64_t 
                                  ? len
                                  : std::min(len, static_cast<std::int64_t>(std::llround(cum * len)));
     const std::int64_t tree_len = std::max<std::int64_t>(0, end - off);
-    for (int k = 0; k < chunks; ++k) {
-      const detail::Rows r = split_rows(tree_len, chunks, k);
+    // Automatic chunks: a tree carrying a share s of the shard gets s of them, so every
+    // tree's pieces have about the same size.
+    const int n = plan.chunks > 0 ? chunks
+                                  : static_cast<int>(std::clamp(
+                                        std::round(plan.trees[trees[j]].share * chunks), 1.0,
+                                        static_cast<double>(std::max(1, chunks))));
+    for (int k = 0; k < n; ++k) {
+      const detail::Rows r = split_rows(tree_len, n, k);
       if (r.len > 0) out.push_back(TreePiece{trees[j], k, off + r.off, r.len});
     }
     off += tree_len;

@@ -12,8 +12,9 @@
 
 namespace compass::schedule {
 
-/// Chunks per tree for a shard of `shard_bytes`: plan.chunks when set, else about one chunk per
-/// 4 MiB of shard, between 1 and 32 (docs/patterns.md).
+/// Chunks per tree for a shard of `shard_bytes`: plan.chunks when set, else one when the plan's
+/// rounds are balanced (nothing to pipeline), else about one chunk per 4 MiB of shard, between
+/// 1 and 32, which tree_pieces divides among a root's trees by share (docs/patterns.md).
 int tree_chunks(const TreePlan& plan, double shard_bytes);
 
 /// One piece of a root's rows: rows [off, off + len) of its shard/chunk, carried by tree
@@ -26,7 +27,8 @@ struct TreePiece {
 };
 
 /// The non-empty pieces of `root`'s `rows` rows: split among its trees by share (cumulative
-/// rounding), each tree's rows cut into `chunks` near-equal pipeline chunks.
+/// rounding), each tree's rows cut into near-equal pipeline chunks: `chunks` of them when
+/// plan.chunks is set, else round(share x chunks), at least 1 (pieces of about equal size).
 std::vector<TreePiece> tree_pieces(const TreePlan& plan, int root, std::int64_t rows, int chunks);
 
 /// Copy engine of every (sender, receiver) edge of the plan: a sender's distinct receivers take
