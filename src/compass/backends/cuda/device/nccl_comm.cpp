@@ -108,7 +108,7 @@ Status NcclComm::check(int result, const std::string& what) {
 Status NcclComm::wait(const std::string& what) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(timeout_s_));
-  for (;;) {
+  for (int polls = 1;; ++polls) {
     ncclResult_t state = ncclSuccess;
     const ncclResult_t r = lib_->async_error(as_comm(comm_), &state);
     if (r != ncclSuccess) state = r;
@@ -122,6 +122,12 @@ Status NcclComm::wait(const std::string& what) {
       return make_error("rank {}: {} did not finish within {:.3g} s (is every rank running?)",
                         rank_, what, timeout_s_);
     }
+    if (polls % 64 == 0 && group_ != nullptr) {
+      if (Status peers = group_->peers_ok(); !peers.ok()) {
+        healthy_ = false;
+        return peers;
+      }
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
@@ -129,6 +135,7 @@ Status NcclComm::wait(const std::string& what) {
 Result<std::unique_ptr<NcclComm>> NcclComm::create(launch::ProcessGroup& group,
                                                    double timeout_s) {
   std::unique_ptr<NcclComm> c(new NcclComm());
+  c->group_ = &group;
   c->rank_ = group.rank();
   c->timeout_s_ = timeout_s;
   COMPASS_ASSIGN(c->lib_, Lib::load());

@@ -18,7 +18,9 @@ namespace compass::backends::cuda::device {
 class NcclComm {
  public:
   /// Loads NCCL, has rank 0 make the unique id, shares it through `group` and joins the
-  /// communicator of group.size() ranks on the current device, within timeout_s.
+  /// communicator of group.size() ranks on the current device, within timeout_s. Every wait
+  /// also stops when another process of `group` announces a failure; `group` must outlive
+  /// the communicator.
   static Result<std::unique_ptr<NcclComm>> create(launch::ProcessGroup& group, double timeout_s);
   /// ncclGetVersion of the library dlopen finds (the process group is not needed).
   static Result<int> loaded_version();
@@ -42,6 +44,7 @@ class NcclComm {
   std::unique_ptr<Lib> lib_;
   void* comm_ = nullptr;
   bool healthy_ = true;
+  launch::ProcessGroup* group_ = nullptr;  // watched for failures during waits
   int rank_ = 0;
   double timeout_s_ = 60;
 };
