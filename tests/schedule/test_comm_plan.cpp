@@ -74,6 +74,35 @@ TEST(CommPlan, OnlyUnbalancedTreePlansArePipelinedInChunks) {
   EXPECT_EQ(tree_chunks(fixed, 128.0 * 1024 * 1024), 5);
 }
 
+// Automatic chunks are divided among a root's trees by share (pieces of about equal size); an
+// explicit chunk count cuts every tree into that many.
+TEST(CommPlan, AutomaticChunksAreDividedAmongTreesByShare) {
+  TreePlan plan;
+  plan.trees.push_back({0, 0.75, {{0, 1}, {1, 2}}});
+  plan.trees.push_back({0, 0.25, {{0, 2}, {2, 1}}});
+  plan.trees.push_back({1, 1.0, {{1, 0}, {0, 2}}});
+  plan.trees.push_back({2, 1.0, {{2, 0}, {0, 1}}});
+  ASSERT_TRUE(validate_tree_plan(plan, 3).ok());
+  auto count = [](const std::vector<TreePiece>& pieces, int tree) {
+    std::int64_t rows = 0;
+    int n = 0;
+    for (const TreePiece& pc : pieces)
+      if (pc.tree == tree) {
+        ++n;
+        rows += pc.len;
+      }
+    return std::make_pair(n, rows);
+  };
+  const std::vector<TreePiece> automatic = tree_pieces(plan, 0, 800, 8);
+  EXPECT_EQ(count(automatic, 0), std::make_pair(6, std::int64_t{600}));
+  EXPECT_EQ(count(automatic, 1), std::make_pair(2, std::int64_t{200}));
+  for (const TreePiece& pc : automatic) EXPECT_EQ(pc.len, 100);
+  plan.chunks = 8;
+  const std::vector<TreePiece> fixed = tree_pieces(plan, 0, 800, 8);
+  EXPECT_EQ(count(fixed, 0), std::make_pair(8, std::int64_t{600}));
+  EXPECT_EQ(count(fixed, 1), std::make_pair(8, std::int64_t{200}));
+}
+
 TEST(CommPlan, BadGroupIsAnError) {
   auto profile = hardware::make_preset("a6000x8");
   ASSERT_TRUE(profile.ok());
