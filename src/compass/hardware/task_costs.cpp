@@ -33,7 +33,7 @@ double gemm_slowdown(const Profile& p, bool fused, int ranks) {
                              : p.interference.gemm_slowdown_sm_copy);
 }
 
-double slowed_end(double start, double work, const std::vector<Window>& busy, double factor) {
+double slowed_end(double start, double work, std::span<const Window> busy, double factor) {
   double t = start;
   if (factor == 1.0) return t + work;
   for (const Window& w : busy) {

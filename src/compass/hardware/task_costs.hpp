@@ -4,6 +4,7 @@
 // estimates"; docs/simulator.md, "Execution").
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "compass/hardware/profile.hpp"
@@ -42,7 +43,7 @@ struct Window {
 /// The proportional interference rule: a GEMM of `work` seconds starting at `start` advances at
 /// 1/`factor` while one of `busy` (ascending, disjoint) is under way and at full speed otherwise;
 /// returns its end. The simulator applies the same rule through the GPU host's speed.
-double slowed_end(double start, double work, const std::vector<Window>& busy, double factor);
+double slowed_end(double start, double work, std::span<const Window> busy, double factor);
 
 /// The work of a chunk of `rows` rows inside a fused kernel whose chunks add up to `total_rows`
 /// rows of one [total_rows, k] x [k, n] GEMM: a fused kernel schedules output tiles, not one

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <numeric>
 #include <tuple>
+#include <span>
 #include <utility>
 
 #include "compass/hardware/rings.hpp"
@@ -126,6 +127,18 @@ struct Ctx {
     }
     return cached_released_flows(prof, flows, caches);
   }
+  // ring_edges(bytes_each * fc, false) from ring_edges(bytes_each, false): every flow's bytes
+  // count fc times, so its data time scales by fc and its route latency does not (the scaling
+  // cached_released_flows applies).
+  std::vector<double> ring_edges_beside_gemm(const std::vector<double>& edges) const {
+    if (fc == 1.0) return edges;
+    std::vector<double> out(edges.size());
+    for (std::size_t i = 0; i < edges.size(); ++i) {
+      const double lat = prof.route_latency_s(ring[i], ring[(i + 1) % ring.size()]);
+      out[i] = lat + (edges[i] - lat) * fc;
+    }
+    return out;
+  }
 };
 
 struct Outcome {
@@ -135,164 +148,6 @@ struct Outcome {
   std::string bottleneck;
   std::vector<std::string> congested;
 };
-
-// ---- sequential and decompose:d (sequential is decompose:1, as in the schedule) --------------
-// The collectives are NCCL-style rings of transfers on copy engine 0; a reduce-scatter step
-// adds the received block on the compute stream before the next step forwards it.
-
-struct CollectiveCosts {
-  double step_s = 0;     // one ring transfer step
-  double step_beside_gemm_s = 0;  // the same beside a GEMM: its bytes count fc times (latency not)
-  double add_s = 0;      // reduce-scatter: the add after each step
-  std::string bottleneck;
-};
-
-CollectiveCosts collective_costs(const Ctx& c, std::int64_t part_rows) {
-  CollectiveCosts cc;
-  if (c.p <= 1) return cc;
-  const double cols = c.op.kind == OpKind::ag_gemm ? c.op.k : c.op.n;
-  const double block = static_cast<double>(part_rows) / c.p * cols * c.e;
-  const StepTime st = c.ring_step(block);
-  // NCCL-style: the collective's launch is paid once (coll_launch, at step 0), later steps run
-  // inside the same kernel (hardware::transfer_issue_s).
-  cc.step_s = st.time_s;
-  cc.step_beside_gemm_s = c.fc == 1.0 ? st.time_s : c.ring_step(block * c.fc).time_s;
-  cc.bottleneck = st.bottleneck;
-  if (c.op.kind != OpKind::ag_gemm) cc.add_s = c.add(block);
-  return cc;
-}
-
-Outcome decompose(const Ctx& c, int d) {
-  Outcome o;
-  const workload::GemmShape s = workload::local_gemm(c.op);
-  const int p = c.p;
-  const std::int64_t part_rows = c.op.m / d;  // all ranks' rows of one part (ag), or M/d
-  const bool staged = d > 1 && p > 1;
-  const double g = c.gemm(part_rows, s.n, s.k);
-  const CollectiveCosts cc = collective_costs(c, part_rows);
-  o.bottleneck = cc.bottleneck;
-  const double steps = p - 1;
-  if (c.op.kind == OpKind::ag_gemm) {
-    // Copy engine 0: own shard copy, then the p-1 ring steps of part i; the GEMM of part i waits
-    // for its gather; staged outputs are copied back in rank order on the compute stream.
-    // Per part: one own-block copy on the copy engine; when staged, p copies out of the staging
-    // buffer on the compute stream (one per source rank's rows).
-    const double own_copy = p > 1 ? c.copies(1, static_cast<double>(part_rows) / p * c.op.k * c.e) : 0;
-    const double out_copy = staged ? c.copies(p, static_cast<double>(part_rows) * s.n * c.e) : 0;
-    // The copy engine runs the gathers back to back; it moves data during the own-block copy
-    // (after its issue) and the ring steps (after the collective's launch). GEMM i is slowed
-    // by the proportional rule while later gathers move data.
-    std::vector<double> gathered(d, 0.0);
-    std::vector<Window> busy;
-    double ce = 0;
-    for (int i = 0; i < d && p > 1; ++i) {
-      const bool beside_gemm = i >= 1;  // part i's gather runs beside GEMM i-1
-      const double copy_end = ce + own_copy;
-      ce = copy_end + c.coll_launch + steps * (beside_gemm ? cc.step_beside_gemm_s : cc.step_s);
-      busy.push_back(Window{copy_end - (own_copy - c.copy_issue), copy_end});
-      busy.push_back(Window{copy_end + c.coll_launch, ce});
-      gathered[i] = ce;
-    }
-    double cs = 0;
-    for (int i = 0; i < d; ++i) {
-      cs = slowed_end(std::max(cs, gathered[i]) + c.launch, g, busy, c.fg_nccl) + out_copy;
-      o.compute_s += g + out_copy;
-    }
-    o.total_s = cs;
-    o.comm_s = d * steps * cc.step_s;
-  } else {
-    // Program order of the schedule: GEMM 0, then for each part i: GEMM i+1, then the adds of
-    // part i's reduce-scatter (each after its step's transfer); transfers of part i start after
-    // GEMM i and each forwards the previous add's result. Ranks are followed one by one (ring
-    // position q): the step-s transfer q -> q+1 takes that edge's time under the step's sharing
-    // and waits for q's own previous transfer (one copy engine) and its previous add.
-    const double in_copy = staged ? c.copies(p, static_cast<double>(part_rows) * s.k * c.e) : 0;
-    const double own_copy = p > 1 ? c.copies(1, static_cast<double>(part_rows) / p * c.op.n * c.e) : 0;
-    const double block = static_cast<double>(part_rows) / p * c.op.n * c.e;
-    const std::vector<double> edge = p > 1 ? c.ring_edges(block, false) : std::vector<double>{};
-    // Beside a GEMM a transfer's bytes count fc times (as the simulator charges them).
-    const std::vector<double> edge_slow =
-        p > 1 && c.fc != 1.0 ? c.ring_edges(block * c.fc, false) : edge;
-    std::vector<double> cs(p, 0), ce(p, 0);
-    std::vector<double> gemm_end(static_cast<std::size_t>(d) * p, 0);  // [part * p + rank]
-    std::vector<double> send(p), engine_free(p), next(p);
-    // Per rank: the windows in which its copy engine moves data (the proportional rule slows
-    // its GEMMs inside them). GEMM i+1 runs beside part i's step-0 send (later sends wait for
-    // adds queued behind the GEMM) and, for gemm_ar, the all-gather of part i-1.
-    std::vector<std::vector<Window>> busy(p);
-    auto run_gemm = [&](int i) {
-      for (int q = 0; q < p; ++q) {
-        cs[q] = slowed_end(cs[q] + in_copy + c.launch, g, busy[q], c.fg_nccl);
-        gemm_end[static_cast<std::size_t>(i) * p + q] = cs[q];
-      }
-      o.compute_s += g + in_copy;
-    };
-    run_gemm(0);
-    double ag_end = 0;
-    for (int i = 0; i < d; ++i) {
-      if (i + 1 < d) {
-        for (int q = 0; q < p && p > 1; ++q) {
-          const double send0 =
-              std::max(ce[q], gemm_end[static_cast<std::size_t>(i) * p + q]) + c.coll_launch;
-          busy[q].push_back(Window{send0, send0 + edge_slow[q]});
-        }
-        run_gemm(i + 1);
-      }
-      if (p == 1) continue;
-      for (int q = 0; q < p; ++q) cs[q] += own_copy;
-      o.compute_s += own_copy;
-      const bool beside_gemm = i + 1 < d;
-      const std::vector<double>& edge_now = beside_gemm ? edge_slow : edge;
-      for (int q = 0; q < p; ++q) {
-        send[q] = std::max(ce[q], gemm_end[static_cast<std::size_t>(i) * p + q]) + c.coll_launch;
-        engine_free[q] = send[q];
-      }
-      for (int st = 0; st < p - 1; ++st) {
-        for (int q = 0; q < p; ++q) {
-          const int from = (q + p - 1) % p;
-          const double start = std::max(send[from], engine_free[from]);
-          const double arrive = start + edge_now[from];
-          engine_free[from] = arrive;
-          cs[q] = std::max(cs[q], arrive) + cc.add_s;
-          next[q] = cs[q];  // the next step forwards the sum
-        }
-        std::swap(send, next);
-        o.compute_s += cc.add_s;
-      }
-      for (int q = 0; q < p; ++q) {
-        // The copy engine is free once its last transfer landed (the adds run on the compute
-        // stream); the all-gather forwards the sums after the last add.
-        ce[q] = c.op.kind == OpKind::gemm_ar ? std::max(send[q], engine_free[q]) : engine_free[q];
-        if (c.op.kind == OpKind::gemm_ar) {
-          // The all-gather of part i's sums follows on the same copy engine (a second
-          // collective: its own launch).
-          const double from = ce[q] + c.coll_launch;
-          ce[q] = from + (p - 1) * cc.step_s;
-          busy[q].push_back(Window{from, ce[q]});
-          ag_end = std::max(ag_end, ce[q]);
-        }
-      }
-    }
-    const double cs_end = *std::max_element(cs.begin(), cs.end());
-    o.total_s = std::max(cs_end, ag_end);
-    const double coll_steps = c.op.kind == OpKind::gemm_ar ? 2.0 * steps : steps;
-    o.comm_s = d * coll_steps * cc.step_s;
-  }
-  return o;
-}
-
-// ---- IntraFusion, AG-GEMM --------------------------------------------------------------------
-
-// When flow i of a run starts moving its bytes: its release, and not before the flows it waits
-// for have finished (plus its gap), as run_released_flows starts it.
-double bytes_start(const std::vector<TimedFlow>& flows, const std::vector<double>& finish,
-                   std::size_t i) {
-  const TimedFlow& f = flows[i];
-  double t = f.release_s;
-  if (f.after >= 0) t = std::max(t, finish[f.after] + f.gap_s);
-  if (f.also_after >= 0) t = std::max(t, finish[f.also_after] + f.gap_s);
-  return t;
-}
 
 // Adds `w` to `windows`, kept ascending by start (hardware::slowed_end reads them in order).
 void insert_window(std::vector<Window>& windows, Window w) {
@@ -306,6 +161,297 @@ bool computing_at(const std::vector<Window>& gemms, double t) {
   const auto it = std::upper_bound(gemms.begin(), gemms.end(), t,
                                    [](double x, const Window& w) { return x < w.from; });
   return it != gemms.begin() && t < std::prev(it)->until;
+}
+
+// ---- sequential and decompose:d (sequential is decompose:1, as in the schedule) --------------
+// The collectives are NCCL-style rings of transfers on copy engine 0; a reduce-scatter step
+// adds the received block on the compute stream before the next step forwards it.
+
+struct CollectiveCosts {
+  double step_s = 0;     // one ring transfer step
+  double add_s = 0;      // reduce-scatter: the add after each step
+  std::string bottleneck;
+};
+
+CollectiveCosts collective_costs(const Ctx& c, std::int64_t part_rows) {
+  CollectiveCosts cc;
+  if (c.p <= 1) return cc;
+  const double cols = c.op.kind == OpKind::ag_gemm ? c.op.k : c.op.n;
+  const double block = static_cast<double>(part_rows) / c.p * cols * c.e;
+  const StepTime st = c.ring_step(block);
+  // NCCL-style: the collective's launch is paid once (coll_launch, at step 0), later steps run
+  // inside the same kernel (hardware::transfer_issue_s).
+  cc.step_s = st.time_s;
+  cc.bottleneck = st.bottleneck;
+  if (c.op.kind != OpKind::ag_gemm) cc.add_s = c.add(block);
+  return cc;
+}
+
+// One round of decompose's fixed point, followed per ring position P (every rank computes the
+// same work, so position P stands for the rank at ring[P]) in the schedule's order of tasks
+// (schedule/generate.cpp, ag_decompose and rs_decompose): GEMMs, copies and adds on the compute
+// stream, the collectives' transfers on copy engine 0, one after the other. A transfer from P
+// lands at P + 1 after its edge's time (Ctx::ring_edges, the step's flows sharing the links);
+// its bytes count fc times when a GEMM computes on either end as they start (`slow`, from the
+// previous round), and P's GEMMs advance at 1/fg while P's copy engine moves data (the
+// proportional rule), as the schedule's timeline and the simulator apply both. Transfer ids
+// are the callers': id % p is the sending position, and a position's ids ascend in its copy
+// engine's order.
+class DecomposeRound {
+  // Whether one of `gemms` (ascending, disjoint) is under way at t, for ascending t.
+  struct Cursor {
+    const std::vector<Window>& gemms;
+    std::size_t next = 0;  // the first GEMM that starts after the last t asked
+    explicit Cursor(const std::vector<Window>& g) : gemms(g) {}
+    bool computing_at(double t) {
+      while (next < gemms.size() && gemms[next].from <= t) ++next;
+      return next > 0 && t < gemms[next - 1].until;
+    }
+  };
+
+ public:
+  DecomposeRound(const Ctx& c, std::size_t transfers, const std::vector<double>& edge,
+                 const std::vector<double>& edge_slow)
+      : c_(c), p_(c.p), edge_(edge), edge_slow_(edge_slow), slow_(transfers, 0),
+        from_(transfers, 0.0), ce_(p_), first_busy_(p_), busy_(p_), computing_(p_) {}
+
+  // Starts a round: every position idle at 0.
+  void reset() {
+    cs_.assign(p_, 0.0);
+    std::fill(ce_.begin(), ce_.end(), 0.0);
+    std::fill(first_busy_.begin(), first_busy_.end(), 0);
+    for (std::vector<Window>& b : busy_) b.clear();
+    for (std::vector<Window>& g : computing_) g.clear();
+  }
+
+  // Transfer `id` from position P, ready at `ready`, started on P's copy engine behind its
+  // previous task with `issue` (the collective's launch at step 0): returns when it lands.
+  double send(int id, int P, double ready, double issue) {
+    const double from = std::max(ready, ce_[P]) + issue;
+    const double land = from + (slow_[id] ? edge_slow_[P] : edge_[P]);
+    from_[id] = from;
+    ce_[P] = land;
+    busy_[P].push_back(Window{from, land});  // the engine's tasks follow one another
+    return land;
+  }
+  // A local copy of `work` after its issue on P's copy engine (moving data): returns its end.
+  double engine_copy(int P, double work) {
+    const double from = ce_[P] + c_.copy_issue;
+    ce_[P] = from + work;
+    busy_[P].push_back(Window{from, ce_[P]});
+    return ce_[P];
+  }
+  // A GEMM of `work` on P's compute stream, not before `ready`, after its kernel launch:
+  // returns its end.
+  double gemm(int P, double ready, double work) {
+    const double from = std::max(cs_[P], ready) + c_.launch;
+    // P's GEMMs start in time order: windows over before this one are over for the later ones.
+    const std::vector<Window>& b = busy_[P];
+    std::size_t& first = first_busy_[P];
+    while (first < b.size() && b[first].until <= from) ++first;
+    cs_[P] = slowed_end(from, work, std::span<const Window>(b).subspan(first), c_.fg_nccl);
+    computing_[P].push_back(Window{from, cs_[P]});
+    return cs_[P];
+  }
+  // Other work on P's compute stream (a copy or an add), not before `ready`: returns its end.
+  double compute(int P, double ready, double work) {
+    cs_[P] = std::max(cs_[P], ready) + work;
+    return cs_[P];
+  }
+  double compute_free(int P) const { return cs_[P]; }
+
+  // After a round: each transfer's bytes count fc times when a GEMM computes at its sending
+  // (id % p) or receiving position as they start. Returns whether any changed.
+  bool update_slow() {
+    if (c_.fc == 1.0) return false;
+    bool changed = false;
+    for (int P = 0; P < p_; ++P) {
+      // P's transfers (ids P, P + p, ...) follow one another on its copy engine, so their
+      // starts ascend, and so do the GEMMs of both ends: one pass over each.
+      Cursor here(computing_[P]), there(computing_[(P + 1) % p_]);
+      for (std::size_t id = P; id < slow_.size(); id += p_) {
+        const double t = from_[id];
+        const char s = here.computing_at(t) || there.computing_at(t);
+        changed |= s != slow_[id];
+        slow_[id] = s;
+      }
+    }
+    return changed;
+  }
+
+
+ private:
+  const Ctx& c_;
+  int p_;
+  const std::vector<double>& edge_;
+  const std::vector<double>& edge_slow_;
+  std::vector<char> slow_;
+  std::vector<double> from_;  // per transfer: when its bytes start
+  std::vector<double> cs_;    // per position: the compute stream free at
+  std::vector<double> ce_;    // per position: copy engine 0 free at
+  std::vector<std::size_t> first_busy_;  // per position: its first window not over yet
+  std::vector<std::vector<Window>> busy_, computing_;
+};
+
+// Runs `round` (one pass over the schedule, returning the makespan) to the fixed point of which
+// transfers start beside a GEMM: a round repeats the previous one once no transfer changes.
+template <typename Round>
+double decompose_fixed_point(DecomposeRound& r, const Round& round) {
+  double total = 0;
+  for (int iter = 0; iter < kRingFixedPointRounds; ++iter) {
+    r.reset();
+    total = round();
+    if (!r.update_slow()) break;
+  }
+  return total;
+}
+
+// AG-GEMM, per part i: copy engine 0 copies the own block into the gathered input, then the
+// ring all-gather's p-1 steps (step s forwards what landed at step s-1); GEMM i waits for its
+// part's last arrival; staged outputs are copied back on the compute stream.
+Outcome decompose_ag(const Ctx& c, int d) {
+  Outcome o;
+  const workload::GemmShape s = workload::local_gemm(c.op);
+  const int p = c.p;
+  const std::int64_t part_rows = c.op.m / d;  // all ranks' rows of one part
+  const bool staged = d > 1 && p > 1;
+  const double g = c.gemm(part_rows, s.n, s.k);
+  const double block = static_cast<double>(part_rows) / p * c.op.k * c.e;
+  const double own_copy = p > 1 ? copy_s(c.prof, c.gpus.front(), block) : 0;
+  const double out_copy = staged ? c.copies(p, static_cast<double>(part_rows) * s.n * c.e) : 0;
+  o.compute_s = d * (g + out_copy);
+  if (c.details) {
+    const CollectiveCosts cc = collective_costs(c, part_rows);
+    o.bottleneck = cc.bottleneck;
+    o.comm_s = d * (p - 1) * cc.step_s;
+  }
+  const std::vector<double> edge = p > 1 ? c.ring_edges(block, false) : std::vector<double>{};
+  const std::vector<double> edge_slow =
+      p > 1 ? c.ring_edges_beside_gemm(edge) : edge;
+  const int steps = p - 1;
+  auto id = [&](int i, int st, int P) { return (i * steps + st) * p + P; };
+  DecomposeRound r(c, static_cast<std::size_t>(d * steps * p), edge, edge_slow);
+  std::vector<double> gathered(static_cast<std::size_t>(d * p), 0.0), land(p), arrived(p);
+  o.total_s = decompose_fixed_point(r, [&] {
+    for (int i = 0; i < d && p > 1; ++i) {
+      for (int P = 0; P < p; ++P) {
+        gathered[i * p + P] = r.engine_copy(P, own_copy);
+        land[P] = r.send(id(i, 0, P), P, 0.0, c.coll_launch);
+      }
+      for (int st = 1; st < steps; ++st) {
+        std::swap(arrived, land);
+        for (int P = 0; P < p; ++P)
+          land[P] = r.send(id(i, st, P), P, arrived[(P + p - 1) % p], 0.0);
+      }
+      for (int P = 0; P < p; ++P)
+        gathered[i * p + P] = std::max(gathered[i * p + P], land[(P + p - 1) % p]);
+    }
+    double total = 0;
+    for (int P = 0; P < p; ++P) {
+      for (int i = 0; i < d; ++i) {
+        r.gemm(P, gathered[i * p + P], g);
+        r.compute(P, 0.0, out_copy);
+      }
+      total = std::max(total, r.compute_free(P));
+    }
+    return total;
+  });
+  return o;
+}
+
+// GEMM-RS and GEMM-AR, in the schedule's program order: GEMM 0, then per part i GEMM i+1, the
+// own block's copy (when it is not already in place) and the adds of part i's ring
+// reduce-scatter, each after its step's transfer landed; the step-s transfer forwards the sum
+// of step s-1's add (step 0 the GEMM's partial). GEMM-AR: the ring all-gather of part i's sums
+// follows on the same copy engine, each rank starting when its own last add is done and
+// forwarding at step k what landed at step k-1.
+Outcome decompose_rs(const Ctx& c, int d) {
+  Outcome o;
+  const workload::GemmShape s = workload::local_gemm(c.op);
+  const int p = c.p;
+  const std::int64_t part_rows = c.op.m / d;  // M/d rows: every chunk's sub-block of one part
+  const bool staged = d > 1 && p > 1;
+  const bool ar = c.op.kind == OpKind::gemm_ar;
+  const double g = c.gemm(part_rows, s.n, s.k);
+  const double in_copy = staged ? c.copies(p, static_cast<double>(part_rows) * s.k * c.e) : 0;
+  const double block = static_cast<double>(part_rows) / p * c.op.n * c.e;
+  // The own block's partial is copied into the output unless it is computed there (unstaged
+  // GEMM-AR computes its partials in the output).
+  const double own_copy = p > 1 && (staged || !ar) ? c.copies(1, block) : 0;
+  const double add = p > 1 ? c.add(block) : 0;  // a received block into the local one
+  o.compute_s = d * (g + in_copy + own_copy + (p - 1) * add);
+  if (c.details) {
+    const CollectiveCosts cc = collective_costs(c, part_rows);
+    o.bottleneck = cc.bottleneck;
+    o.comm_s = d * (ar ? 2 : 1) * (p - 1) * cc.step_s;
+  }
+  if (p == 1) {
+    o.total_s = d * (c.launch + g);
+    return o;
+  }
+  const std::vector<double> edge = c.ring_edges(block, false);
+  const std::vector<double> edge_slow = c.ring_edges_beside_gemm(edge);
+  const int steps = p - 1;
+  const int phases = ar ? 2 : 1;  // the reduce-scatter, then GEMM-AR's all-gather
+  auto id = [&](int i, int phase, int st, int P) {
+    return ((i * phases + phase) * steps + st) * p + P;
+  };
+  DecomposeRound r(c, static_cast<std::size_t>(d * phases * steps * p), edge, edge_slow);
+  std::vector<double> gemm_end(static_cast<std::size_t>(d * p), 0.0), land(p), arrived(p);
+  o.total_s = decompose_fixed_point(r, [&] {
+    auto gemms = [&](int i) {
+      for (int P = 0; P < p; ++P) {
+        r.compute(P, 0.0, in_copy);
+        gemm_end[i * p + P] = r.gemm(P, 0.0, g);
+      }
+    };
+    double total = 0;
+    gemms(0);
+    for (int i = 0; i < d; ++i) {
+      // Step 0 leaves when part i's GEMM is done: before GEMM i+1, beside which it moves.
+      for (int P = 0; P < p; ++P)
+        land[P] = r.send(id(i, 0, 0, P), P, gemm_end[i * p + P], c.coll_launch);
+      if (i + 1 < d) gemms(i + 1);
+      for (int P = 0; P < p; ++P) r.compute(P, 0.0, own_copy);
+      for (int st = 0; st < steps; ++st) {
+        std::swap(arrived, land);
+        for (int P = 0; P < p; ++P) {
+          // Position P adds what its predecessor sent and forwards the sum at the next step.
+          const double sum = r.compute(P, arrived[(P + p - 1) % p], add);
+          if (st + 1 < steps) land[P] = r.send(id(i, 0, st + 1, P), P, sum, 0.0);
+        }
+      }
+      if (!ar) continue;
+      for (int P = 0; P < p; ++P)
+        land[P] = r.send(id(i, 1, 0, P), P, r.compute_free(P), c.coll_launch);
+      for (int st = 1; st < steps; ++st) {
+        std::swap(arrived, land);
+        for (int P = 0; P < p; ++P)
+          land[P] = r.send(id(i, 1, st, P), P, arrived[(P + p - 1) % p], 0.0);
+      }
+      for (int P = 0; P < p; ++P) total = std::max(total, land[P]);
+    }
+    for (int P = 0; P < p; ++P) total = std::max(total, r.compute_free(P));
+    return total;
+  });
+  return o;
+}
+
+Outcome decompose(const Ctx& c, int d) {
+  return c.op.kind == OpKind::ag_gemm ? decompose_ag(c, d) : decompose_rs(c, d);
+}
+
+// ---- IntraFusion, AG-GEMM --------------------------------------------------------------------
+
+// When flow i of a run starts moving its bytes: its release, and not before the flows it waits
+// for have finished (plus its gap), as run_released_flows starts it.
+double bytes_start(const std::vector<TimedFlow>& flows, const std::vector<double>& finish,
+                   std::size_t i) {
+  const TimedFlow& f = flows[i];
+  double t = f.release_s;
+  if (f.after >= 0) t = std::max(t, finish[f.after] + f.gap_s);
+  if (f.also_after >= 0) t = std::max(t, finish[f.also_after] + f.gap_s);
+  return t;
 }
 
 // One rank's fused AG kernel as the schedule runs it: GEMM pieces of `rows` rows in order,
