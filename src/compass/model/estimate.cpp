@@ -698,175 +698,201 @@ Outcome fused_ag_all2all(const Ctx& c) {
 // by ring[P - s - 1], adds the running sum that arrived, and forwards it; at the last step the
 // chunk is its own. Compute-stream order per step: (GEMM, add) per ring; the last step computes
 // the whole own chunk, then adds both arrivals.
-Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
-  // Followed per rank (not in lock-step): the transfer on ring h from rank q leaves when q's add
-  // of that lane is done and q's previous transfer on that lane has finished, and takes that
-  // edge's time under the step's sharing (docs/model.md, "Model vs simulation").
-  Outcome o;
-  const workload::GemmShape s = workload::local_gemm(c.op);
-  const int p = c.p;
-  const std::int64_t chunk_rows = workload::max_row_share(c.op);
-  const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
-  const int lanes = double_ring ? 2 : 1;
-  const std::int64_t half = double_ring ? ceil_div(chunk_rows, 2) : chunk_rows;
-  const std::int64_t lane_rows[2] = {half, chunk_rows - half};
-  const StepTime st = double_ring ? c.dring_step(chunk_bytes / 2) : c.ring_step(chunk_bytes);
-  // Rank index -> position on each ring, and each lane's per-edge time.
-  std::vector<int> pos[2];
-  std::vector<double> edge[2];
-  const std::vector<double> all =
-      p > 1 ? c.ring_edges(double_ring ? chunk_bytes / 2 : chunk_bytes, double_ring)
-            : std::vector<double>{};
-  for (int h = 0; h < lanes; ++h) {
-    pos[h] = schedule::ring_positions(h == 0 ? c.ring_ranks : c.ring2_ranks);
-    if (p > 1) edge[h].assign(all.begin() + h * p, all.begin() + (h + 1) * p);
+//
+// Followed per rank (not in lock-step): the transfer on ring h from rank q leaves when q's add
+// of that lane is done and q's previous transfer on that lane has finished, and takes that
+// edge's time under the step's sharing (docs/model.md, "Model vs simulation"). Flow (k, h, q):
+// rank q forwards on lane h after step k's add (k = 0..p-2); its finish time is the arrival at
+// the lane's next rank. First guess: each edge's time under full sharing; then the compute
+// recurrence gives release times, the flows run together with those releases (max-min, one
+// copy engine per lane), and the two are iterated to a fixed point.
+class FusedRsRing {
+ public:
+  FusedRsRing(const Ctx& c, bool double_ring)
+      : c_(c), p_(c.p), lanes_(double_ring ? 2 : 1), steps_(c.p - 1),
+        chunk_rows_(workload::max_row_share(c.op)),
+        // GEMM-AR: the all-gather follows in the same pattern; flow (k, h, q) of it forwards
+        // chunk half h on ring h at step k, each rank as soon as its own chunk is reduced
+        // (k = 0) or the half arrived (k > 0), behind its reduce-scatter transfers on the same
+        // copy engine.
+        ar_(c.op.kind == OpKind::gemm_ar && c.p > 1),
+        rs_flows_(std::max(0, steps_ * lanes_ * p_)),
+        // With one copy engine both lanes queue on it (lane 0's transfer, then lane 1's, per
+        // step).
+        shared_(double_ring && c.lanes_share_engine()) {
+    const workload::GemmShape s = workload::local_gemm(c.op);
+    const double chunk_bytes = static_cast<double>(chunk_rows_) * c.op.n * c.e;
+    const std::int64_t half = double_ring ? ceil_div(chunk_rows_, 2) : chunk_rows_;
+    lane_rows_[0] = half;
+    lane_rows_[1] = chunk_rows_ - half;
+    step_ = double_ring ? c.dring_step(chunk_bytes / 2) : c.ring_step(chunk_bytes);
+    // Rank index -> position on each ring, and each lane's per-edge time.
+    const std::vector<double> all =
+        p_ > 1 ? c.ring_edges(double_ring ? chunk_bytes / 2 : chunk_bytes, double_ring)
+               : std::vector<double>{};
+    for (int h = 0; h < lanes_; ++h) {
+      pos_[h] = schedule::ring_positions(h == 0 ? c.ring_ranks : c.ring2_ranks);
+      if (p_ > 1) edge_[h].assign(all.begin() + h * p_, all.begin() + (h + 1) * p_);
+      rank_at_[h].assign(p_, 0);
+      for (int q = 0; q < p_; ++q) rank_at_[h][pos_[h][q]] = q;
+    }
+    finish_.assign(static_cast<std::size_t>(ar_ ? 2 * rs_flows_ : rs_flows_), 0);
+    ag_ready_.assign(static_cast<std::size_t>(lanes_ * p_), 0);
+    release_.assign(finish_.size(), 0);
+    t_.assign(p_, 0.0);
+    // The same for every rank and step: computed once (gemm_compute_s is the costly part).
+    chunk_gemm_ = c.fused_chunk(chunk_rows_, s.n, s.k);
+    for (int h = 0; h < lanes_; ++h) {
+      lane_gemm_[h] = c.fused_chunk(lane_rows_[h], s.n, s.k);
+      lane_add_[h] = c.add(static_cast<double>(lane_rows_[h]) * c.op.n * c.e);
+    }
+    busy_.resize(p_);
+    computing_.resize(p_);
   }
-  // rank_at[h][i]: the rank at position i of ring h.
-  std::vector<int> rank_at[2];
-  for (int h = 0; h < lanes; ++h) {
-    rank_at[h].assign(p, 0);
-    for (int q = 0; q < p; ++q) rank_at[h][pos[h][q]] = q;
+
+  Outcome run() {
+    recurrence(true);
+    std::vector<TimedFlow> flows, previous;
+    // Iterated to the fixed point: a release depends only on earlier finishes, so the rounds
+    // settle one event after another (the timeline oracle's grid needs up to
+    // 29 rounds at tp 8 on the double ring; cutting at 3 rounds left the estimate up to 21% off
+    // the schedule's timeline, docs/model.md, "Timeline oracle").
+    for (int iter = 0; iter < kRingFixedPointRounds && steps_ > 0; ++iter) {
+      round_flows(flows);
+      // Converged: the same flows give the same finishes, and the recurrence then gives the
+      // same releases, so every later round would repeat this one bit for bit.
+      if (iter > 0 && same_timed_flows(flows, previous)) break;
+      finish_ = run_released_flows(c_.prof, flows, c_.caches);
+      recurrence(false);
+      std::swap(flows, previous);
+    }
+    o_.total_s = *std::max_element(t_.begin(), t_.end());
+    if (ar_) o_.total_s = std::max(o_.total_s, *std::max_element(finish_.begin(), finish_.end()));
+    o_.comm_s = (p_ - 1) * step_.time_s;
+    o_.bottleneck = step_.bottleneck;
+    return o_;
   }
-  // Flow (k, h, q): rank q forwards on lane h after step k's add (k = 0..p-2). Its finish time
-  // is the arrival at the lane's next rank. First guess: each edge's time under full sharing;
-  // then the compute recurrence gives release times, the flows run together with those
-  // releases (max-min, one copy engine per lane), and the two are iterated to a fixed point.
-  const int steps = p - 1;
-  auto fid = [&](int k, int h, int q) { return (k * lanes + h) * p + q; };
-  // GEMM-AR: the all-gather follows in the same pattern; flow (k, h, q) of it forwards chunk
-  // half h on ring h at step k, each rank as soon as its own chunk is reduced (k = 0) or the
-  // half arrived (k > 0), behind its reduce-scatter transfers on the same copy engine.
-  const bool ar = c.op.kind == OpKind::gemm_ar && p > 1;
-  const int rs_flows = std::max(0, steps * lanes * p);
-  auto gid = [&](int k, int h, int q) { return rs_flows + fid(k, h, q); };
-  std::vector<double> finish(static_cast<std::size_t>(ar ? 2 * rs_flows : rs_flows), 0);
-  std::vector<double> ag_ready(static_cast<std::size_t>(lanes * p), 0);  // [h * p + q]
-  std::vector<double> release(finish.size(), 0);
-  std::vector<double> t(p, 0.0);
-  // The same for every rank and step: computed once (gemm_compute_s is the costly part).
-  const double chunk_gemm = c.fused_chunk(chunk_rows, s.n, s.k);
-  double lane_gemm[2] = {0, 0}, lane_add[2] = {0, 0};
-  for (int h = 0; h < lanes; ++h) {
-    lane_gemm[h] = c.fused_chunk(lane_rows[h], s.n, s.k);
-    lane_add[h] = c.add(static_cast<double>(lane_rows[h]) * c.op.n * c.e);
-  }
-  // With one copy engine both lanes queue on it (lane 0's transfer, then lane 1's, per step).
-  const bool shared = double_ring && c.lanes_share_engine();
+
+ private:
+  int fid(int k, int h, int q) const { return (k * lanes_ + h) * p_ + q; }
+  int gid(int k, int h, int q) const { return rs_flows_ + fid(k, h, q); }
+  // The rank after and before q on ring h.
+  int next(int h, int q) const { return rank_at_[h][(pos_[h][q] + 1) % p_]; }
+  int prev(int h, int q) const { return rank_at_[h][(pos_[h][q] + p_ - 1) % p_]; }
   // The transfer that must finish before (k, h, q) starts on its copy engine, or -1.
-  auto after_of = [&](int k, int h, int q) {
-    if (!shared) return k > 0 ? fid(k - 1, h, q) : -1;
+  int after_of(int k, int h, int q) const {
+    if (!shared_) return k > 0 ? fid(k - 1, h, q) : -1;
     return h == 1 ? fid(k, 0, q) : (k > 0 ? fid(k - 1, 1, q) : -1);
-  };
-  auto ag_after_of = [&](int k, int h, int q) {
-    if (!shared) return k > 0 ? gid(k - 1, h, q) : fid(steps - 1, h, q);
-    return h == 1 ? gid(k, 0, q) : (k > 0 ? gid(k - 1, 1, q) : fid(steps - 1, 1, q));
-  };
+  }
+  int ag_after_of(int k, int h, int q) const {
+    if (!shared_) return k > 0 ? gid(k - 1, h, q) : fid(steps_ - 1, h, q);
+    return h == 1 ? gid(k, 0, q) : (k > 0 ? gid(k - 1, 1, q) : fid(steps_ - 1, 1, q));
+  }
+
+  // GEMM work `w` on rank q's compute stream, which is free at `tq`: a fused kernel's first
+  // GEMM pays the launch, each later one a flag wait.
+  void compute(int q, double w, bool first, double& tq) {
+    if (q == 0) o_.compute_s += w;
+    const double from = tq + (first ? c_.launch : c_.flag_wait);
+    tq = slowed_end(from, w, busy_[q], c_.fg);
+    computing_[q].push_back(Window{from, tq});
+  }
+
+  // The compute recurrence: per rank, its GEMMs and adds in order, each add after its arrival
+  // (finish_), giving the transfers' releases; on the first guess the transfers' finishes too.
   // Per rank: the windows in which its copy engines move data (its transfers from their bytes'
   // start to their landing), ascending by start; its GEMMs advance at 1/fg inside them (the
-  // proportional rule, as the schedule's timeline and the simulator apply it).
-  std::vector<std::vector<Window>> busy(p);
-  // Per rank: when its GEMMs compute (after their launch or flag wait), in order.
-  std::vector<std::vector<Window>> computing(p);
-  auto recurrence = [&](bool first_guess) {
-    for (std::vector<Window>& b : busy) b.clear();
-    for (std::vector<Window>& g : computing) g.clear();
-    std::fill(t.begin(), t.end(), 0.0);
-    o.compute_s = 0;
-    for (int k = 0; k < p; ++k) {
-      const bool last = k + 1 == p;
-      for (int q = 0; q < p; ++q) {
-        double& tq = t[q];
-        // A fused kernel: its first GEMM pays the launch, each later one a flag wait.
-        auto work = [&](double w, bool first) {
-          if (q == 0) o.compute_s += w;
-          const double from = tq + (first ? c.launch : c.flag_wait);
-          tq = slowed_end(from, w, busy[q], c.fg);
-          computing[q].push_back(Window{from, tq});
-        };
-        if (last) work(chunk_gemm, k == 0);
-        for (int h = 0; h < lanes; ++h) {
-          if (!last) work(lane_gemm[h], k == 0 && h == 0);
+  // proportional rule, as the schedule's timeline and the simulator apply it); and when its
+  // GEMMs compute (after their launch or flag wait), in order.
+  void recurrence(bool first_guess) {
+    for (std::vector<Window>& b : busy_) b.clear();
+    for (std::vector<Window>& g : computing_) g.clear();
+    std::fill(t_.begin(), t_.end(), 0.0);
+    o_.compute_s = 0;
+    for (int k = 0; k < p_; ++k) {
+      const bool last = k + 1 == p_;
+      for (int q = 0; q < p_; ++q) {
+        double& tq = t_[q];
+        if (last) compute(q, chunk_gemm_, k == 0, tq);
+        for (int h = 0; h < lanes_; ++h) {
+          if (!last) compute(q, lane_gemm_[h], k == 0 && h == 0, tq);
           if (k >= 1) {
-            const int from = rank_at[h][(pos[h][q] + p - 1) % p];
-            tq = std::max(tq, finish[fid(k - 1, h, from)]) + c.flag_wait;
-            if (q == 0) o.compute_s += lane_add[h];
-            tq += lane_add[h];
-            if (last) ag_ready[static_cast<std::size_t>(h * p + q)] = tq;
+            tq = std::max(tq, finish_[fid(k - 1, h, prev(h, q))]) + c_.flag_wait;
+            if (q == 0) o_.compute_s += lane_add_[h];
+            tq += lane_add_[h];
+            if (last) ag_ready_[static_cast<std::size_t>(h * p_ + q)] = tq;
           }
-          if (!last) {
-            const int f = fid(k, h, q);
-            release[f] = tq;
-            const int a = after_of(k, h, q);
-            const double bytes_from = std::max(tq, a >= 0 ? finish[a] : 0.0) + c.copy_issue;
-            if (first_guess) finish[f] = bytes_from + edge[h][pos[h][q]] * c.fc;
-            if (c.fg != 1.0) {
-              std::vector<Window>& b = busy[q];
-              const Window w{bytes_from, std::max(bytes_from, finish[f])};
-              b.insert(std::upper_bound(b.begin(), b.end(), w,
-                                        [](const Window& x, const Window& y) {
-                                          return x.from < y.from;
-                                        }),
-                       w);
-            }
-          }
+          if (!last) forward(k, h, q, tq, first_guess);
         }
       }
     }
-  };
-  recurrence(true);
+  }
+
+  // Rank q forwards lane h's sum of step k, ready at `tq`: its release, and on the first guess
+  // its finish (the edge alone, beside a GEMM).
+  void forward(int k, int h, int q, double tq, bool first_guess) {
+    const int f = fid(k, h, q);
+    release_[f] = tq;
+    const int a = after_of(k, h, q);
+    const double bytes_from = std::max(tq, a >= 0 ? finish_[a] : 0.0) + c_.copy_issue;
+    if (first_guess) finish_[f] = bytes_from + edge_[h][pos_[h][q]] * c_.fc;
+    if (c_.fg != 1.0) insert_window(busy_[q], Window{bytes_from, std::max(bytes_from, finish_[f])});
+  }
+
   // Rank q's transfer of lane h to rank `to`, ready at `ready`, behind flow `after` on its copy
   // engine. Beside a GEMM (one computing on either end as its bytes start) a transfer holds its
   // share longer: its bytes count fc times.
-  auto ring_flow = [&](int q, int to, int h, double ready, int after) {
+  TimedFlow ring_flow(int q, int to, int h, double ready, int after) const {
     TimedFlow f;
-    f.src = c.gpus[q];
-    f.dst = c.gpus[to];
-    f.release_s = ready + c.copy_issue;
+    f.src = c_.gpus[q];
+    f.dst = c_.gpus[to];
+    f.release_s = ready + c_.copy_issue;
     f.after = after;
-    f.gap_s = c.copy_issue;
+    f.gap_s = c_.copy_issue;
     const double bytes_from =
-        std::max(f.release_s, after >= 0 ? finish[after] + c.copy_issue : 0.0);
+        std::max(f.release_s, after >= 0 ? finish_[after] + c_.copy_issue : 0.0);
     const bool beside =
-        computing_at(computing[q], bytes_from) || computing_at(computing[to], bytes_from);
-    f.bytes = static_cast<double>(lane_rows[h]) * c.op.n * c.e * (beside ? c.fc : 1.0);
+        computing_at(computing_[q], bytes_from) || computing_at(computing_[to], bytes_from);
+    f.bytes = static_cast<double>(lane_rows_[h]) * c_.op.n * c_.e * (beside ? c_.fc : 1.0);
     return f;
-  };
-  std::vector<TimedFlow> flows, previous;
-  // Iterated to the fixed point: a release depends only on earlier finishes, so the rounds
-  // settle one event after another (the timeline oracle's grid needs up to
-  // 29 rounds at tp 8 on the double ring; cutting at 3 rounds left the estimate up to 21% off
-  // the schedule's timeline, docs/model.md, "Timeline oracle").
-  for (int iter = 0; iter < kRingFixedPointRounds && steps > 0; ++iter) {
-    flows.assign(finish.size(), TimedFlow{});
-    for (int k = 0; k < steps; ++k)
-      for (int h = 0; h < lanes; ++h)
-        for (int q = 0; q < p; ++q) {
-          const int to = rank_at[h][(pos[h][q] + 1) % p];
-          flows[fid(k, h, q)] = ring_flow(q, to, h, release[fid(k, h, q)], after_of(k, h, q));
-        }
-    if (ar)
-      for (int k = 0; k < steps; ++k)
-        for (int h = 0; h < lanes; ++h)
-          for (int q = 0; q < p; ++q) {
-            const int from = rank_at[h][(pos[h][q] + p - 1) % p];
-            const double ready = k == 0 ? ag_ready[static_cast<std::size_t>(h * p + q)]
-                                        : finish[gid(k - 1, h, from)];
-            flows[gid(k, h, q)] =
-                ring_flow(q, rank_at[h][(pos[h][q] + 1) % p], h, ready, ag_after_of(k, h, q));
-          }
-    // Converged: the same flows give the same finishes, and the recurrence then gives the same
-    // releases, so every later round would repeat this one bit for bit.
-    if (iter > 0 && same_timed_flows(flows, previous)) break;
-    finish = run_released_flows(c.prof, flows, c.caches);
-    recurrence(false);
-    std::swap(flows, previous);
   }
-  o.total_s = *std::max_element(t.begin(), t.end());
-  if (ar) o.total_s = std::max(o.total_s, *std::max_element(finish.begin(), finish.end()));
-  o.comm_s = (p - 1) * st.time_s;
-  o.bottleneck = st.bottleneck;
-  return o;
-}
+
+  // One round's flows from the releases and finishes of the previous one: the reduce-scatter's,
+  // then GEMM-AR's all-gather.
+  void round_flows(std::vector<TimedFlow>& flows) const {
+    flows.assign(finish_.size(), TimedFlow{});
+    for (int k = 0; k < steps_; ++k)
+      for (int h = 0; h < lanes_; ++h)
+        for (int q = 0; q < p_; ++q)
+          flows[fid(k, h, q)] =
+              ring_flow(q, next(h, q), h, release_[fid(k, h, q)], after_of(k, h, q));
+    if (!ar_) return;
+    for (int k = 0; k < steps_; ++k)
+      for (int h = 0; h < lanes_; ++h)
+        for (int q = 0; q < p_; ++q) {
+          const double ready = k == 0 ? ag_ready_[static_cast<std::size_t>(h * p_ + q)]
+                                      : finish_[gid(k - 1, h, prev(h, q))];
+          flows[gid(k, h, q)] = ring_flow(q, next(h, q), h, ready, ag_after_of(k, h, q));
+        }
+  }
+
+  const Ctx& c_;
+  int p_, lanes_, steps_;
+  std::int64_t chunk_rows_;
+  bool ar_;
+  int rs_flows_;
+  bool shared_;
+  std::int64_t lane_rows_[2] = {0, 0};
+  StepTime step_;
+  std::vector<int> pos_[2], rank_at_[2];  // rank -> position on ring h, and back
+  std::vector<double> edge_[2];           // per position: its edge's time on ring h
+  std::vector<double> finish_, ag_ready_, release_, t_;
+  double chunk_gemm_ = 0, lane_gemm_[2] = {0, 0}, lane_add_[2] = {0, 0};
+  std::vector<std::vector<Window>> busy_, computing_;
+  Outcome o_;
+};
+
+Outcome fused_rs_ring(const Ctx& c, bool double_ring) { return FusedRsRing(c, double_ring).run(); }
 
 // All-to-all: rank r computes the partials of chunks r+1, ..., r+p-1 (pushing each to its owner
 // when done, on copy engine (k-1) mod engines, one push after another per engine) and then its

@@ -261,10 +261,19 @@ Candidate sequential_candidate(const PlannedOp& po, std::string label, TeMethod 
                    po.megatron.total_s, faithful};
 }
 
-}  // namespace
+// A setting per Compass role.
+using CandidateMap = std::map<std::string, Candidate>;
 
-Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
-                           const TeExportOptions& opt) {
+// The plan's operators by role, and what the export sets for each: the TE setting and the TE
+// entry that carries it ("-" for none).
+struct Choices {
+  std::map<std::string, const PlannedOp*> ops;
+  CandidateMap chosen;                         // Compass role -> exported setting
+  std::map<std::string, std::string> carrier;  // Compass role -> TE entry name
+};
+
+// The checks on the plan and options, and the run's shape.
+Result<TeExport> export_header(const LayerPlan& lp, const TeExportOptions& opt) {
   const int tp = lp.parallel.tp;
   if (!lp.parallel.sequence_parallel)
     return make_error("TE's tp-comm-overlap needs sequence parallelism (Megatron-LM requires "
@@ -272,12 +281,6 @@ Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
   if (tp < 2) return make_error("tp={}: there is no TP communication to overlap", tp);
   if (opt.atomic_gemm && !opt.fp8)
     return make_error("--atomic-gemm needs FP8 GEMMs (--fp8): TE runs atomic GEMM only in FP8");
-
-  std::map<std::string, const PlannedOp*> ops;
-  for (const PlannedOp& po : lp.ops) ops[po.choice.op.role] = &po;
-  for (const std::string& role : te_layer_names())
-    if (!ops.count(role)) return make_error("the plan has no operator for {}", role);
-
   TeExport ex;
   ex.profile = lp.profile;
   ex.model = lp.model.name;
@@ -287,92 +290,121 @@ Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
   ex.runtime.tp = tp;
   ex.runtime.rows_per_rank = lp.parallel.seq * lp.parallel.micro_batch / tp;
   ex.runtime.fp8 = opt.fp8;
+  return ex;
+}
 
-  // With the device order below, TE's rank-order ring is Compass's topology-aware ring, so the
-  // exported settings are predicted on the topology-aware plan.
-  const schedule::CommPlan& plan = lp.plan;
-  std::map<std::string, Candidate> chosen;  // Compass role -> exported setting
-  std::map<std::string, std::string> carrier;  // Compass role -> TE entry name
+// All-gather operators: ring exchange, or every one of them off.
+Status choose_ag(const hardware::Profile& p, const schedule::CommPlan& plan, int tp,
+                 Choices& ch, TeExport& ex) {
+  double seq_sum = 0, ring_sum = 0;
+  CandidateMap ring;
+  for (const std::string& r : ag_layers()) {
+    const PlannedOp& po = *ch.ops[r];
+    COMPASS_ASSIGN(Candidate c, make_candidate(p, po.choice.op, plan, "ring_exchange",
+                                               TeMethod::ring_exchange, tp,
+                                               Strategy{StrategyKind::fuse_ring, 0}));
+    seq_sum += po.megatron.total_s;
+    ring_sum += c.time_s;
+    ring.emplace(r, std::move(c));
+  }
+  const bool off = seq_sum <= ring_sum;
+  for (const std::string& r : ag_layers()) {
+    ch.chosen[r] = off ? sequential_candidate(*ch.ops[r], "off", TeMethod::ring_exchange) : ring[r];
+    ch.carrier[r] = r;
+  }
+  if (off) ex.megatron_args.push_back("--disable-tp-comm-overlap-ag");
+  return {};
+}
 
-  // All-gather operators: ring exchange, or every one of them off.
-  {
-    double seq_sum = 0, ring_sum = 0;
-    std::map<std::string, Candidate> ring;
-    for (const std::string& r : ag_layers()) {
-      const PlannedOp& po = *ops[r];
-      COMPASS_ASSIGN(Candidate c, make_candidate(p, po.choice.op, plan, "ring_exchange",
-                                                 TeMethod::ring_exchange, tp,
-                                                 Strategy{StrategyKind::fuse_ring, 0}));
-      seq_sum += po.megatron.total_s;
-      ring_sum += c.time_s;
-      ring.emplace(r, std::move(c));
-    }
-    const bool off = seq_sum <= ring_sum;
-    for (const std::string& r : ag_layers()) {
-      chosen[r] = off ? sequential_candidate(*ops[r], "off", TeMethod::ring_exchange) : ring[r];
-      carrier[r] = r;
-    }
-    if (off) ex.megatron_args.push_back("--disable-tp-comm-overlap-ag");
+// The RS setting of each of `roles` (pick_rs), and the sums of their sequential and picked times.
+Result<CandidateMap> pick_rs_all(const hardware::Profile& p,
+                                                     const schedule::CommPlan& plan, int tp,
+                                                     const std::set<std::string>& roles,
+                                                     const Choices& ch, double* seq_sum,
+                                                     double* picked_sum) {
+  CandidateMap out;
+  for (const std::string& r : roles) {
+    const PlannedOp& po = *ch.ops.at(r);
+    COMPASS_ASSIGN(const std::vector<Candidate> cands, rs_candidates(p, po, plan, tp));
+    Candidate c = pick_rs(po, cands);
+    *seq_sum += po.megatron.total_s;
+    *picked_sum += c.time_s;
+    out.emplace(r, std::move(c));
   }
-  // Forward GEMM -> reduce-scatter operators: pipeline or ring exchange, or both off.
-  {
-    double seq_sum = 0, best_sum = 0;
-    std::map<std::string, Candidate> best;
-    for (const std::string& r : rs_fprop_layers()) {
-      const PlannedOp& po = *ops[r];
-      COMPASS_ASSIGN(const std::vector<Candidate> cands, rs_candidates(p, po, plan, tp));
-      Candidate c = pick_rs(po, cands);
-      seq_sum += po.megatron.total_s;
-      best_sum += c.time_s;
-      best.emplace(r, std::move(c));
-    }
-    const bool off = seq_sum <= best_sum;
-    for (const std::string& r : rs_fprop_layers()) {
-      chosen[r] = off ? sequential_candidate(*ops[r], "off", TeMethod::pipeline) : best[r];
-      carrier[r] = r;
-    }
-    if (off) ex.megatron_args.push_back("--disable-tp-comm-overlap-rs");
-  }
-  // Column-parallel backward: bulk (TE's default) or, when it predicts faster, the data
-  // gradient's reduce-scatter overlapped with its GEMM (--tp-comm-overlap-rs-dgrad).
-  {
-    double bulk_sum = 0, rs_sum = 0;
-    std::map<std::string, Candidate> rs;
-    for (const std::string& r : dgrad_layers()) {
-      const PlannedOp& po = *ops[r];
-      COMPASS_ASSIGN(const std::vector<Candidate> cands, rs_candidates(p, po, plan, tp));
-      Candidate c = pick_rs(po, cands);
-      bulk_sum += po.megatron.total_s;
-      rs_sum += c.time_s;
-      rs.emplace(r, std::move(c));
-    }
-    ex.runtime.rs_dgrad = rs_sum < bulk_sum * (1.0 - model::kTieTolerance);
-    for (const std::string& r : dgrad_layers()) {
-      // Compass's *_dgrad is the reduce-scatter of the data gradient, *_wgrad the all-gather
-      // of the layer input. Bulk mode carries the first in TE's *_wgrad communicator and the
-      // second in its *_dgrad one; rs-dgrad mode carries the first in *_dgrad and leaves the
-      // all-gather to NCCL beside the dgrad GEMM.
-      const std::string w = wgrad_of(r);
-      if (ex.runtime.rs_dgrad) {
-        chosen[r] = rs[r];
-        carrier[r] = r;
-        chosen[w] = sequential_candidate(*ops[w], "nccl", TeMethod::bulk);
-        carrier[w] = "-";
-      } else {
-        chosen[r] = sequential_candidate(*ops[r], "bulk", TeMethod::bulk);
-        carrier[r] = w;
-        chosen[w] = sequential_candidate(*ops[w], "bulk", TeMethod::bulk);
-        carrier[w] = r;
-      }
-    }
-    if (ex.runtime.rs_dgrad) ex.megatron_args.push_back("--tp-comm-overlap-rs-dgrad");
-  }
+  return out;
+}
 
-  // The configuration: every TE layer at its default, then the exported methods.
+// Forward GEMM -> reduce-scatter operators: pipeline or ring exchange, or both off.
+Status choose_rs_fprop(const hardware::Profile& p, const schedule::CommPlan& plan, int tp,
+                       Choices& ch, TeExport& ex) {
+  double seq_sum = 0, best_sum = 0;
+  COMPASS_ASSIGN(CandidateMap best,
+                 pick_rs_all(p, plan, tp, rs_fprop_layers(), ch, &seq_sum, &best_sum));
+  const bool off = seq_sum <= best_sum;
+  for (const std::string& r : rs_fprop_layers()) {
+    ch.chosen[r] = off ? sequential_candidate(*ch.ops[r], "off", TeMethod::pipeline) : best[r];
+    ch.carrier[r] = r;
+  }
+  if (off) ex.megatron_args.push_back("--disable-tp-comm-overlap-rs");
+  return {};
+}
+
+// Column-parallel backward: bulk (TE's default) or, when it predicts faster, the data
+// gradient's reduce-scatter overlapped with its GEMM (--tp-comm-overlap-rs-dgrad).
+Status choose_dgrad(const hardware::Profile& p, const schedule::CommPlan& plan, int tp,
+                    Choices& ch, TeExport& ex) {
+  double bulk_sum = 0, rs_sum = 0;
+  COMPASS_ASSIGN(CandidateMap rs,
+                 pick_rs_all(p, plan, tp, dgrad_layers(), ch, &bulk_sum, &rs_sum));
+  ex.runtime.rs_dgrad = rs_sum < bulk_sum * (1.0 - model::kTieTolerance);
+  for (const std::string& r : dgrad_layers()) {
+    // Compass's *_dgrad is the reduce-scatter of the data gradient, *_wgrad the all-gather
+    // of the layer input. Bulk mode carries the first in TE's *_wgrad communicator and the
+    // second in its *_dgrad one; rs-dgrad mode carries the first in *_dgrad and leaves the
+    // all-gather to NCCL beside the dgrad GEMM.
+    const std::string w = wgrad_of(r);
+    if (ex.runtime.rs_dgrad) {
+      ch.chosen[r] = rs[r];
+      ch.carrier[r] = r;
+      ch.chosen[w] = sequential_candidate(*ch.ops[w], "nccl", TeMethod::bulk);
+      ch.carrier[w] = "-";
+    } else {
+      ch.chosen[r] = sequential_candidate(*ch.ops[r], "bulk", TeMethod::bulk);
+      ch.carrier[r] = w;
+      ch.chosen[w] = sequential_candidate(*ch.ops[w], "bulk", TeMethod::bulk);
+      ch.carrier[w] = r;
+    }
+  }
+  if (ex.runtime.rs_dgrad) ex.megatron_args.push_back("--tp-comm-overlap-rs-dgrad");
+  return {};
+}
+
+// Atomic GEMM on every overlapped entry, except where its block pair's methods rule it out
+// (said in a note).
+void set_atomic_gemm(std::map<std::string, TeEntry>& entries, TeExport& ex) {
+  for (auto& [n, e] : entries)
+    if (e.method != TeMethod::bulk) e.atomic_gemm = true;
+  for (const auto& [ag, rs] : block_pairs()) {
+    TeEntry& a = entries.at(ag);
+    TeEntry& b = entries.at(rs);
+    const bool ring_a = a.method == TeMethod::ring_exchange;
+    const bool ring_b = b.method == TeMethod::ring_exchange;
+    if (ring_a != ring_b) {
+      (ring_a ? a : b).atomic_gemm = false;
+      ex.notes.push_back(fmt::format(
+          "{} keeps atomic_gemm off: atomic ring exchange needs its pair {} on ring_exchange "
+          "too, and it runs {}",
+          ring_a ? ag : rs, ring_a ? rs : ag, to_string((ring_a ? b : a).method)));
+    }
+  }
+}
+
+// The configuration: every TE layer at its default, then the exported methods.
+Status config_entries(const Choices& ch, int tp, const TeExportOptions& opt, TeExport& ex) {
   std::map<std::string, TeEntry> entries;
   for (const std::string& n : te_layer_names()) entries.emplace(n, *te_default_entry(n, tp));
-  for (const auto& [role, c] : chosen) {
-    const std::string& n = carrier[role];
+  for (const auto& [role, c] : ch.chosen) {
+    const std::string& n = ch.carrier.at(role);
     if (n == "-" || c.label == "off" || c.label == "bulk") continue;
     TeEntry e = entry_for_method(n, c.method, tp);
     if (c.method == TeMethod::pipeline) e.num_splits = c.splits;
@@ -380,34 +412,41 @@ Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
   }
   if (ex.runtime.rs_dgrad)
     for (const std::string& w : wgrad_layers()) entries.erase(w);
-  if (opt.atomic_gemm) {
-    for (auto& [n, e] : entries)
-      if (e.method != TeMethod::bulk) e.atomic_gemm = true;
-    for (const auto& [ag, rs] : block_pairs()) {
-      TeEntry& a = entries.at(ag);
-      TeEntry& b = entries.at(rs);
-      const bool ring_a = a.method == TeMethod::ring_exchange;
-      const bool ring_b = b.method == TeMethod::ring_exchange;
-      if (ring_a != ring_b) {
-        (ring_a ? a : b).atomic_gemm = false;
-        ex.notes.push_back(fmt::format(
-            "{} keeps atomic_gemm off: atomic ring exchange needs its pair {} on ring_exchange "
-            "too, and it runs {}",
-            ring_a ? ag : rs, ring_a ? rs : ag, to_string((ring_a ? b : a).method)));
-      }
-    }
-  }
+  if (opt.atomic_gemm) set_atomic_gemm(entries, ex);
   for (const std::string& n : te_layer_names())
     if (entries.count(n)) ex.entries.push_back(entries.at(n));
-  COMPASS_TRY(validate_te_config(ex.entries, ex.runtime));
+  return validate_te_config(ex.entries, ex.runtime);
+}
 
-  // Per-layer report, in the plan's operator order.
+// Why the exported setting of `po` is not exactly Compass's choice (empty when it is).
+std::string layer_note(const PlannedOp& po, const Candidate& c, const TeLayerReport& r) {
+  if (r.exact) return "";
+  if (c.label == "bulk" || c.label == "nccl")
+    return "TE overlaps this collective with another GEMM of the layer; predicted as "
+           "sequential (no credit for that overlap)";
+  if (c.label == "off") return "the whole direction is off: overlapping it predicts slower in sum";
+  if (!c.faithful)
+    return "TE's reduce-scatter ring exchange sends to one peer per step; predicted as "
+           "fuse:all2all";
+  if (r.compass.kind == StrategyKind::sequential)
+    return "TE cannot turn off one layer of a direction from the command line";
+  if (r.compass.kind == StrategyKind::fuse_double_ring)
+    return "TE has no double ring; nearest TE method";
+  if (r.compass.kind == StrategyKind::decompose)
+    return po.choice.op.kind == workload::OpKind::ag_gemm
+               ? "TE rejects pipeline on all-gather layers; nearest TE method"
+               : "nearest TE method";
+  return "nearest TE method";
+}
+
+// Per-layer report, in the plan's operator order, and the sums.
+void report_layers(const LayerPlan& lp, const Choices& ch, TeExport& ex) {
   for (const PlannedOp& po : lp.ops) {
     const std::string& role = po.choice.op.role;
-    const Candidate& c = chosen.at(role);
+    const Candidate& c = ch.chosen.at(role);
     TeLayerReport r;
     r.role = role;
-    r.te_entry = carrier.at(role);
+    r.te_entry = ch.carrier.at(role);
     r.compass = po.compass().strategy;
     r.compass_s = po.compass().total_s;
     r.exported = c.label;
@@ -416,35 +455,19 @@ Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
     r.te_default = strategy_label_for_te_default(te_default_strategy(po.choice.op));
     r.te_default_s = po.te.total_s;
     r.exact = c.as == r.compass && c.faithful;
-    if (r.exact) {
-      r.note = "";
-    } else if (c.label == "bulk" || c.label == "nccl") {
-      r.note = "TE overlaps this collective with another GEMM of the layer; predicted as "
-               "sequential (no credit for that overlap)";
-    } else if (c.label == "off") {
-      r.note = "the whole direction is off: overlapping it predicts slower in sum";
-    } else if (!c.faithful) {
-      r.note = "TE's reduce-scatter ring exchange sends to one peer per step; predicted as "
-               "fuse:all2all";
-    } else if (r.compass.kind == StrategyKind::sequential) {
-      r.note = "TE cannot turn off one layer of a direction from the command line";
-    } else if (r.compass.kind == StrategyKind::fuse_double_ring) {
-      r.note = "TE has no double ring; nearest TE method";
-    } else if (r.compass.kind == StrategyKind::decompose) {
-      r.note = po.choice.op.kind == workload::OpKind::ag_gemm
-                   ? "TE rejects pipeline on all-gather layers; nearest TE method"
-                   : "nearest TE method";
-    } else {
-      r.note = "nearest TE method";
-    }
+    r.note = layer_note(po, c, r);
     ex.compass_s += r.compass_s;
     ex.exported_s += r.exported_s;
     ex.te_default_s += r.te_default_s;
     ex.layers.push_back(std::move(r));
   }
+}
 
-  // Launch settings. TE's ring goes from TP rank i to rank i+1, and a local rank drives the
-  // i-th visible device, so listing the GPUs in ring order makes TE's ring Compass's ring.
+// Launch settings. TE's ring goes from TP rank i to rank i+1, and a local rank drives the
+// i-th visible device, so listing the GPUs in ring order makes TE's ring Compass's ring.
+void launch_settings(const hardware::Profile& p, const LayerPlan& lp, const TeExportOptions& opt,
+                     TeExport& ex) {
+  const int tp = lp.parallel.tp;
   for (int r : lp.plan.ring) ex.device_order.push_back(lp.plan.gpus[r]);
   std::string visible;
   for (int g : ex.device_order) visible += (visible.empty() ? "" : ",") + std::to_string(g);
@@ -468,6 +491,26 @@ Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
         lp.profile, p.gpu_count()));
   if (opt.atomic_gemm)
     ex.notes.push_back("atomic GEMM is a beta cuBLAS path in TE, not tested for every case");
+}
+
+}  // namespace
+
+Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
+                           const TeExportOptions& opt) {
+  COMPASS_ASSIGN(TeExport ex, export_header(lp, opt));
+  Choices ch;
+  for (const PlannedOp& po : lp.ops) ch.ops[po.choice.op.role] = &po;
+  for (const std::string& role : te_layer_names())
+    if (!ch.ops.count(role)) return make_error("the plan has no operator for {}", role);
+  // With the device order below, TE's rank-order ring is Compass's topology-aware ring, so the
+  // exported settings are predicted on the topology-aware plan.
+  const schedule::CommPlan& plan = lp.plan;
+  COMPASS_TRY(choose_ag(p, plan, ex.tp, ch, ex));
+  COMPASS_TRY(choose_rs_fprop(p, plan, ex.tp, ch, ex));
+  COMPASS_TRY(choose_dgrad(p, plan, ex.tp, ch, ex));
+  COMPASS_TRY(config_entries(ch, ex.tp, opt, ex));
+  report_layers(lp, ch, ex);
+  launch_settings(p, lp, opt, ex);
   return ex;
 }
 
