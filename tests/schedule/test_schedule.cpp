@@ -339,11 +339,55 @@ TEST(Schedule, FusedGemmOwnChunkIsCopiedFirstAndGroupsFollowArrival) {
     EXPECT_NE(std::find(compute[1]->deps.begin(), compute[1]->deps.end(), compute[0]->id),
               compute[1]->deps.end());
   }
-  // GEMM-RS fusions forward partial sums between their GEMMs: no groups.
-  auto rs = generate(make_op(OpKind::gemm_rs, 16, 8, 4, 4), Strategy{StrategyKind::fuse_ring, 0},
-                     default_comm_plan(4), GenerateOptions{true});
-  ASSERT_TRUE(rs.ok());
-  for (const Task& t : rs->tasks) EXPECT_EQ(t.fused, -1);
+}
+
+// GEMM-RS with fused groups: each rank computes its partials in ring order (own chunk last)
+// into "part" as group 0, stores each peer chunk into the owner's slot for the sender, and the
+// owner sums slot 0, 1, ..., p-1 (its own partial from "part") on its compute resource.
+TEST(Schedule, FusedGemmRsStoresIntoOwnerSlotsAndSumsInRankOrder) {
+  const int p = 4;
+  auto r = generate(make_op(OpKind::gemm_rs, 16, 8, 4, p), Strategy{StrategyKind::fuse_ring, 0},
+                    default_comm_plan(p), GenerateOptions{true});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  auto name = [&](const Region& g) { return r->buffers[static_cast<std::size_t>(g.buffer)].name; };
+  for (int rank = 0; rank < p; ++rank) {
+    std::vector<const Task*> compute;
+    for (const Task& t : r->tasks)
+      if (t.resource.rank == rank && t.resource.kind == ResourceKind::compute)
+        compute.push_back(&t);
+    ASSERT_EQ(compute.size(), static_cast<std::size_t>(2 * p));
+    for (int i = 0; i < p; ++i) {
+      const Task& g = *compute[static_cast<std::size_t>(i)];
+      EXPECT_EQ(g.kind, TaskKind::gemm);
+      EXPECT_EQ(g.fused, 0);
+      EXPECT_EQ(name(g.dst), "part");
+      EXPECT_EQ(g.chunk, ((rank - i - 1) % p + p) % p) << g.name;  // ring order, own last
+    }
+    for (int i = 0; i < p; ++i) {
+      const Task& a = *compute[static_cast<std::size_t>(p + i)];
+      EXPECT_EQ(a.kind, i == 0 ? TaskKind::copy : TaskKind::add) << a.name;
+      EXPECT_EQ(name(a.dst), "y");
+      EXPECT_EQ(name(a.src), i == rank ? "part" : "recv") << a.name;
+      if (i != rank) {
+        EXPECT_EQ(a.src.row, i * 4) << a.name;  // the slot of sender i
+      }
+    }
+  }
+  int stores = 0;
+  for (const Task& t : r->tasks)
+    if (t.kind == TaskKind::transfer) {
+      ++stores;
+      EXPECT_EQ(name(t.src), "part");
+      EXPECT_EQ(name(t.dst), "recv");
+      EXPECT_EQ(r->owner(t.dst), t.chunk) << t.name;
+      EXPECT_EQ(t.dst.row, r->owner(t.src) * 4) << t.name;
+    }
+  EXPECT_EQ(stores, p * (p - 1));
+  // The tree patterns have no groups.
+  auto hier = generate(make_op(OpKind::gemm_rs, 16, 8, 4, p), Strategy{StrategyKind::fuse_hier, 0},
+                       default_comm_plan(p), GenerateOptions{true});
+  ASSERT_TRUE(hier.ok());
+  for (const Task& t : hier->tasks) EXPECT_EQ(t.fused, -1);
 }
 
 TEST(ScheduleJson, ErrorsNameTheField) {

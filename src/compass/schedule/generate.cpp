@@ -74,7 +74,7 @@ struct Ctx {
   RingView ring2;  // plan.ring2
   int engine2;     // copy engine of the second ring / channel
   int engines;     // copy engines available
-  bool fused;      // AG fusions: own chunk into xg first, chunk GEMMs in fused group 0
+  bool fused;      // fused GEMM groups (GenerateOptions::fused_gemm on a fusion that has them)
 
   // Rows of the chunk owned by rank j along M (near-equal split; equal when p | M).
   Rows chunk(int j) const { return workload::row_share(op, j); }
@@ -422,6 +422,13 @@ void rs_all2all(Builder& b, const Ctx& c) {
   if (is_ar(c)) ar_allgather_all2all(b, c);
 }
 
+// The ring all-gather of each rank's final chunk (gemm_ar second phase, ring styles).
+void ar_allgather_ring(Builder& b, const Ctx& c) {
+  ring_allgather(
+      b, c, c.ring, 0, 0, [&](int r, int o) { return b.rows(r, "y", c.chunk(o)); },
+      [&](int r, int o) { return b.rows(r, "y", c.chunk(o)); }, -1, "ag");
+}
+
 void rs_ring(Builder& b, const Ctx& c) {
   const int p = c.p;
   const std::int64_t slot = c.max_chunk();
@@ -444,10 +451,22 @@ void rs_ring(Builder& b, const Ctx& c) {
                    fmt::format("r{} rs s{} c{} ring0 ->r{}", r, s, j, to));
       }
     }
-  if (is_ar(c))
-    ring_allgather(
-        b, c, c.ring, 0, 0, [&](int r, int o) { return b.rows(r, "y", c.chunk(o)); },
-        [&](int r, int o) { return b.rows(r, "y", c.chunk(o)); }, -1, "ag");
+  if (is_ar(c)) ar_allgather_ring(b, c);
+}
+
+// The double ring's all-gather of each rank's final chunk (gemm_ar), both halves.
+void ar_allgather_double_ring(Builder& b, const Ctx& c) {
+  const int p = c.p;
+  for (int s = 0; s + 1 < p; ++s)
+    for (int r = 0; r < p; ++r)
+      for (int h = 0; h < 2; ++h) {
+        const RingView& rv = c.ring_of(h);
+        const int o = rv.at(rv.pos_of(r) - s);
+        const Rows half = shift(half_rows(c.chunk(o).len, h), c.chunk(o).off);
+        const int to = rv.succ(r);
+        b.transfer(b.rows(r, "y", half), b.rows(to, "y", half), c.engine_of(h), h, s, o,
+                   fmt::format("r{} ag s{} c{} ring{} ->r{}", r, s, o, h, to));
+      }
 }
 
 void rs_double_ring(Builder& b, const Ctx& c) {
@@ -491,18 +510,89 @@ void rs_double_ring(Builder& b, const Ctx& c) {
                    fmt::format("r{} rs s{} c{} ring{} ->r{}", r, s, j, h, to));
       }
     }
-  if (is_ar(c)) {
-    for (int s = 0; s + 1 < p; ++s)
-      for (int r = 0; r < p; ++r)
-        for (int h = 0; h < 2; ++h) {
-          const RingView& rv = c.ring_of(h);
-          const int o = rv.at(rv.pos_of(r) - s);
-          const Rows half = shift(half_rows(c.chunk(o).len, h), c.chunk(o).off);
-          const int to = rv.succ(r);
-          b.transfer(b.rows(r, "y", half), b.rows(to, "y", half), c.engine_of(h), h, s, o,
-                     fmt::format("r{} ag s{} c{} ring{} ->r{}", r, s, o, h, to));
-        }
+  if (is_ar(c)) ar_allgather_double_ring(b, c);
+}
+
+// ---------------------------------------------------------------------------------------------
+// gemm_rs and gemm_ar with fused GEMM groups: the form a fused GEMM-RS kernel runs. Each rank
+// computes the partials of every chunk into "part" (fused group 0) in the strategy's order (the
+// chunk a peer needs first, first; its own chunk last) and each peer chunk's partial goes to the
+// owner's receive slot for that sender (slot = sender rank); the kernel's epilogue stores it
+// there. The owner then sums the p partials in rank order 0, 1, ..., p-1 (its own from "part"),
+// so the result does not depend on arrival order. gemm_ar then all-gathers in the strategy's
+// style.
+
+// One output row range of a rank's fused GEMM-RS, in compute order.
+struct RsPiece {
+  int chunk;
+  Rows rows;  // global rows
+};
+
+std::vector<RsPiece> rs_fused_order(const Ctx& c, StrategyKind kind, int r) {
+  const int p = c.p;
+  std::vector<RsPiece> out;
+  for (int s = 0; s + 1 < p; ++s) {
+    if (kind == StrategyKind::fuse_all2all) {
+      const int j = all2all_peer(r, s + 1, p);
+      out.push_back({j, c.chunk(j)});
+    } else if (kind == StrategyKind::fuse_ring) {
+      const int j = c.ring.at(c.ring.pos_of(r) - s - 1);
+      out.push_back({j, c.chunk(j)});
+    } else {
+      for (int h = 0; h < 2; ++h) {
+        const RingView& rv = c.ring_of(h);
+        const int j = rv.at(rv.pos_of(r) - s - 1);
+        const Rows half = shift(half_rows(c.chunk(j).len, h), c.chunk(j).off);
+        if (half.len > 0) out.push_back({j, half});
+      }
+    }
   }
+  out.push_back({r, c.chunk(r)});
+  return out;
+}
+
+void rs_fused(Builder& b, const Ctx& c, StrategyKind kind) {
+  const int p = c.p;
+  const std::int64_t slot = c.max_chunk();
+  declare_rs(b, c, true, p * slot);
+  auto slot_rows = [&](int sender, std::int64_t off, std::int64_t len) {
+    return Rows{sender * slot + off, len};
+  };
+  for (int r = 0; r < p; ++r) {
+    const std::vector<RsPiece> order = rs_fused_order(c, kind, r);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const auto [j, rows] = order[i];
+      const int step = static_cast<int>(i);
+      Region pr = b.rows(r, "part", rows);
+      b.fuse(b.gemm(r, b.rows(r, "x", rows), b.whole(r, "w"), pr, step, j,
+                    fmt::format("r{} gemm s{} c{}", r, step, j)),
+             0);
+      if (j == r) continue;
+      const int k = mod(j - r, p);
+      b.transfer(pr, b.rows(j, "recv", slot_rows(r, rows.off - c.chunk(j).off, rows.len)),
+                 all2all_engine(k, c.engines), -1, step, j,
+                 fmt::format("r{} store s{} c{} ->r{}", r, step, j, j));
+    }
+  }
+  for (int r = 0; r < p; ++r) {
+    const Rows own = c.chunk(r);
+    Region fin = final_rows(b, c, r, own);
+    for (int i = 0; i < p; ++i) {
+      Region src = i == r ? b.rows(r, "part", own) : b.rows(r, "recv", slot_rows(i, 0, own.len));
+      if (i == 0)
+        b.copy(Resource{r, ResourceKind::compute, 0}, src, fin, i, r,
+               fmt::format("r{} sum c{} from r{}", r, r, i));
+      else
+        b.add(r, src, fin, i, r, fmt::format("r{} add c{} from r{}", r, r, i));
+    }
+  }
+  if (!is_ar(c)) return;
+  if (kind == StrategyKind::fuse_all2all)
+    ar_allgather_all2all(b, c);
+  else if (kind == StrategyKind::fuse_ring)
+    ar_allgather_ring(b, c);
+  else
+    ar_allgather_double_ring(b, c);
 }
 
 }  // namespace
@@ -552,17 +642,16 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
           to_string(strategy), p, tasks, kMaxTasks);
   }
 
-  const bool ag_fusion =
-      op.kind == OpKind::ag_gemm &&
-      (strategy.kind == StrategyKind::fuse_all2all || strategy.kind == StrategyKind::fuse_ring ||
-       strategy.kind == StrategyKind::fuse_double_ring);
+  const bool gemm_fusion =
+      strategy.kind == StrategyKind::fuse_all2all || strategy.kind == StrategyKind::fuse_ring ||
+      strategy.kind == StrategyKind::fuse_double_ring;
   Ctx c{op,
         p,
         std::move(ring),
         std::move(ring2),
         plan.copy_engines >= 2 ? 1 : 0,
         plan.copy_engines,
-        options.fused_gemm && ag_fusion && p > 1};
+        options.fused_gemm && gemm_fusion && p > 1};
   Builder b(op, strategy, plan.gpus);
   const bool ag = op.kind == OpKind::ag_gemm;
   switch (strategy.kind) {
@@ -573,13 +662,15 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
       ag ? ag_decompose(b, c, strategy.parts) : rs_decompose(b, c, strategy.parts);
       break;
     case StrategyKind::fuse_all2all:
-      ag ? ag_all2all(b, c) : rs_all2all(b, c);
+      ag ? ag_all2all(b, c) : c.fused ? rs_fused(b, c, strategy.kind) : rs_all2all(b, c);
       break;
     case StrategyKind::fuse_ring:
-      ag ? ag_ring(b, c) : rs_ring(b, c);
+      ag ? ag_ring(b, c) : c.fused ? rs_fused(b, c, strategy.kind) : rs_ring(b, c);
       break;
     case StrategyKind::fuse_double_ring:
-      ag ? ag_double_ring(b, c) : rs_double_ring(b, c);
+      ag      ? ag_double_ring(b, c)
+      : c.fused ? rs_fused(b, c, strategy.kind)
+                : rs_double_ring(b, c);
       break;
     case StrategyKind::fuse_hier:
     case StrategyKind::fuse_synth: {

@@ -47,10 +47,17 @@ Result<CommPlan> comm_plan_for(const hardware::Profile& profile, const std::vect
 /// Choices of the generators beyond strategy and plan.
 struct GenerateOptions {
   /// Emit fused GEMM groups (Task::fused) where the backend runs one fused kernel per rank:
-  /// the AG-GEMM fusions (fuse:all2all, fuse:ring, fuse:double-ring). Each rank first copies
-  /// its own chunk into the gathered input (a copy on its compute resource), so all its GEMMs
-  /// read one operand, then its chunk GEMMs form group 0. Other strategies and operators are
-  /// unchanged (the GEMM-RS fusions forward partial sums between their GEMMs), as is p = 1.
+  /// the fusions fuse:all2all, fuse:ring and fuse:double-ring of every operator.
+  /// AG-GEMM: each rank first copies its own chunk into the gathered input (a copy on its
+  /// compute resource), so all its GEMMs read one operand, then its chunk GEMMs form group 0.
+  /// GEMM-RS / GEMM-AR: the fused GEMM-RS kernel's form. Each rank computes the partial of
+  /// every chunk into "part" (group 0) in the strategy's order (all-to-all rotation, ring or
+  /// both rings' halves, its own chunk last), each peer chunk's partial is stored into the
+  /// owner's "recv" slot for the sender (slot = sender rank), and the owner sums the p
+  /// partials in rank order 0, 1, ..., p-1 (a copy, then adds, on its compute resource), so
+  /// the sum does not depend on arrival order; gemm_ar then all-gathers in the strategy's
+  /// style. Other strategies (sequential, decompose, the tree patterns) are unchanged, as is
+  /// p = 1.
   bool fused_gemm = false;
 };
 

@@ -461,5 +461,36 @@ TEST(FusedPlan, GroupsOfGeneratedSchedules) {
   }
 }
 
+// GEMM-RS / GEMM-AR groups: one per rank, pieces in the schedule's compute order (the own
+// chunk last), no producers (the rank's input), and every chunk's tile counts add up to the
+// counter targets of the ordered reduction.
+TEST(FusedPlan, RsGroupsOfGeneratedSchedules) {
+  const int p = 4;
+  const auto cp = schedule::default_comm_plan(p);
+  for (auto kind : {workload::OpKind::gemm_rs, workload::OpKind::gemm_ar})
+    for (auto sk :
+         {StrategyKind::fuse_ring, StrategyKind::fuse_all2all, StrategyKind::fuse_double_ring}) {
+      auto s = schedule::generate(op_of(kind, 1024, p), Strategy{sk, 0}, cp,
+                                  schedule::GenerateOptions{true});
+      ASSERT_TRUE(s.ok());
+      auto groups = fused_groups(*s);
+      ASSERT_TRUE(groups.ok()) << groups.error().message;
+      ASSERT_EQ(groups->size(), static_cast<std::size_t>(p));
+      std::vector<std::vector<int>> tiles;
+      for (const FusedGroup& g : *groups) {
+        EXPECT_EQ(g.pieces.back().chunk, g.rank);
+        for (const Piece& piece : g.pieces) EXPECT_TRUE(piece.producers.empty());
+        auto plan = rs_tile_plan(s->op.m, s->op.n, TileShape{128, 128}, g.pieces, 4);
+        ASSERT_TRUE(plan.ok()) << plan.error().message;
+        auto per_chunk = rs_tiles_per_chunk(*plan, g.pieces, p);
+        ASSERT_TRUE(per_chunk.ok());
+        tiles.push_back(*per_chunk);
+      }
+      auto red = rs_reduction_plan(tiles, 1);
+      ASSERT_TRUE(red.ok()) << red.error().message;
+      for (const ReductionStep& st : *red) EXPECT_GT(st.counter_target, 0u);
+    }
+}
+
 }  // namespace
 }  // namespace compass::backends::cuda

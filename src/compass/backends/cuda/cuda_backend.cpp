@@ -115,12 +115,16 @@ Status check_kernel_request(const schedule::Schedule& s, const RunOptions& optio
   if (!asked) return Status::success();
   if (groups.empty())
     return make_error(
-        "{} of {} has no fused GEMM groups for the fused kernel (only the ag_gemm fusions "
+        "{} of {} has no fused GEMM groups for the fused kernel (only the fusions "
         "fuse:all2all, fuse:ring and fuse:double-ring have them); use the chunked kernel",
         schedule::to_string(s.strategy), workload::to_string(s.op.kind));
   if (s.op.dtype != DType::bf16 && s.op.dtype != DType::fp16)
     return make_error("the fused kernels take bf16 or fp16, not {}; use the chunked kernel",
                       compass::to_string(s.op.dtype));
+  if (s.op.kind != workload::OpKind::ag_gemm)
+    return make_error(
+        "{} of {}: the executor does not run fused GEMM-RS groups yet; use the chunked kernel",
+        schedule::to_string(s.strategy), workload::to_string(s.op.kind));
   return Status::success();
 }
 

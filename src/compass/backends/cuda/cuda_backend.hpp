@@ -130,7 +130,7 @@ Status check_run_request(const schedule::Schedule& s, const RunOptions& options)
 
 /// The fused-kernel part of check_run_request: a positive timeout, and with
 /// `options.kernel == fused` the kernels built, a bf16 or fp16 operator and a schedule with
-/// valid fused GEMM groups (schedule::GenerateOptions::fused_gemm; only the ag_gemm fusions
+/// valid fused GEMM groups (schedule::GenerateOptions::fused_gemm; only the fusions
 /// fuse:all2all, fuse:ring and fuse:double-ring have them). With the kernel unset, groups
 /// that would run fused must be valid. Each error says what to use instead.
 Status check_kernel_request(const schedule::Schedule& s, const RunOptions& options);

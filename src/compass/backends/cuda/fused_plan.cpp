@@ -239,11 +239,6 @@ Result<std::vector<FusedGroup>> fused_groups(const schedule::Schedule& s) {
     if (plain)
       return make_error("fused GEMM: rank {} has GEMMs inside and outside fused group {}", r,
                         group);
-    if (s.op.kind != workload::OpKind::ag_gemm)
-      return make_error(
-          "fused GEMM: rank {} has a fused group, but only ag_gemm schedules have "
-          "a fused kernel",
-          r);
     for (int id : tasks) {
       const schedule::Task& t = s.tasks[static_cast<std::size_t>(id)];
       const schedule::Buffer& a = s.buffers.at(static_cast<std::size_t>(t.src.buffer));
@@ -255,7 +250,8 @@ Result<std::vector<FusedGroup>> fused_groups(const schedule::Schedule& s) {
             "M-row operand into the same rows of an M-row output",
             t.id, t.name, r);
     }
-    COMPASS_ASSIGN(auto pieces, fused_ag_pieces(s, r));
+    COMPASS_ASSIGN(auto pieces, s.op.kind == workload::OpKind::ag_gemm ? fused_ag_pieces(s, r)
+                                                                        : fused_rs_pieces(s, r));
     out.push_back(FusedGroup{r, group, std::move(tasks), std::move(pieces)});
   }
   return out;

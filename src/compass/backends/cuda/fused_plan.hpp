@@ -86,8 +86,8 @@ Result<std::vector<Piece>> fused_ag_pieces(const schedule::Schedule& s, int rank
 /// task's chunk).
 Result<std::vector<Piece>> fused_rs_pieces(const schedule::Schedule& s, int rank);
 
-/// One rank's fused GEMM group as one fused AG-GEMM kernel: its tasks (list order) and the
-/// pieces they read (fused_ag_pieces).
+/// One rank's fused GEMM group as one fused kernel (AG-GEMM, or GEMM-RS for gemm_rs and
+/// gemm_ar): its tasks (list order) and its pieces (fused_ag_pieces / fused_rs_pieces).
 struct FusedGroup {
   int rank = 0;
   int group = 0;
@@ -96,9 +96,8 @@ struct FusedGroup {
 };
 
 /// The fused GEMM groups of a schedule, one per rank that has one. Errors (naming the rank):
-/// groups in a schedule whose operator is not ag_gemm, a rank with GEMMs outside its group or
-/// in two groups, GEMMs that do not read whole rows of an [M, K] operand into the same rows of
-/// an [M, N/p] output, rows not covered exactly once.
+/// a rank with GEMMs outside its group or in two groups, GEMMs that do not read whole rows of
+/// an M-row operand into the same rows of an M-row output, rows not covered exactly once.
 Result<std::vector<FusedGroup>> fused_groups(const schedule::Schedule& s);
 
 /// The value an AG flag reaches once its piece has arrived in iteration `epoch` (1, 2, ...):

@@ -36,7 +36,8 @@ bool fused_dtype(DType t) { return t == DType::bf16 || t == DType::fp16; }
 }  // namespace
 
 Result<KernelMode> choose_kernel(const Schedule& s, const RunOptions& o) {
-  if (o.kernel == KernelMode::chunked || !fused_kernels_built() || !fused_dtype(s.op.dtype))
+  if (o.kernel == KernelMode::chunked || !fused_kernels_built() || !fused_dtype(s.op.dtype) ||
+      s.op.kind != workload::OpKind::ag_gemm)
     return KernelMode::chunked;  // an explicit fused request was refused by the check
   const bool asked = o.kernel == KernelMode::fused;
   COMPASS_ASSIGN(const std::vector<FusedGroup> groups, fused_groups(s));
