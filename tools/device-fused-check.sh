@@ -13,19 +13,21 @@
 #                         fused GEMM-RS over 8 virtual ranks vs the same GEMMs in cuBLASLt
 #   fused_runs.json       [{file, kernel, strategy, output}]: `compass run --backend cuda
 #                         --launch virtual --kernel <fused|chunked> --strategy <s> --check
-#                         --json` for every fuse:* strategy (one file: the device tool returns
-#                         at most 8). Only the ag_gemm fusions fuse:all2all, fuse:ring and
-#                         fuse:double-ring have fused GEMM groups: the others must be refused
-#                         with --kernel fused (exit 2, one line naming the strategy), which
-#                         the step expects.
-# Every step has its own timeout; the whole check stays under 6 minutes.
+#                         --json` for ag_gemm, gemm_rs and gemm_ar and every fuse:* strategy
+#                         (one file: the device tool returns at most 8). Only the fusions
+#                         fuse:all2all, fuse:ring and fuse:double-ring have fused GEMM groups
+#                         (AG-GEMM kernels for ag_gemm, GEMM-RS kernels for gemm_rs / gemm_ar):
+#                         the tree patterns must be refused with --kernel fused (exit 2, one
+#                         line naming the strategy), which the step expects.
+# Every step has its own timeout. The runs are 30 steps of a few seconds each; if the whole
+# check does not fit in one device call, split it with FUSED_CHECK_SKIP and FUSED_CHECK_OPS.
 #
 # Usage: tools/device-fused-check.sh [bundle-dir]   (default build-device/bundle; OUT defaults
 #        to ./device-out). With the device tool:
 #   run(command="tools/device-fused-check.sh", carry=["build-device/bundle"], timeout_s=570)
 # FUSED_CHECK_SKIP="tests bench runs" skips steps (to rerun one part in the time left);
-# FUSED_CHECK_OPS (default ag_gemm) adds operators to the runs (gemm_rs / gemm_ar have no
-# fused groups: their fused runs are expected to be refused). DEVICE_DRY_RUN=1 logs the steps
+# FUSED_CHECK_OPS (default "ag_gemm gemm_rs gemm_ar") picks the operators of the runs.
+# DEVICE_DRY_RUN=1 logs the steps
 # without running anything (tools/device-common.sh), e.g. to check this script off the device:
 #   DEVICE_DRY_RUN=1 OUT=/tmp/fused-dry tools/device-fused-check.sh build/release
 set -uo pipefail
@@ -46,10 +48,10 @@ SKIP=" ${FUSED_CHECK_SKIP:-} "
 
 # Fused vs chunked inside `compass run`, virtual ranks on this one GPU, checked against cuBLAS.
 STRATEGIES="fuse:all2all fuse:ring fuse:double-ring fuse:hier fuse:synth"
-has_groups() { [ "$1" = ag_gemm ] && case "$2" in fuse:all2all|fuse:ring|fuse:double-ring) return 0 ;; esac; return 1; }
+has_groups() { case "$2" in fuse:all2all|fuse:ring|fuse:double-ring) return 0 ;; esac; return 1; }
 RUN_FILES=()
 if [[ "$SKIP" != *" runs "* ]]; then
-  for op in ${FUSED_CHECK_OPS:-ag_gemm}; do
+  for op in ${FUSED_CHECK_OPS:-ag_gemm gemm_rs gemm_ar}; do
     for strategy in $STRATEGIES; do
       for kernel in fused chunked; do
         want=0

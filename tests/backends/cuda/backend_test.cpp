@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "compass/backends/cuda/fused_plan.hpp"
 #include "compass/schedule/generate.hpp"
 
 namespace compass::backends::cuda {
@@ -170,28 +171,56 @@ TEST(CudaBackend, CheckRejectsTheFusedKernelWhereItCannotRun) {
     EXPECT_TRUE(check_run_request(s, chunked).ok());
     EXPECT_TRUE(check_run_request(s, RunOptions{}).ok());
   }
-  // The GEMM-RS fusions have groups, which the executor does not run fused yet.
-  for (const auto kind : {workload::OpKind::gemm_rs, workload::OpKind::gemm_ar}) {
-    const auto s = schedule_for(fused, kind, "fuse:ring");
-    EXPECT_TRUE(has_groups(s));
-    auto st = check_run_request(s, fused);
-    ASSERT_FALSE(st.ok());
-    EXPECT_NE(st.error().message.find(fused_kernels_built() ? "GEMM-RS" : "not built"),
-              std::string::npos) << st.error().message;
-    EXPECT_TRUE(check_run_request(s, RunOptions{}).ok());
-  }
+  for (const auto kind :
+       {workload::OpKind::ag_gemm, workload::OpKind::gemm_rs, workload::OpKind::gemm_ar})
   for (const char* strategy : {"fuse:all2all", "fuse:ring", "fuse:double-ring"}) {
-    SCOPED_TRACE(strategy);
-    const auto s = schedule_for(fused, workload::OpKind::ag_gemm, strategy);
+    SCOPED_TRACE(std::string(workload::to_string(kind)) + " " + strategy);
+    const auto s = schedule_for(fused, kind, strategy);
+    EXPECT_TRUE(has_groups(s));
     EXPECT_EQ(check_run_request(s, fused).ok(), fused_kernels_built());
     EXPECT_TRUE(check_run_request(s, RunOptions{}).ok());
-    const auto f32 = schedule_for(fused, workload::OpKind::ag_gemm, strategy, DType::fp32);
+    const auto f32 = schedule_for(fused, kind, strategy, DType::fp32);
     auto st = check_run_request(f32, fused);
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.error().message.find(fused_kernels_built() ? "bf16 or fp16" : "not built"),
               std::string::npos) << st.error().message;
     EXPECT_TRUE(check_run_request(f32, RunOptions{}).ok());  // the default falls back
   }
+}
+
+// The fused kernels read 16-byte rows: a width or inner dimension that is not a multiple of 8
+// is refused with --kernel fused and runs chunked by default.
+TEST(CudaBackend, FusedKernelNeedsDimensionsInMultiplesOf8) {
+  RunOptions fused;
+  fused.kernel = KernelMode::fused;
+  workload::OperatorSpec op;
+  op.kind = workload::OpKind::gemm_rs;
+  op.m = 256;
+  op.n = 100;
+  op.k = 64;
+  op.tp = 4;
+  op.dtype = DType::bf16;
+  auto s = schedule::generate(op, schedule::Strategy{schedule::StrategyKind::fuse_ring, 0},
+                              schedule::default_comm_plan(4), generate_options(fused));
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  auto groups = fused_groups(*s);
+  ASSERT_TRUE(groups.ok());
+  auto shapes = check_fused_shapes(*s, *groups);
+  ASSERT_FALSE(shapes.ok());
+  EXPECT_NE(shapes.error().message.find("the output width of rank 0's GEMMs to be a multiple of "
+                                        "8, got 100"),
+            std::string::npos)
+      << shapes.error().message;
+  auto st = check_run_request(*s, fused);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find(fused_kernels_built() ? "multiple of 8" : "not built"),
+            std::string::npos) << st.error().message;
+  EXPECT_TRUE(check_run_request(*s, RunOptions{}).ok());
+  op.n = 128;
+  auto ok = schedule::generate(op, schedule::Strategy{schedule::StrategyKind::fuse_ring, 0},
+                               schedule::default_comm_plan(4), generate_options(fused));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(check_fused_shapes(*ok, *fused_groups(*ok)).ok());
 }
 
 TEST(CudaBackend, FusedKernelTimeoutMustBePositive) {

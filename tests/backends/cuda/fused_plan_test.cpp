@@ -372,6 +372,12 @@ TEST(FusedRequest, FaultMessageNamesRankChunkAndFlag) {
   EXPECT_NE(m.find("rank 5 waited more than 0.5 s for chunk 3 (flag 2, tile 40"), std::string::npos)
       << m;
   EXPECT_NE(m.find("the flag is 6, the kernel needs at least 7"), std::string::npos) << m;
+  f.tile = -1;  // a GEMM-RS owner's sum on its chunk counter
+  const std::string sum = fused_fault_message(f, "GEMM-RS ordered sum", 0.5, 2);
+  EXPECT_NE(sum.find("GEMM-RS ordered sum: rank 5 waited more than 0.5 s for chunk 2 (its tile "
+                     "counter, flag 2): the counter is 6, the sum needs at least 7"),
+            std::string::npos)
+      << sum;
   f.code = 0;
   EXPECT_NE(fused_fault_message(f, "x", 1, 0).find("without recording a fault"), std::string::npos);
 }
@@ -461,6 +467,29 @@ TEST(FusedPlan, GroupsOfGeneratedSchedules) {
   }
 }
 
+// A GEMM-RS group whose partial is not moved to its owner (or moved twice) is refused.
+TEST(FusedPlan, RsStoresNeedOneTransferPerPeerPiece) {
+  const int p = 4;
+  auto s = schedule::generate(op_of(workload::OpKind::gemm_rs, 96, p),
+                              Strategy{StrategyKind::fuse_ring, 0}, schedule::default_comm_plan(p),
+                              schedule::GenerateOptions{true});
+  ASSERT_TRUE(s.ok());
+  auto groups = fused_groups(*s);
+  ASSERT_TRUE(groups.ok());
+  schedule::Schedule none = *s;
+  for (auto& t : none.tasks)
+    if (t.kind == schedule::TaskKind::transfer && none.owner(t.src) == 1) t.src.row += 1;
+  auto r = rs_store_tasks(none, (*groups)[1]);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("no transfer takes the partial"), std::string::npos)
+      << r.error().message;
+  auto ag = schedule::generate(op_of(workload::OpKind::ag_gemm, 96, p),
+                               Strategy{StrategyKind::fuse_ring, 0},
+                               schedule::default_comm_plan(p), schedule::GenerateOptions{true});
+  ASSERT_TRUE(ag.ok());
+  EXPECT_FALSE(rs_store_tasks(*ag, (*fused_groups(*ag))[0]).ok());
+}
+
 // GEMM-RS / GEMM-AR groups: one per rank, pieces in the schedule's compute order (the own
 // chunk last), no producers (the rank's input), and every chunk's tile counts add up to the
 // counter targets of the ordered reduction.
@@ -485,6 +514,44 @@ TEST(FusedPlan, RsGroupsOfGeneratedSchedules) {
         auto per_chunk = rs_tiles_per_chunk(*plan, g.pieces, p);
         ASSERT_TRUE(per_chunk.ok());
         tiles.push_back(*per_chunk);
+      }
+      // The kernel stores every peer chunk where the transfer it replaces would have put it:
+      // the owner's recv slot for this rank.
+      for (const FusedGroup& g : *groups) {
+        auto stores = rs_store_tasks(*s, g);
+        ASSERT_TRUE(stores.ok()) << stores.error().message;
+        ASSERT_EQ(stores->size(), g.tasks.size());
+        for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+          const auto& gemm = s->tasks[static_cast<std::size_t>(g.tasks[i])];
+          if (gemm.chunk == g.rank) {
+            EXPECT_EQ((*stores)[i], -1);
+            continue;
+          }
+          ASSERT_GE((*stores)[i], 0);
+          const auto& t = s->tasks[static_cast<std::size_t>((*stores)[i])];
+          EXPECT_EQ(t.kind, schedule::TaskKind::transfer);
+          EXPECT_EQ(t.src, gemm.dst);
+          EXPECT_EQ(s->owner(t.dst), gemm.chunk);
+          EXPECT_EQ(s->buffers[static_cast<std::size_t>(t.dst.buffer)].name, "recv");
+        }
+      }
+      // Each owner sums its chunk from slot 0, 1, ..., p-1 (its own partial from part).
+      auto sums = rs_sums(*s);
+      ASSERT_TRUE(sums.ok()) << sums.error().message;
+      ASSERT_EQ(sums->size(), static_cast<std::size_t>(p));
+      for (const RsSum& sum : *sums) {
+        ASSERT_EQ(sum.parts.size(), static_cast<std::size_t>(p));
+        EXPECT_EQ(s->tasks[static_cast<std::size_t>(sum.tasks.front())].kind,
+                  schedule::TaskKind::copy);
+        for (int i = 0; i < p; ++i) {
+          const schedule::Region& part = sum.parts[static_cast<std::size_t>(i)];
+          EXPECT_EQ(s->owner(part), sum.owner);
+          EXPECT_EQ(s->buffers[static_cast<std::size_t>(part.buffer)].name,
+                    i == sum.owner ? "part" : "recv");
+          if (i != sum.owner) {
+            EXPECT_EQ(part.row, i * (1024 / p));
+          }
+        }
       }
       auto red = rs_reduction_plan(tiles, 1);
       ASSERT_TRUE(red.ok()) << red.error().message;

@@ -111,8 +111,8 @@ TEST(CudaGpu, LargeShapesSeveralRunsInOneProcess) {
   }
 }
 
-// One ag_gemm fusion with the given kernel (unset: the default), checked against cuBLAS.
-Result<RunReport> run_ag_fusion(const Case& c, const std::string& strategy,
+// One fusion with the given kernel (unset: the default), checked against cuBLAS.
+Result<RunReport> run_fusion(const Case& c, const std::string& strategy,
                                 std::optional<KernelMode> kernel) {
   RunOptions o;
   o.repeat = 2;
@@ -138,7 +138,7 @@ TEST(CudaGpu, FusedKernelRunsTheAgFusionsLikeTheChunkedOne) {
       for (KernelMode kernel : {KernelMode::fused, KernelMode::chunked}) {
         SCOPED_TRACE(strategy + " tp " + std::to_string(c.tp) + " " +
                      std::string(to_string(kernel)));
-        auto r = run_ag_fusion(c, strategy, kernel);
+        auto r = run_fusion(c, strategy, kernel);
         if (!r.ok() && r.error().message.find("compute capability") != std::string::npos)
           GTEST_SKIP() << r.error().message;
         ASSERT_TRUE(r.ok()) << r.error().message;
@@ -157,18 +157,53 @@ TEST(CudaGpu, FusedKernelRunsTheAgFusionsLikeTheChunkedOne) {
   }
 }
 
+// The gemm_rs and gemm_ar fusions with one fused GEMM-RS kernel per rank (partials stored
+// into the owners' slots, summed in rank order) and chunk by chunk; 4 ranks BF16 and 8 ranks
+// FP16 (64-row chunks, half-chunk pieces on the double ring). Run twice, the fused kernel gives
+// the same largest error to the last bit (the sum's order is fixed).
+TEST(CudaGpu, FusedKernelRunsTheRsFusionsLikeTheChunkedOne) {
+  COMPASS_REQUIRE_GPU();
+  if (!fused_kernels_built()) GTEST_SKIP() << "the fused kernels are not built";
+  for (workload::OpKind kind : {workload::OpKind::gemm_rs, workload::OpKind::gemm_ar})
+    for (const Case& c : {Case{kind, 4, DType::bf16}, Case{kind, 8, DType::fp16}})
+      for (const std::string strategy : {"fuse:all2all", "fuse:ring", "fuse:double-ring"}) {
+        std::optional<double> first_error;
+        for (KernelMode kernel : {KernelMode::fused, KernelMode::fused, KernelMode::chunked}) {
+          SCOPED_TRACE(std::string(workload::to_string(kind)) + " " + strategy + " tp " +
+                       std::to_string(c.tp) + " " + std::string(to_string(kernel)));
+          auto r = run_fusion(c, strategy, kernel);
+          if (!r.ok() && r.error().message.find("compute capability") != std::string::npos)
+            GTEST_SKIP() << r.error().message;
+          ASSERT_TRUE(r.ok()) << r.error().message;
+          EXPECT_TRUE(r->measurement.check.passed)
+              << r->measurement.check.worst << " max_rel_error "
+              << r->measurement.check.max_rel_error;
+          if (kernel == KernelMode::chunked) {
+            EXPECT_EQ(r->info.kernel, "chunked");
+            continue;
+          }
+          EXPECT_EQ(r->info.kernel.rfind("fused sm80", 0), 0u) << r->info.kernel;
+          EXPECT_EQ(r->info.sync, "flags");
+          if (first_error) {
+            EXPECT_EQ(*first_error, r->measurement.check.max_rel_error);
+          }
+          first_error = r->measurement.check.max_rel_error;
+        }
+      }
+}
+
 TEST(CudaGpu, DefaultKernelIsFusedWhereItCanRun) {
   COMPASS_REQUIRE_GPU();
   const Case c{workload::OpKind::ag_gemm, 4, DType::bf16};
-  auto r = run_ag_fusion(c, "fuse:ring", std::nullopt);
+  auto r = run_fusion(c, "fuse:ring", std::nullopt);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE(r->measurement.check.passed) << r->measurement.check.worst;
   // Fused exactly where an explicit fused request runs (kernels built, GPU of 8.0 or newer).
-  auto fused = run_ag_fusion(c, "fuse:ring", KernelMode::fused);
+  auto fused = run_fusion(c, "fuse:ring", KernelMode::fused);
   EXPECT_EQ(r->info.kernel != "chunked", fused.ok())
       << r->info.kernel << " / " << (fused.ok() ? fused->info.kernel : fused.error().message);
   // sequential has no fused groups: the default runs it chunked.
-  auto seq = run_ag_fusion(c, "sequential", std::nullopt);
+  auto seq = run_fusion(c, "sequential", std::nullopt);
   ASSERT_TRUE(seq.ok()) << seq.error().message;
   EXPECT_EQ(seq->info.kernel, "chunked");
 }

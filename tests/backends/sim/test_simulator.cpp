@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "compass/backends/sim/simulator.hpp"
+#include "compass/hardware/presets.hpp"
 #include "compass/hardware/random_topology.hpp"
 #include "compass/model/comm_model.hpp"
 #include "compass/model/estimate.hpp"
@@ -268,6 +269,38 @@ TEST(Simulator, EachTaskPaysTheLaunchTheScheduleNames) {
     EXPECT_NEAR(duration(r, g1), w.first_s, 1e-9) << schedule::to_string(w.first);
     EXPECT_NEAR(duration(r, g2), w.second_s, 1e-9) << schedule::to_string(w.second);
   }
+}
+
+// The GEMM-RS / GEMM-AR fusions with fused GEMM groups (the fused kernel's form) simulate task
+// by task: every task starts after its dependencies end, and the partials each rank stores
+// into the owners' slots move (p - 1) M N elements in all (twice that for gemm_ar, whose
+// all-gather moves each chunk to the p - 1 other ranks).
+TEST(Simulator, FusedGemmRsGroupsRunTaskByTask) {
+  const hardware::Profile p = *hardware::make_preset("a6000x8");
+  const int tp = 4;
+  auto plan = schedule::comm_plan_for(p, {0, 1, 2, 3});
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  for (auto kind : {workload::OpKind::gemm_rs, workload::OpKind::gemm_ar})
+    for (auto sk : {schedule::StrategyKind::fuse_all2all, schedule::StrategyKind::fuse_ring,
+                    schedule::StrategyKind::fuse_double_ring}) {
+      workload::OperatorSpec op{kind, 4096, 2048, 4096, tp, DType::bf16, ""};
+      auto s = schedule::generate(op, schedule::Strategy{sk, 0}, *plan,
+                                  schedule::GenerateOptions{true});
+      ASSERT_TRUE(s.ok()) << s.error().message;
+      const SimResult r = run(p, *s);
+      SCOPED_TRACE(std::string(workload::to_string(kind)) + " " +
+                   schedule::to_string(schedule::Strategy{sk, 0}));
+      ASSERT_EQ(r.tasks.size(), s->tasks.size());
+      for (const schedule::Task& t : s->tasks)
+        for (int d : t.deps)
+          EXPECT_GE(r.tasks[static_cast<std::size_t>(t.id)].start_s,
+                    r.tasks[static_cast<std::size_t>(d)].end_s - 1e-12)
+              << t.name;
+      const double chunked = (tp - 1.0) * op.m * op.n * 2;
+      EXPECT_NEAR(r.transferred_bytes, kind == workload::OpKind::gemm_ar ? 2 * chunked : chunked,
+                  1e-6 * chunked);
+      EXPECT_GT(r.total_s, 0);
+    }
 }
 
 TEST(Simulator, BadInputIsAnError) {

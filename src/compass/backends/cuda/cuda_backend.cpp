@@ -121,10 +121,8 @@ Status check_kernel_request(const schedule::Schedule& s, const RunOptions& optio
   if (s.op.dtype != DType::bf16 && s.op.dtype != DType::fp16)
     return make_error("the fused kernels take bf16 or fp16, not {}; use the chunked kernel",
                       compass::to_string(s.op.dtype));
-  if (s.op.kind != workload::OpKind::ag_gemm)
-    return make_error(
-        "{} of {}: the executor does not run fused GEMM-RS groups yet; use the chunked kernel",
-        schedule::to_string(s.strategy), workload::to_string(s.op.kind));
+  if (Status st = check_fused_shapes(s, groups); !st.ok())
+    return make_error("{}; use the chunked kernel", st.error().message);
   return Status::success();
 }
 

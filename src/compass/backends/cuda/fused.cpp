@@ -68,6 +68,12 @@ std::string fused_fault_message(const FusedFault& f, std::string_view what, doub
                                 int chunk) {
   if (f.code != kFaultFlagTimeout)
     return fmt::format("{}: the kernel failed without recording a fault (code {})", what, f.code);
+  if (f.tile < 0)  // a GEMM-RS owner's sum waiting on its chunk's tile counter
+    return fmt::format(
+        "{}: rank {} waited more than {:g} s for chunk {} (its tile counter, flag {}): the "
+        "counter is {}, the sum needs at least {} (every rank's tiles of the chunk in every "
+        "iteration so far); the kernel trapped and the CUDA context is lost",
+        what, f.rank, timeout_s, chunk, f.flag, f.observed, f.wanted);
   return fmt::format(
       "{}: rank {} waited more than {:g} s for chunk {} (flag {}, tile {} in the kernel's "
       "order): the flag is {}, the kernel needs at least {}; the kernel trapped and the CUDA "

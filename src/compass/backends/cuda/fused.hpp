@@ -71,7 +71,8 @@ Result<FusedCheckReport> fused_check(const FusedCheckOptions& o);
 
 /// The error for a kernel that trapped on a flag timeout: names the rank, the chunk (`chunk`:
 /// the chunk of piece f.flag, looked up by the caller), the piece's flag, its value and the
-/// value waited for. `what` is "fused AG-GEMM" etc.
+/// value waited for. `what` is "fused AG-GEMM" etc. A fault without a tile (tile < 0) is a
+/// GEMM-RS owner's sum that waited on its chunk's tile counter.
 std::string fused_fault_message(const FusedFault& f, std::string_view what, double timeout_s,
                                 int chunk);
 

@@ -257,6 +257,83 @@ Result<std::vector<FusedGroup>> fused_groups(const schedule::Schedule& s) {
   return out;
 }
 
+Status check_fused_shapes(const schedule::Schedule& s, const std::vector<FusedGroup>& groups) {
+  auto cols = [&](const schedule::Region& r) {
+    return s.buffers.at(static_cast<std::size_t>(r.buffer)).cols;
+  };
+  for (const FusedGroup& g : groups)
+    for (int id : g.tasks) {
+      const schedule::Task& t = s.tasks.at(static_cast<std::size_t>(id));
+      const std::pair<const char*, std::int64_t> dims[] = {
+          {"K (the inner dimension)", t.src.cols}, {"the output width", t.dst.cols},
+          {"A's row pitch", cols(t.src)},          {"B's row pitch", cols(t.b)},
+          {"C's row pitch", cols(t.dst)}};
+      for (const auto& [what, v] : dims)
+        if (v % 8 != 0)
+          return make_error("the fused kernels need {} of rank {}'s GEMMs to be a multiple of "
+                            "8, got {}",
+                            what, g.rank, v);
+    }
+  return Status::success();
+}
+
+Result<std::vector<int>> rs_store_tasks(const schedule::Schedule& s, const FusedGroup& g) {
+  if (s.op.kind == workload::OpKind::ag_gemm)
+    return make_error("fused GEMM-RS stores: the schedule's operator is ag_gemm");
+  std::vector<int> out;
+  for (int id : g.tasks) {
+    const schedule::Task& gemm = s.tasks.at(static_cast<std::size_t>(id));
+    if (gemm.chunk == g.rank) {
+      out.push_back(-1);
+      continue;
+    }
+    int found = -1;
+    for (const schedule::Task& t : s.tasks)
+      if (t.kind == schedule::TaskKind::transfer && t.src == gemm.dst &&
+          s.owner(t.dst) == gemm.chunk) {
+        if (found >= 0)
+          return make_error("fused GEMM-RS of rank {}: the partial of task {} ('{}') is moved "
+                            "by tasks {} and {}; the kernel stores it once",
+                            g.rank, gemm.id, gemm.name, found, t.id);
+        found = t.id;
+      }
+    if (found < 0)
+      return make_error("fused GEMM-RS of rank {}: no transfer takes the partial of task {} "
+                        "('{}') whole to rank {}",
+                        g.rank, gemm.id, gemm.name, gemm.chunk);
+    out.push_back(found);
+  }
+  return out;
+}
+
+Result<std::vector<RsSum>> rs_sums(const schedule::Schedule& s) {
+  std::vector<RsSum> out;
+  for (int r = 0; r < s.ranks(); ++r) {
+    RsSum sum;
+    sum.owner = r;
+    for (const schedule::Task& t : s.tasks) {
+      if (t.resource.rank != r || t.resource.kind != schedule::ResourceKind::compute) continue;
+      const bool into_y = s.buffers.at(static_cast<std::size_t>(t.dst.buffer)).role ==
+                          schedule::BufferRole::output;
+      if (t.kind == schedule::TaskKind::copy && into_y) {
+        if (!sum.tasks.empty())
+          return make_error("GEMM-RS sum of rank {}: two copies into its output (tasks {} and {})",
+                            r, sum.tasks.front(), t.id);
+        sum.dst = t.dst;
+      } else if (!(t.kind == schedule::TaskKind::add && !sum.tasks.empty() && t.dst == sum.dst)) {
+        continue;
+      }
+      sum.tasks.push_back(t.id);
+      sum.parts.push_back(t.src);
+    }
+    if (static_cast<int>(sum.parts.size()) != s.ranks())
+      return make_error("GEMM-RS sum of rank {}: {} partials are summed into its output, not {}",
+                        r, sum.parts.size(), s.ranks());
+    out.push_back(std::move(sum));
+  }
+  return out;
+}
+
 std::uint32_t ag_flag_target(std::uint32_t epoch) {
   return epoch;
 }

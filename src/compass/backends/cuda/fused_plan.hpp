@@ -100,6 +100,34 @@ struct FusedGroup {
 /// an M-row operand into the same rows of an M-row output, rows not covered exactly once.
 Result<std::vector<FusedGroup>> fused_groups(const schedule::Schedule& s);
 
+/// Whether the fused kernels can multiply the groups' operands: the inner dimension, the
+/// output width and every leading dimension (A, B, C rows) multiples of 8 elements (16-byte
+/// rows for bf16 / fp16). The error names the rank and the dimension.
+Status check_fused_shapes(const schedule::Schedule& s, const std::vector<FusedGroup>& groups);
+
+/// Where a fused GEMM-RS group's kernel stores each piece: per piece of `g` (a GEMM-RS group
+/// of fused_groups), the transfer task that moves the GEMM's output into the owner's slot (the
+/// kernel's epilogue stores there instead, so the executor skips the transfer), or -1 for the
+/// rank's own chunk, which stays where its GEMM writes it. Errors name the piece whose output
+/// no single transfer of the whole rows takes to its owner.
+Result<std::vector<int>> rs_store_tasks(const schedule::Schedule& s, const FusedGroup& g);
+
+/// The owner's ordered sum of a chunk in a schedule with GEMM-RS groups: the copy and the adds
+/// on the owner's compute resource that form its output rows from the p partials (the copy of
+/// the first, then one add per other partial, in this order: rank order in the generated
+/// schedules). The executor runs them as one ordered-sum kernel at the last task.
+struct RsSum {
+  int owner = 0;
+  std::vector<int> tasks;                ///< the copy, then the adds (list order)
+  std::vector<schedule::Region> parts;   ///< their sources, in summation order
+  schedule::Region dst;                  ///< the owner's output rows
+};
+
+/// One sum per rank of a schedule with GEMM-RS groups: the copy on the rank's compute
+/// resource that writes rows of its output "y", and the adds into the same region after it.
+/// Errors name the rank without exactly one such chain of p parts.
+Result<std::vector<RsSum>> rs_sums(const schedule::Schedule& s);
+
 /// The value an AG flag reaches once its piece has arrived in iteration `epoch` (1, 2, ...):
 /// flags are zeroed once and never reset, each iteration writes its own number.
 std::uint32_t ag_flag_target(std::uint32_t epoch);

@@ -61,7 +61,8 @@ Status Run::issue(const TaskIssue& is) {
       COMPASS_CUDA(cudaStreamWaitEvent(st.get(), events_[e].get(), 0), what);
     }
   }
-  switch (t.kind) {
+  // A GEMM-RS owner's sum (a copy, then adds) runs as one kernel at its last task.
+  switch (in_rs_sum(t.id) ? TaskKind::add : t.kind) {
     case TaskKind::gemm:
       if (in_fused_group(t.id)) {
         COMPASS_TRY(launch_fused(t, st.get()));
@@ -70,12 +71,17 @@ Status Run::issue(const TaskIssue& is) {
       }
       break;
     case TaskKind::add:
+      if (in_rs_sum(t.id)) {
+        COMPASS_TRY(launch_sum(t, st.get()));
+        break;
+      }
       COMPASS_CUDA(launch_add_2d(ptr(t.dst), ld(t.dst), ptr(t.src), ld(t.src), t.dst.rows,
                                  t.dst.cols, elem_type(s_.op.dtype), st.get()),
                    what);
       break;
     case TaskKind::transfer:
     case TaskKind::copy: {
+      if (absorbed(t.id)) break;  // a fused GEMM-RS kernel's epilogue stored it already
       const std::int64_t width = t.src.cols * eb_;
       if (t.src.cols == ld(t.src) && t.dst.cols == ld(t.dst)) {
         COMPASS_CUDA(cudaMemcpyAsync(ptr(t.dst), ptr(t.src), static_cast<size_t>(width * t.src.rows),

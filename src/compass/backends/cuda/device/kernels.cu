@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include "compass/backends/cuda/device/kernels.hpp"
+#include "compass/backends/cuda/device/fused/flag_wait.cuh"
 
 namespace compass::backends::cuda::device {
 namespace {
@@ -63,9 +64,37 @@ struct PartPointers {
   const void* p[kMaxOrderedParts];
 };
 
+// Thread 0 of the block polls the counter; the block goes on once it has reached the target.
+__device__ void wait_counter(const CounterWait& w) {
+  if (threadIdx.x == 0) {
+    std::uint32_t v = load_acquire_sys(w.counter);
+    const unsigned long long start = global_timer_ns();
+    while (!flag_reached(v, w.target)) {
+      if (global_timer_ns() - start > static_cast<unsigned long long>(w.timeout_ns)) {
+        if (w.fault != nullptr && atomicCAS(&fault_claim, 0u, 1u) == 0u) {
+          volatile FusedFault* f = w.fault;
+          f->rank = w.rank;
+          f->flag = w.chunk;
+          f->tile = -1;
+          f->observed = v;
+          f->wanted = w.target;
+          __threadfence_system();
+          f->code = kFaultFlagTimeout;
+        }
+        __threadfence_system();
+        __trap();
+      }
+      __nanosleep(256);
+      v = load_acquire_sys(w.counter);
+    }
+  }
+  __syncthreads();
+}
+
 __global__ void sum_ordered_2d_kernel(void* dst, std::int64_t ld_dst, PartPointers parts,
                                       int count, std::int64_t ld_part, std::int64_t rows,
-                                      std::int64_t cols, ElemType t) {
+                                      std::int64_t cols, ElemType t, CounterWait wait) {
+  if (wait.counter != nullptr) wait_counter(wait);
   const std::int64_t n = rows * cols;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -142,7 +171,23 @@ cudaError_t launch_sum_ordered_2d(void* dst, std::int64_t ld_dst, const void* co
   PartPointers pp{};
   for (int q = 0; q < count; ++q) pp.p[q] = parts[q];
   sum_ordered_2d_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(dst, ld_dst, pp, count,
-                                                                         ld_part, rows, cols, t);
+                                                                         ld_part, rows, cols, t,
+                                                                         CounterWait{});
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sum_ordered_wait_2d(void* dst, std::int64_t ld_dst, const void* const* parts,
+                                       int count, std::int64_t ld_part, std::int64_t rows,
+                                       std::int64_t cols, ElemType t, const CounterWait& wait,
+                                       cudaStream_t stream) {
+  if (count < 1 || count > kMaxOrderedParts || wait.counter == nullptr)
+    return cudaErrorInvalidValue;
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  PartPointers pp{};
+  for (int q = 0; q < count; ++q) pp.p[q] = parts[q];
+  sum_ordered_2d_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(dst, ld_dst, pp, count,
+                                                                         ld_part, rows, cols, t,
+                                                                         wait);
   return cudaGetLastError();
 }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "compass/backends/cuda/fused_abi.hpp"
+
 namespace compass::backends::cuda::device {
 
 /// Element types the kernels handle.
@@ -28,6 +30,26 @@ cudaError_t launch_add_2d(void* dst, std::int64_t ld_dst, const void* src, std::
 cudaError_t launch_sum_ordered_2d(void* dst, std::int64_t ld_dst, const void* const* parts,
                                   int count, std::int64_t ld_part, std::int64_t rows,
                                   std::int64_t cols, ElemType t, cudaStream_t stream);
+
+/// The wait before a GEMM-RS owner's ordered sum: until *counter (the chunk's tile counter,
+/// possibly incremented from peer GPUs) reaches `target` (wrap-safe >=, acquire at system
+/// scope), polled against the GPU global timer. After `timeout_ns` the first waiting thread
+/// writes rank, flag = chunk, the counter's value and the target into host-mapped `fault`
+/// and traps.
+struct CounterWait {
+  const std::uint32_t* counter = nullptr;
+  std::uint32_t target = 0;
+  long long timeout_ns = 0;
+  FusedFault* fault = nullptr;
+  int rank = 0;
+  int chunk = 0;
+};
+
+/// launch_sum_ordered_2d after `wait` (every thread block waits before it reads a part).
+cudaError_t launch_sum_ordered_wait_2d(void* dst, std::int64_t ld_dst, const void* const* parts,
+                                       int count, std::int64_t ld_part, std::int64_t rows,
+                                       std::int64_t cols, ElemType t, const CounterWait& wait,
+                                       cudaStream_t stream);
 
 /// out[r, c] = float(src[r, c]) for a rows x cols rectangle into a dense rows x cols array.
 cudaError_t launch_to_float_2d(const void* src, std::int64_t ld_src, std::int64_t rows,

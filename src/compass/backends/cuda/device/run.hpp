@@ -46,15 +46,19 @@ Result<std::string> pick_fused_kernel(bool ag, std::string_view requested, const
 /// "sm90 (CUTLASS 3.x TMA + WGMMA, persistent)" / "sm80 (CUTLASS 2.x mma.sync)".
 std::string fused_kernel_label(std::string_view kernel);
 
-/// One rank's fused GEMM group as one fused AG-GEMM launch: the tile plan and its wait lists
-/// on the device, and the launch arguments (the flag target is set per iteration).
+/// One rank's fused GEMM group as one fused kernel launch: the tile plan and its wait lists
+/// (AG) or piece slots and counters (GEMM-RS) on the device, and the launch arguments (the AG
+/// flag target is set per iteration).
 struct FusedLaunch {
   int rank = 0;
   int first_task = -1;  ///< the group's first GEMM, where the kernel is issued
+  bool rs = false;      ///< a GEMM-RS group (gemm_rs / gemm_ar), else AG-GEMM
   bool sm90 = false;
   int sm_count = 0;
   DeviceMemory tiles, waits, flags;
+  DeviceMemory piece_row, piece_out, piece_counter;
   FusedAgArgs args;
+  FusedRsArgs rs_args;
 };
 
 /// The comparison of one rank's output with the reference.
@@ -112,7 +116,15 @@ class Run {
   Status sync_aux();
   // fused_run.cpp
   Status prepare_fused();
-  Status upload_fused_plan(const FusedGroup& g, FusedLaunch& f) const;
+  Status upload_fused_plan(const FusedGroup& g, FusedLaunch& f);
+  Status upload_ag_plan(const FusedGroup& g, FusedLaunch& f) const;
+  Status upload_rs_plan(const FusedGroup& g, FusedLaunch& f);
+  Status rs_piece_slots(const FusedGroup& g, std::vector<std::int64_t>& rows,
+                        std::vector<void*>& out, std::vector<std::uint32_t*>& counters);
+  bool absorbed(int task) const;
+  Status prepare_rs_sums();
+  bool in_rs_sum(int task) const;
+  Status launch_sum(const schedule::Task& t, cudaStream_t stream);
   bool in_fused_group(int task) const;
   Status launch_fused(const schedule::Task& t, cudaStream_t stream);
   Status fused_fault() const;
@@ -153,6 +165,14 @@ class Run {
   // Fused GEMM groups under the fused kernel: one launch per rank with a group.
   std::vector<FusedLaunch> fused_;
   std::vector<int> fused_of_task_;  // index into fused_, or -1
+  // GEMM-RS groups: the transfers whose stores the kernels' epilogues do (skipped), and one
+  // tile counter per chunk on its owner's GPU (incremented by every tile stored into it).
+  std::vector<char> absorbed_;
+  std::vector<DeviceMemory> rs_counters_;
+  std::vector<std::int64_t> rs_chunk_tiles_;  // tiles all ranks store into each chunk
+  // The owners' sums: one ordered-sum kernel (after the chunk counter) at each sum's last task.
+  std::vector<RsSum> rs_sums_;
+  std::vector<int> sum_of_task_;  // index into rs_sums_, or -1
   MappedFault fault_;
 };
 
