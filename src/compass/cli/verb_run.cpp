@@ -665,11 +665,12 @@ void add_run_verb(CLI::App& app) {
                   "or flags (stream memory operations on device flags)")
       ->capture_default_str();
   sub->add_option("--kernel", args->kernel,
-                  "cuda: how the GEMMs of the ag_gemm fusions (fuse:all2all, fuse:ring, "
-                  "fuse:double-ring) compute: fused (one CUTLASS kernel per rank whose tiles wait "
-                  "on device flags; the run's dependencies then use flags) or chunked (one "
-                  "cuBLASLt GEMM per chunk); default: fused where the kernels are built and the "
-                  "GPU supports them, else chunked");
+                  "cuda: how the GEMMs of the fusions fuse:all2all, fuse:ring and "
+                  "fuse:double-ring compute: fused (one CUTLASS kernel per rank: ag_gemm tiles "
+                  "wait on device flags, gemm_rs / gemm_ar tiles are stored into the owners' "
+                  "slots and summed in rank order; the run's dependencies then use flags) or "
+                  "chunked (one cuBLASLt GEMM per chunk); default: fused where the kernels are "
+                  "built and the GPU supports them, else chunked");
   sub->add_option("--repeat", args->repeat, "timed runs per strategy")->capture_default_str();
   sub->add_option("--warmup", args->warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--seed", args->seed, "seed of the random X and W")->capture_default_str();
