@@ -50,6 +50,25 @@ struct GemmCall {
   bool accumulate = false;
 };
 
+/// The FP32 reference GEMM of a check: Y = X · W with X (m×k), W (k×n) and Y (m×n) dense
+/// row-major, inputs in `in`.
+inline GemmCall reference_call(std::int64_t m, std::int64_t n, std::int64_t k, const void* x,
+                               const void* w, void* y, DType in) {
+  GemmCall call;
+  call.m = m;
+  call.n = n;
+  call.k = k;
+  call.a = x;
+  call.lda = k;
+  call.b = w;
+  call.ldb = n;
+  call.c = y;
+  call.ldc = n;
+  call.in = in;
+  call.out = DType::fp32;
+  return call;
+}
+
 /// Bytes of cuBLASLt workspace each stream gets.
 inline constexpr std::int64_t kLtWorkspaceBytes = 32ll << 20;
 

@@ -38,18 +38,7 @@ Status ProcessRun::reference_output(DeviceMemory& Y) {
     COMPASS_TRY(place(r.x, X.get(), K, r.x_row, r.x_col));
     COMPASS_TRY(place(r.w, W.get(), N, r.w_row, r.w_col));
   }
-  GemmCall call;
-  call.m = M;
-  call.n = N;
-  call.k = K;
-  call.a = X.get();
-  call.lda = K;
-  call.b = W.get();
-  call.ldb = N;
-  call.c = Y.get();
-  call.ldc = N;
-  call.in = op.dtype;
-  call.out = DType::fp32;
+  const GemmCall call = reference_call(M, N, K, X.get(), W.get(), Y.get(), op.dtype);
   COMPASS_ASSIGN(DeviceMemory ws, DeviceMemory::allocate(dev_, kLtWorkspaceBytes, "reference workspace"));
   COMPASS_ASSIGN(LtGemm ref, LtGemm::prepare(res_->lt.get(), call, kLtWorkspaceBytes,
                                              "the --check reference GEMM"));

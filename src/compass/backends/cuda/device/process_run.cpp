@@ -225,18 +225,9 @@ Status ProcessRun::prepare_gemms() {
         return make_error("{}: a GEMM operand is in buffer '{}' of rank {}, in another process",
                           label(t.id), s_.buffers[static_cast<std::size_t>(r->buffer)].name,
                           s_.owner(*r));
-    GemmCall call;
-    call.m = t.dst.rows;
-    call.n = t.dst.cols;
-    call.k = t.src.cols;
-    call.a = ptr(t.src);
-    call.lda = ld(t.src);
-    call.b = ptr(t.b);
-    call.ldb = ld(t.b);
-    call.c = ptr(t.dst);
-    call.ldc = ld(t.dst);
-    call.in = call.out = s_.op.dtype;
-    call.accumulate = t.accumulate;
+    const GemmCall call = task_gemm_call(
+        t, s_.op.dtype, [this](const schedule::Region& r) { return ptr(r); },
+        [this](const schedule::Region& r) { return ld(r); });
     COMPASS_ASSIGN(LtGemm g, LtGemm::prepare(res_->lt.get(), call, kLtWorkspaceBytes, label(t.id)));
     res_->gemms.emplace(t.id, std::move(g));
   }

@@ -79,18 +79,7 @@ Status Run::reference_output(DeviceMemory& Y) {
     h = handles_.emplace(ref_device_, std::move(lt)).first;
   }
   handle = &h->second;
-  GemmCall call;
-  call.m = M;
-  call.n = N;
-  call.k = K;
-  call.a = X.get();
-  call.lda = K;
-  call.b = W.get();
-  call.ldb = N;
-  call.c = Y.get();
-  call.ldc = N;
-  call.in = op.dtype;
-  call.out = DType::fp32;
+  const GemmCall call = reference_call(M, N, K, X.get(), W.get(), Y.get(), op.dtype);
   COMPASS_ASSIGN(DeviceMemory ws, DeviceMemory::allocate(ref_device_, kLtWorkspaceBytes,
                                                          "reference workspace"));
   COMPASS_ASSIGN(LtGemm ref, LtGemm::prepare(handle->get(), call, kLtWorkspaceBytes,

@@ -23,6 +23,25 @@
 
 namespace compass::backends::cuda::device {
 
+/// The cuBLASLt call of a schedule GEMM task (dst = src · b, added to dst when the task
+/// accumulates) in `dtype`; `ptr` and `ld` say where a region lives and its row pitch.
+template <class Ptr, class Ld>
+GemmCall task_gemm_call(const schedule::Task& t, DType dtype, Ptr ptr, Ld ld) {
+  GemmCall call;
+  call.m = t.dst.rows;
+  call.n = t.dst.cols;
+  call.k = t.src.cols;
+  call.a = ptr(t.src);
+  call.lda = ld(t.src);
+  call.b = ptr(t.b);
+  call.ldb = ld(t.b);
+  call.c = ptr(t.dst);
+  call.ldc = ld(t.dst);
+  call.in = call.out = dtype;
+  call.accumulate = t.accumulate;
+  return call;
+}
+
 // The driver's stream memory operations, looked up through the runtime so that the binaries
 // need no link against libcuda (the driver provides them wherever a GPU is).
 struct StreamMemOps {

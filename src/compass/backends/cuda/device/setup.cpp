@@ -262,18 +262,9 @@ Status Run::prepare_tasks() {
                             labels_[t.id], s_.buffers[r->buffer].name, s_.owner(*r));
         }
       }
-      GemmCall call;
-      call.m = t.dst.rows;
-      call.n = t.dst.cols;
-      call.k = t.src.cols;
-      call.a = ptr(t.src);
-      call.lda = ld(t.src);
-      call.b = ptr(t.b);
-      call.ldb = ld(t.b);
-      call.c = ptr(t.dst);
-      call.ldc = ld(t.dst);
-      call.in = call.out = s_.op.dtype;
-      call.accumulate = t.accumulate;
+      const GemmCall call = task_gemm_call(
+          t, s_.op.dtype, [this](const schedule::Region& r) { return ptr(r); },
+          [this](const schedule::Region& r) { return ld(r); });
       COMPASS_ASSIGN(gemms_[t.id],
                      LtGemm::prepare(h->second.get(), call, kLtWorkspaceBytes, labels_[t.id]));
       if (workspace_[is.stream].get() == nullptr) {
