@@ -23,13 +23,8 @@ Result<Measurement> Run::measure() {
     if (!t.ok()) return t.error();
     if (it >= o_.warmup) m.times_s.push_back(*t);
   }
-  summarise_times(m);
-  m.check.tolerance = check_tolerance(s_.op.dtype);
-  if (o_.check) {
-    COMPASS_TRY(check(m.check));
-    m.check.checked = true;
-    m.check.passed = m.check.max_rel_error <= m.check.tolerance;
-  }
+  COMPASS_TRY(finish_measurement(m, s_.op.dtype, o_.check,
+                                 [this](CheckResult& out) { return check(out); }));
   return m;
 }
 

@@ -70,20 +70,8 @@ __device__ void wait_counter(const CounterWait& w) {
     std::uint32_t v = load_acquire_sys(w.counter);
     const unsigned long long start = global_timer_ns();
     while (!flag_reached(v, w.target)) {
-      if (global_timer_ns() - start > static_cast<unsigned long long>(w.timeout_ns)) {
-        if (w.fault != nullptr && atomicCAS(&fault_claim, 0u, 1u) == 0u) {
-          volatile FusedFault* f = w.fault;
-          f->rank = w.rank;
-          f->flag = w.chunk;
-          f->tile = -1;
-          f->observed = v;
-          f->wanted = w.target;
-          __threadfence_system();
-          f->code = kFaultFlagTimeout;
-        }
-        __threadfence_system();
-        __trap();
-      }
+      if (global_timer_ns() - start > static_cast<unsigned long long>(w.timeout_ns))
+        trap_flag_timeout(w.fault, w.rank, w.chunk, /*tile=*/-1, v, w.target);
       __nanosleep(256);
       v = load_acquire_sys(w.counter);
     }

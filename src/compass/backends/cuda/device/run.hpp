@@ -23,6 +23,19 @@
 
 namespace compass::backends::cuda::device {
 
+/// Ends a measurement: summarises its timed iterations and, when `want_check` is set, fills
+/// its check with `check` and judges it against the tolerance of `dtype`.
+template <class CheckFn>
+Status finish_measurement(Measurement& m, DType dtype, bool want_check, CheckFn&& check) {
+  summarise_times(m);
+  m.check.tolerance = check_tolerance(dtype);
+  if (!want_check) return Status::success();
+  COMPASS_TRY(check(m.check));
+  m.check.checked = true;
+  m.check.passed = m.check.max_rel_error <= m.check.tolerance;
+  return Status::success();
+}
+
 /// The cuBLASLt call of a schedule GEMM task (dst = src · b, added to dst when the task
 /// accumulates) in `dtype`; `ptr` and `ld` say where a region lives and its row pitch.
 template <class Ptr, class Ld>

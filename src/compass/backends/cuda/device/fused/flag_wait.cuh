@@ -29,6 +29,27 @@ __device__ __forceinline__ bool flag_reached(std::uint32_t value, std::uint32_t 
   return static_cast<std::int32_t>(value - target) >= 0;
 }
 
+/// Gives up a flag wait that timed out: the first thread of the process to get here records
+/// the fault (when `fault` is given), and every thread that gets here traps.
+__device__ __forceinline__ void trap_flag_timeout(FusedFault* fault, int rank, int flag,
+                                                  int tile, std::uint32_t observed,
+                                                  std::uint32_t wanted) {
+  // One writer per process (the context is lost after the trap): the claim is an atomic on
+  // device memory, the record is written to host-mapped memory with plain stores.
+  if (fault != nullptr && atomicCAS(&fault_claim, 0u, 1u) == 0u) {
+    volatile FusedFault* f = fault;
+    f->rank = rank;
+    f->flag = flag;
+    f->tile = tile;
+    f->observed = observed;
+    f->wanted = wanted;
+    __threadfence_system();
+    f->code = kFaultFlagTimeout;
+  }
+  __threadfence_system();
+  __trap();
+}
+
 /// Waits until every piece of tile `tile_index` (waits[begin .. begin + count)) is released.
 /// Called by whole warps; every thread polls (one transaction per warp) so each thread has
 /// its own acquire.
@@ -42,22 +63,8 @@ __device__ __forceinline__ void wait_pieces(const FusedWait& w, const std::int32
     if (flag_reached(v, w.target)) continue;
     const unsigned long long start = global_timer_ns();
     while (!flag_reached(v, w.target)) {
-      if (global_timer_ns() - start > static_cast<unsigned long long>(w.timeout_ns)) {
-        // One writer per process (the context is lost after the trap): the claim is an atomic
-        // on device memory, the record is written to host-mapped memory with plain stores.
-        if (w.fault != nullptr && atomicCAS(&fault_claim, 0u, 1u) == 0u) {
-          volatile FusedFault* f = w.fault;
-          f->rank = w.rank;
-          f->flag = piece;
-          f->tile = tile_index;
-          f->observed = v;
-          f->wanted = w.target;
-          __threadfence_system();
-          f->code = kFaultFlagTimeout;
-        }
-        __threadfence_system();
-        __trap();
-      }
+      if (global_timer_ns() - start > static_cast<unsigned long long>(w.timeout_ns))
+        trap_flag_timeout(w.fault, w.rank, piece, tile_index, v, w.target);
       __nanosleep(64);
       v = load_acquire_sys(flag);
     }
