@@ -20,6 +20,7 @@
 #include "compass/backends/cpu/mpi_transport.hpp"
 #include "compass/backends/cpu/paced_links.hpp"
 #include "compass/backends/cpu/socket_transport.hpp"
+#include "compass/backends/cpu/transport_group.hpp"
 #include "compass/backends/cuda/cuda_backend.hpp"
 #include "compass/backends/cuda/process_run.hpp"
 #include "compass/backends/launch/mpi_session.hpp"
@@ -291,41 +292,6 @@ Runner cuda_runner(const RunArgs& a, std::string& device) {
   };
 }
 
-// The processes of a multi-process run as the CUDA backend's process group, over the transport
-// that bootstrapped them. A failure another process announces (an abort message) is kept and
-// returned by every later call.
-class TransportGroup final : public backends::launch::ProcessGroup, private cpu::TransportSink {
- public:
-  TransportGroup(cpu::Transport& t, int local_rank) : t_(t), local_rank_(local_rank) {}
-  int rank() const override { return t_.rank(); }
-  int size() const override { return t_.size(); }
-  int local_rank() const override { return local_rank_; }
-  Result<std::vector<std::string>> all_gather(const std::string& mine, double timeout_s) override {
-    COMPASS_TRY(peers_ok());
-    return t_.all_gather(mine, timeout_s);
-  }
-  Status peers_ok() override {
-    if (failure_.empty())
-      if (auto polled = t_.poll(*this); !polled.ok()) failure_ = polled.error().message;
-    if (failure_.empty()) return Status::success();
-    return make_error("{}", failure_);
-  }
-  void announce_failure(const std::string& what) override {
-    for (int r = 0; r < t_.size(); ++r)
-      if (r != t_.rank()) t_.post(r, cpu::Message{cpu::MessageKind::abort, -1, t_.rank(), what});
-  }
-
- private:
-  void on_message(const cpu::Message& m) override {
-    if (m.kind == cpu::MessageKind::abort && failure_.empty())
-      failure_ = fmt::format("stopped because rank {} failed: {}", m.from, m.text);
-  }
-  void on_data(int) override {}
-  cpu::Transport& t_;
-  int local_rank_ = 0;
-  std::string failure_;
-};
-
 // The CUDA backend with one process per GPU (--launch mpi / env).
 cuda::ProcessRunOptions cuda_process_options(const RunArgs& a) {
   cuda::ProcessRunOptions options;
@@ -350,7 +316,7 @@ void check_cuda_processes(const RunArgs& a, const std::vector<StrategyRun>& runs
 // Each process runs its rank; a failure is announced to the others before it is reported;
 // rank 0 combines the ranks' times and errors (gather_ranks).
 Runner cuda_process_runner(const RunArgs& a, const Distributed& dist, std::string& device) {
-  auto group = std::make_shared<TransportGroup>(*dist.transport, dist.local_rank);
+  auto group = std::make_shared<cpu::TransportGroup>(*dist.transport, dist.local_rank);
   return [a, group, &dist, &device](StrategyRun& r) {
     const std::string label = schedule::to_string(r.schedule.strategy);
     const cuda::ProcessRunOptions options = cuda_process_options(a);
