@@ -9,8 +9,10 @@
 #                         the executor's fused kernel and the default; the timeout test runs
 #                         in a child process)
 #   bench_fused.json      Google Benchmark: fused AG-GEMM with all flags preset vs cuBLASLt
-#                         (sm90 and sm80 kernels; 8192-class and per-rank model shapes) and the
-#                         fused GEMM-RS over 8 virtual ranks vs the same GEMMs in cuBLASLt
+#                         (sm90 and sm80 kernels; 8192-class and per-rank model shapes)
+#   bench_fused_rs.json   the same for the fused GEMM-RS over 8 virtual ranks (eight kernels
+#                         and the owners' ordered sums) vs the same eight GEMMs in cuBLASLt, for
+#                         the sm90 and the sm80 kernel
 #   fused_runs.json       [{file, kernel, strategy, output}]: `compass run --backend cuda
 #                         --launch virtual --kernel <fused|chunked> --strategy <s> --check
 #                         --json` for ag_gemm, gemm_rs and gemm_ar and every fuse:* strategy
@@ -25,8 +27,12 @@
 # Usage: tools/device-fused-check.sh [bundle-dir]   (default build-device/bundle; OUT defaults
 #        to ./device-out). With the device tool:
 #   run(command="tools/device-fused-check.sh", carry=["build-device/bundle"], timeout_s=570)
-# FUSED_CHECK_SKIP="tests bench runs" skips steps (to rerun one part in the time left);
-# FUSED_CHECK_OPS (default "ag_gemm gemm_rs gemm_ar") picks the operators of the runs.
+# FUSED_CHECK_SKIP="tests bench bench_rs runs" skips steps (to rerun one part in the time left);
+# FUSED_CHECK_OPS (default "ag_gemm gemm_rs gemm_ar") picks the operators of the runs;
+# FUSED_CHECK_TESTS (default 'Fused*:CudaGpu.*Kernel*') the GoogleTest filter of the tests.
+# The GEMM-RS part alone (sm90 vs sm80 vs cuBLASLt, fused vs chunked in `compass run`):
+#   FUSED_CHECK_SKIP=bench FUSED_CHECK_OPS="gemm_rs gemm_ar" \
+#   FUSED_CHECK_TESTS='FusedGpu*GemmRs*:CudaGpu.*Rs*' tools/device-fused-check.sh
 # DEVICE_DRY_RUN=1 logs the steps
 # without running anything (tools/device-common.sh), e.g. to check this script off the device:
 #   DEVICE_DRY_RUN=1 OUT=/tmp/fused-dry tools/device-fused-check.sh build/release
@@ -42,9 +48,11 @@ C="$BUNDLE/bin/compass"
 SKIP=" ${FUSED_CHECK_SKIP:-} "
 
 [[ "$SKIP" == *" tests "* ]] ||
-  step fused_tests 150 "" "$BUNDLE/bin/test_cuda" --gtest_filter='Fused*:CudaGpu.*Kernel*' --gtest_output=json:"$OUT/fused_tests.json"
+  step fused_tests 150 "" "$BUNDLE/bin/test_cuda" --gtest_filter="${FUSED_CHECK_TESTS:-Fused*:CudaGpu.*Kernel*}" --gtest_output=json:"$OUT/fused_tests.json"
 [[ "$SKIP" == *" bench "* ]] ||
-  step bench_fused 120 "$OUT/bench_fused.json" "$BUNDLE/bin/bench_fused" --benchmark_format=json
+  step bench_fused 120 "$OUT/bench_fused.json" "$BUNDLE/bin/bench_fused" --benchmark_filter='^ag/' --benchmark_format=json
+[[ "$SKIP" == *" bench_rs "* ]] ||
+  step bench_fused_rs 120 "$OUT/bench_fused_rs.json" "$BUNDLE/bin/bench_fused" --benchmark_filter='^rs/' --benchmark_format=json
 
 # Fused vs chunked inside `compass run`, virtual ranks on this one GPU, checked against cuBLAS.
 STRATEGIES="fuse:all2all fuse:ring fuse:double-ring fuse:hier fuse:synth"

@@ -100,17 +100,64 @@ TEST(FusedGpuDeathTest, AgFlagThatNeverArrivesTimesOut) {
   }
 }
 
+FusedCheckOptions rs(std::int64_t m, std::int64_t n, std::int64_t k, int p, DType t) {
+  FusedCheckOptions o;
+  o.kind = workload::OpKind::gemm_rs;
+  o.m = m, o.n = n, o.k = k, o.ranks = p, o.dtype = t;
+  o.repeat = 2;  // with the warmup: three runs, each compared bit for bit with the first
+  return o;
+}
+
+// Both GEMM-RS kernels where the GPU has them ("auto" is the sm90 one on an H100/H200): the
+// partials stored through the piece slots and counted on the chunk counters, summed by the
+// owners after the counter wait, equal cuBLASLt and give the same bits in every run.
 TEST(FusedGpu, GemmRsTwiceBitIdenticalAndMatchesCublas) {
   COMPASS_REQUIRE_GPU();
-  for (DType t : {DType::bf16, DType::fp16}) {
-    FusedCheckOptions o;
-    o.kind = workload::OpKind::gemm_rs;
-    o.m = 1024, o.n = 512, o.k = 4 * 256, o.ranks = 4, o.dtype = t;
-    o.repeat = 2;  // with the warmup: three runs, each compared bit for bit with the first
-    expect_passes(o);
-    o.m = 1000, o.n = 264, o.k = 3 * 96, o.ranks = 3;  // no tile multiples
-    o.order = {0, 2, 1};
-    expect_passes(o);
+  for (const char* kernel : {"auto", "sm80"})
+    for (DType t : {DType::bf16, DType::fp16}) {
+      auto o = rs(1024, 512, 4 * 256, 4, t);
+      o.kernel = kernel;
+      expect_passes(o);
+      o = rs(1000, 264, 3 * 96, 3, t);  // no tile multiples; chunks not on the 128-row grid
+      o.kernel = kernel;
+      o.order = {0, 2, 1};
+      expect_passes(o);
+    }
+}
+
+// A chunk counter that never reaches its target (the owner of the last chunk waits for one
+// tile more than the ranks store) ends in the ordered sum's timeout error, not a hang; the
+// counter it reports is exactly the tiles the four kernels stored into the chunk (2 M tiles
+// x N tiles of 256 columns on sm90, 128 on sm80, per rank). In a child process: the trap
+// loses the CUDA context.
+TEST(FusedGpuDeathTest, GemmRsCounterThatNeverArrivesTimesOut) {
+  COMPASS_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const char* kernel : {"auto", "sm80"}) {
+    SCOPED_TRACE(kernel);
+    auto o = rs(1024, 512, 4 * 256, 4, DType::bf16);
+    o.kernel = kernel;
+    o.repeat = 1;
+    o.warmup = 0;
+    auto chosen = fused_check(o);  // which kernel "auto" is on this GPU
+    ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+    const bool sm90 = chosen->kernel.rfind("sm90", 0) == 0;
+    const int stored = 4 * 2 * (sm90 ? 2 : 4);
+    o.release = FusedRelease::never;
+    o.timeout_s = 0.5;
+    EXPECT_EXIT(
+        {
+          auto r = fused_check(o);
+          if (!r.ok()) {
+            fprintf(stderr, "%s\n", r.error().message.c_str());
+            std::_Exit(3);
+          }
+          std::_Exit(0);
+        },
+        testing::ExitedWithCode(3),
+        fmt::format("GEMM-RS ordered sum: rank 3 waited more than 0.5 s for chunk 3 \\(its tile "
+                    "counter, flag 3\\): the counter is {}, the sum needs at least {}",
+                    stored, stored + 1));
   }
 }
 

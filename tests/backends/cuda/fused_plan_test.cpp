@@ -225,13 +225,21 @@ TEST(FusedPlan, PiecesRejectOtherOperatorsAndRanks) {
 }
 
 // Every output element of the rank exactly once; no tile crosses a piece; the piece order is
-// the compute order.
+// the compute order. The sm90 kernel's epilogue, which knows only a tile's first row, finds
+// the tile's piece, slot offset and row count from the pieces' first rows (rs_piece_of_row).
 void check_rs_plan(const RsTilePlan& plan, std::int64_t m, std::int64_t n,
                    const std::vector<Piece>& pieces) {
   std::vector<int> hits(static_cast<std::size_t>(m * plan.tiles_n), 0);
   int last_piece = 0;
   std::vector<int> per_piece(pieces.size(), 0);
+  std::vector<std::int64_t> piece_row;
+  for (const Piece& pc : pieces) piece_row.push_back(pc.row);
   for (const RsTile& t : plan.tiles) {
+    const RsRowPiece rp =
+        rs_piece_of_row(piece_row.data(), static_cast<int>(piece_row.size()), t.row, m);
+    EXPECT_EQ(rp.piece, t.chunk) << "row " << t.row;
+    EXPECT_EQ(rp.start, pieces[t.chunk].row) << "row " << t.row;
+    EXPECT_EQ(std::min<std::int64_t>(plan.tile.m, rp.end - t.row), t.rows) << "row " << t.row;
     ASSERT_GE(t.chunk, last_piece);
     last_piece = t.chunk;
     const Piece& pc = pieces[t.chunk];
@@ -266,14 +274,22 @@ TEST(FusedPlan, RsTilesFollowComputeOrderPeerChunksFirst) {
         if (sk == StrategyKind::fuse_ring) {
           EXPECT_EQ(pieces->front().chunk, (r + p - 1) % p);
         }
-        auto plan = rs_tile_plan(m, 256, {128, 128}, *pieces, 2);
+        // The sm90 kernel's tile (128 x 256) on odd ranks, the sm80 one (128 x 128) on even
+        // ones: the counter targets add what each rank really stores (mixed GPUs).
+        const TileShape tile = r % 2 ? TileShape{128, 256} : TileShape{128, 128};
+        auto plan = rs_tile_plan(m, 512, tile, *pieces, 2);
         ASSERT_TRUE(plan.ok()) << plan.error().message;
-        check_rs_plan(*plan, m, 256, *pieces);
+        check_rs_plan(*plan, m, 512, *pieces);
         auto per_chunk = rs_tiles_per_chunk(*plan, *pieces, p);
         ASSERT_TRUE(per_chunk.ok()) << per_chunk.error().message;
         int sum = 0;
         for (int v : *per_chunk) sum += v;
         EXPECT_EQ(sum, static_cast<int>(plan->tiles.size()));
+        for (int j = 0; j < p; ++j) {
+          int want = 0;
+          for (const RsTile& t : plan->tiles) want += (*pieces)[t.chunk].chunk == j;
+          EXPECT_EQ((*per_chunk)[j], want) << "chunk " << j;
+        }
         tiles.push_back(*per_chunk);
       }
       auto red = rs_reduction_plan(tiles, 3);
@@ -341,9 +357,16 @@ TEST(FusedRequest, ChecksNeedNoGpu) {
   auto st = check_fused_request(bad);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("each chunk 0..7 once"), std::string::npos);
-  bad = o;
-  bad.kind = workload::OpKind::gemm_rs;
-  bad.release = FusedRelease::never;
+  auto rs = o;
+  rs.kind = workload::OpKind::gemm_rs;
+  for (const char* kernel : {"auto", "sm90", "sm80"}) {
+    rs.kernel = kernel;
+    EXPECT_TRUE(check_fused_request(rs).ok()) << kernel;
+  }
+  rs.release = FusedRelease::never;  // the last owner's timed wait for a missing tile
+  EXPECT_TRUE(check_fused_request(rs).ok());
+  bad = rs;
+  bad.release = FusedRelease::late_scrambled;
   EXPECT_FALSE(check_fused_request(bad).ok());
   bad = o;
   bad.kind = workload::OpKind::gemm_rs;
@@ -358,6 +381,50 @@ TEST(FusedRequest, ChecksNeedNoGpu) {
   bad = o;
   bad.timeout_s = 0;
   EXPECT_FALSE(check_fused_request(bad).ok());
+}
+
+// One choice for both kinds: sm90 on sm_90 GPUs when built, else sm80 from compute
+// capability 8.0; explicit requests that cannot run say why.
+TEST(FusedRequest, KernelChoice) {
+  FusedKernelTarget h100{true, true, 90, "NVIDIA H100", "sm_90"};
+  FusedKernelTarget a100{true, true, 80, "NVIDIA A100", "sm_80"};
+  const auto pick = [](std::string_view requested, const FusedKernelTarget& t) {
+    auto k = fused_kernel_for(requested, t);
+    return k.ok() ? *k : k.error().message;
+  };
+  EXPECT_EQ(pick("auto", h100), "sm90");
+  EXPECT_EQ(pick("sm80", h100), "sm80");
+  EXPECT_EQ(pick("auto", a100), "sm80");
+  auto no90 = h100;
+  no90.sm90_built = false;  // falls back to the CUTLASS 2.x kernel
+  EXPECT_EQ(pick("auto", no90), "sm80");
+  auto r = fused_kernel_for("sm90", no90);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "the sm90 fused kernel was not built");
+  r = fused_kernel_for("sm90", a100);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "the sm90 fused kernel needs an sm_90 GPU; this is NVIDIA A100 sm_80");
+  r = fused_kernel_for("auto", FusedKernelTarget{true, true, 75, "Tesla T4", "sm_75"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("compute capability 8.0 or newer; Tesla T4 is sm_75"),
+            std::string::npos);
+  r = fused_kernel_for("auto", FusedKernelTarget{false, false, 90, "NVIDIA H100", "sm_90"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("were not built"), std::string::npos);
+}
+
+// The sm90 epilogue's piece lookup from the pieces' first rows (any order).
+TEST(FusedPlan, RsPieceOfRowFromFirstRows) {
+  const std::vector<std::int64_t> rows = {500, 0, 250, 750};  // compute order, 1000 rows
+  const auto at = [&](std::int64_t row) { return rs_piece_of_row(rows.data(), 4, row, 1000); };
+  EXPECT_EQ(at(0).piece, 1);
+  EXPECT_EQ(at(0).end, 250);
+  EXPECT_EQ(at(249).piece, 1);
+  EXPECT_EQ(at(250).piece, 2);
+  EXPECT_EQ(at(378).start, 250);
+  EXPECT_EQ(at(378).end, 500);
+  EXPECT_EQ(at(999).piece, 3);
+  EXPECT_EQ(at(999).end, 1000);
 }
 
 TEST(FusedRequest, FaultMessageNamesRankChunkAndFlag) {
@@ -509,11 +576,14 @@ TEST(FusedPlan, RsGroupsOfGeneratedSchedules) {
       for (const FusedGroup& g : *groups) {
         EXPECT_EQ(g.pieces.back().chunk, g.rank);
         for (const Piece& piece : g.pieces) EXPECT_TRUE(piece.producers.empty());
-        auto plan = rs_tile_plan(s->op.m, s->op.n, TileShape{128, 128}, g.pieces, 4);
-        ASSERT_TRUE(plan.ok()) << plan.error().message;
-        auto per_chunk = rs_tiles_per_chunk(*plan, g.pieces, p);
-        ASSERT_TRUE(per_chunk.ok());
-        tiles.push_back(*per_chunk);
+        for (TileShape tile : {TileShape{128, 256}, TileShape{128, 128}}) {  // sm90, sm80
+          auto plan = rs_tile_plan(s->op.m, s->op.n, tile, g.pieces, 4);
+          ASSERT_TRUE(plan.ok()) << plan.error().message;
+          check_rs_plan(*plan, s->op.m, s->op.n, g.pieces);
+          auto per_chunk = rs_tiles_per_chunk(*plan, g.pieces, p);
+          ASSERT_TRUE(per_chunk.ok());
+          if (tile.n == 128) tiles.push_back(*per_chunk);
+        }
       }
       // The kernel stores every peer chunk where the transfer it replaces would have put it:
       // the owner's recv slot for this rank.

@@ -44,9 +44,10 @@ Result<SyncMode> parse_sync_mode(std::string_view s);
 
 /// How the GEMMs of a fused GEMM group (schedule::Task::fused) run.
 ///  - fused: one fused CUTLASS kernel per rank and group (sm_90: TMA + WGMMA persistent;
-///    compute capability 8.x: CUTLASS 2.x), whose tiles wait inside the kernel on the device
-///    flags of the transfers that deliver their rows. Every dependency of such a run goes
-///    through device flags, whatever `sync` says.
+///    compute capability 8.x: CUTLASS 2.x). AG-GEMM tiles wait inside the kernel on the device
+///    flags of the transfers that deliver their rows; GEMM-RS tiles are stored into the owners'
+///    slots and counted on the chunk counters the owners' sums wait for. Every dependency of
+///    such a run goes through device flags, whatever `sync` says.
 ///  - chunked: every GEMM of the group is its own cuBLASLt call, as without groups.
 enum class KernelMode { fused, chunked };
 

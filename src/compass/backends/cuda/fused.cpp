@@ -53,15 +53,30 @@ Status check_fused_request(const FusedCheckOptions& o) {
   }
   if (o.kernel != "auto" && o.kernel != "sm90" && o.kernel != "sm80")
     return make_error("fused check: kernel '{}' is not one of: auto, sm90, sm80", o.kernel);
-  if (!ag && o.kernel == "sm90")
-    return make_error("fused check: the GEMM-RS kernel is the sm80 one (CUTLASS 2.x)");
-  if (!ag && o.release != FusedRelease::preset)
+  if (!ag && o.release == FusedRelease::late_scrambled)
     return make_error("fused check: release {} applies to ag_gemm only", to_string(o.release));
   if (o.repeat < 1) return make_error("fused check: repeat must be >= 1, got {}", o.repeat);
   if (o.warmup < 0) return make_error("fused check: warmup must be >= 0, got {}", o.warmup);
   if (!(o.timeout_s > 0)) return make_error("fused check: timeout must be > 0 s");
   if (!(o.release_delay_s >= 0)) return make_error("fused check: release delay must be >= 0 s");
   return Status::success();
+}
+
+Result<std::string> fused_kernel_for(std::string_view requested, const FusedKernelTarget& t) {
+  if (!t.sm80_built)
+    return make_error(
+        "the fused kernels were not built (no CUTLASS headers when compass was configured: "
+        "pip install nvidia-cutlass, then reconfigure)");
+  if (requested == "sm90" || (requested == "auto" && t.cc == 90 && t.sm90_built)) {
+    if (t.cc != 90)
+      return make_error("the sm90 fused kernel needs an sm_90 GPU; this is {} {}", t.name, t.arch);
+    if (!t.sm90_built) return make_error("the sm90 fused kernel was not built");
+    return std::string("sm90");
+  }
+  if (t.cc < 80)
+    return make_error("the fused kernels need compute capability 8.0 or newer; {} is {}", t.name,
+                      t.arch);
+  return std::string("sm80");
 }
 
 std::string fused_fault_message(const FusedFault& f, std::string_view what, double timeout_s,

@@ -26,6 +26,22 @@ enum class FusedRelease { preset, late_scrambled, never };
 
 std::string_view to_string(FusedRelease r);
 
+/// What decides which fused kernel runs on a GPU: the kernels the binary was built with and
+/// the GPU (compute capability, e.g. 90; name and architecture for the messages).
+struct FusedKernelTarget {
+  bool sm90_built = false;
+  bool sm80_built = false;
+  int cc = 0;
+  std::string name;
+  std::string arch;  ///< e.g. "sm_90"
+};
+
+/// The fused kernel, the same for AG-GEMM and GEMM-RS: "sm90" (CUTLASS 3.x, TMA + WGMMA,
+/// persistent) when asked for or, with "auto", on an sm_90 GPU when it was built; else "sm80"
+/// (CUTLASS 2.x) on compute capability 8.0 or newer. `requested` is "auto", "sm90" or "sm80".
+/// The error says why none can run (not built, sm90 asked for off sm_90, architecture too old).
+Result<std::string> fused_kernel_for(std::string_view requested, const FusedKernelTarget& t);
+
 struct FusedCheckOptions {
   workload::OpKind kind = workload::OpKind::ag_gemm;  ///< ag_gemm or gemm_rs
   std::int64_t m = 4096, n = 4096, k = 4096;          ///< the whole GEMM (RS: K over all ranks)
@@ -35,8 +51,11 @@ struct FusedCheckOptions {
   /// order (empty: the ring order p-1, p-2, ..., 0 — the own chunk last); rank r uses it
   /// shifted by r.
   std::vector<int> order;
-  FusedRelease release = FusedRelease::preset;  ///< AG only
-  std::string kernel = "auto";                  ///< auto, sm90 (AG only) or sm80
+  /// AG: all three. GEMM-RS: preset (the owners' sums wait for the counters) or never (the
+  /// owner of the last chunk waits for one tile more than the ranks store: the timed counter
+  /// wait must end in the timeout error).
+  FusedRelease release = FusedRelease::preset;
+  std::string kernel = "auto";  ///< auto, sm90 or sm80
   int repeat = 5;
   int warmup = 1;
   double timeout_s = 2.0;         ///< a flag wait longer than this traps
@@ -62,7 +81,7 @@ struct FusedCheckReport {
 /// The checks that need no GPU: shapes >= 1, n and k (RS: k / ranks) multiples of 8, M >= ranks,
 /// 1 <= ranks <= 64, an order that is a permutation of 0..ranks-1, bf16/fp16, a known kernel,
 /// repeat >= 1, warmup >= 0, timeout > 0, and for gemm_rs k divisible by ranks and release
-/// preset.
+/// preset or never.
 Status check_fused_request(const FusedCheckOptions& o);
 
 /// Runs the standalone check on GPU 0. Errors: no GPU, kernels not built, a kernel that does

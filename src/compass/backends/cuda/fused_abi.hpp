@@ -27,6 +27,38 @@ struct RsTile {
   std::int32_t pad = 0;
 };
 
+#if defined(__CUDACC__)
+#define COMPASS_FUSED_HD __host__ __device__
+#else
+#define COMPASS_FUSED_HD
+#endif
+
+/// The piece of a GEMM-RS output row and the rows it spans, as the sm90 kernel's epilogue
+/// finds it from the pieces' first rows alone (pieces cover [0, m) once, in any order).
+struct RsRowPiece {
+  std::int32_t piece = -1;  ///< index into the pieces; -1 when no piece starts at or before
+  std::int64_t start = 0;   ///< the piece's first row
+  std::int64_t end = 0;     ///< one past its last row: the next piece's first row, or m
+};
+
+/// The last piece that starts at or before `row`; it ends where the next one starts.
+inline COMPASS_FUSED_HD RsRowPiece rs_piece_of_row(const std::int64_t* piece_row, int num_pieces,
+                                                   std::int64_t row, std::int64_t m) {
+  RsRowPiece out;
+  out.start = -1;
+  out.end = m;
+  for (int p = 0; p < num_pieces; ++p) {
+    const std::int64_t r = piece_row[p];
+    if (r <= row && r > out.start) {
+      out.start = r;
+      out.piece = p;
+    } else if (r > row && r < out.end) {
+      out.end = r;
+    }
+  }
+  return out;
+}
+
 /// Why a fused kernel stopped: written by the kernel into host-mapped memory just before it
 /// traps, so the host can still read it after the CUDA context is lost.
 struct FusedFault {

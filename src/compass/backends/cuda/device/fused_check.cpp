@@ -315,9 +315,8 @@ Result<FusedCheckReport> run_ag(const FusedCheckOptions& o, const std::string& k
   const int p = o.ranks;
   const std::int64_t m = o.m, n = o.n, k = o.k, es = 2;
   const std::vector<Piece> pieces = ag_pieces(o);
-  const TileShape tile =
-      kernel == "sm90" ? TileShape{kSm90TileM, kSm90TileN} : TileShape{kSm80TileM, kSm80TileN};
-  COMPASS_ASSIGN(AgTilePlan plan, ag_tile_plan(m, n, tile, pieces, kSwizzle));
+  COMPASS_ASSIGN(AgTilePlan plan,
+                 ag_tile_plan(m, n, fused_tile_shape(kernel == "sm90"), pieces, kSwizzle));
   rep.tiles = static_cast<int>(plan.tiles.size());
   COMPASS_ASSIGN(AgBuffers buf, ag_buffers(o, plan));
   MappedFault fault;
@@ -381,11 +380,21 @@ struct RsRank {
   FusedRsArgs args;
 };
 
+// The GEMM-RS kernel of the check ("sm90" or "sm80") and the SMs of GPU 0 (sm90 is persistent).
+struct RsKernel {
+  bool sm90 = false;
+  int sm_count = 0;
+  cudaError_t launch(const FusedRsArgs& args, cudaStream_t stream) const {
+    return sm90 ? launch_fused_rs_sm90(args, sm_count, stream) : launch_fused_rs_sm80(args, stream);
+  }
+};
+
 // What the RS iterations share: the ranks, the chunk counters (chunk j's is counter + j), the
 // tiles each rank contributes to each chunk, the stream memory operations and the events that
 // fork the ranks' streams from rank 0's and join the owners' reductions back.
 struct RsShared {
   StreamMemOps ops;
+  RsKernel kernel;
   std::uint32_t* counter = nullptr;
   std::vector<RsRank> ranks;
   std::vector<std::vector<int>> tiles_per_chunk;  // [rank][chunk]
@@ -429,6 +438,7 @@ FusedRsArgs rs_args(const FusedCheckOptions& o, const RsRank& rk) {
   a.a = rk.a.get(), a.lda = kr, a.b = rk.b.get(), a.ldb = n;
   a.tiles = static_cast<const RsTile*>(rk.tiles.get());
   a.num_tiles = static_cast<int>(rk.plan.tiles.size());
+  a.num_pieces = o.ranks;
   a.piece_row = static_cast<const std::int64_t*>(rk.rows.get());
   a.piece_out = static_cast<void* const*>(rk.outs.get());
   a.ldd = n;
@@ -457,7 +467,7 @@ Result<std::vector<int>> plan_rs_rank(const FusedCheckOptions& o, const std::vec
                    static_cast<std::int64_t>(r) * share.len * n * es);
     ctrs.push_back(sh.counter + j);
   }
-  COMPASS_ASSIGN(rk.plan, rs_tile_plan(m, n, {kSm80TileM, kSm80TileN}, pieces, kSwizzle));
+  COMPASS_ASSIGN(rk.plan, rs_tile_plan(m, n, fused_tile_shape(sh.kernel.sm90), pieces, kSwizzle));
   COMPASS_ASSIGN(auto per_chunk, rs_tiles_per_chunk(rk.plan, pieces, p));
   COMPASS_ASSIGN(rk.tiles, upload(rk.plan.tiles, "a tile plan"));
   COMPASS_ASSIGN(rk.rows, upload(rows, "the piece rows"));
@@ -494,8 +504,11 @@ Status rs_reference(const FusedCheckOptions& o, const std::vector<RsRank>& ranks
 }
 
 // Chunk j's owner waits until the chunk's counter reaches st.counter_target, sums the p partial
-// slots in st.rank_order into its output and, for j > 0, joins rank 0's stream.
-Status reduce_rs_chunk(const FusedCheckOptions& o, RsShared& sh, int j, const ReductionStep& st) {
+// slots in st.rank_order into its output and, for j > 0, joins rank 0's stream. With
+// `missing_tile` the sum then waits for one tile more, in the kernel with the clock timeout
+// (after the stream's wait, so it does not hold SMs the GEMM-RS tiles still need): it traps.
+Status reduce_rs_chunk(const FusedCheckOptions& o, RsShared& sh, int j, const ReductionStep& st,
+                       bool missing_tile, const MappedFault& fault) {
   const int p = o.ranks;
   const std::int64_t n = o.n, es = 2;
   const std::int64_t rows = workload::row_share(check_op(o), j).len;
@@ -508,9 +521,22 @@ Status reduce_rs_chunk(const FusedCheckOptions& o, RsShared& sh, int j, const Re
   for (int q : st.rank_order)
     parts.push_back(static_cast<const char*>(rk.slots.get()) +
                     static_cast<std::int64_t>(q) * rows * n * es);
-  COMPASS_CUDA(launch_sum_ordered_2d(rk.y.get(), n, parts.data(), p, n, rows, n, elem_of(o.dtype),
-                                     rk.stream.get()),
-               fmt::format("the reduction of chunk {}", j));
+  if (missing_tile) {
+    CounterWait w;
+    w.counter = sh.counter + j;
+    w.target = st.counter_target + 1;
+    w.timeout_ns = static_cast<long long>(o.timeout_s * 1e9);
+    w.fault = fault.device();
+    w.rank = j;
+    w.chunk = j;
+    COMPASS_CUDA(launch_sum_ordered_wait_2d(rk.y.get(), n, parts.data(), p, n, rows, n,
+                                            elem_of(o.dtype), w, rk.stream.get()),
+                 fmt::format("the reduction of chunk {}", j));
+  } else {
+    COMPASS_CUDA(launch_sum_ordered_2d(rk.y.get(), n, parts.data(), p, n, rows, n,
+                                       elem_of(o.dtype), rk.stream.get()),
+                 fmt::format("the reduction of chunk {}", j));
+  }
   if (j > 0) {
     cudaStream_t s0 = sh.ranks[0].stream.get();
     COMPASS_CUDA(cudaEventRecord(sh.joins[static_cast<std::size_t>(j)].get(), rk.stream.get()),
@@ -522,8 +548,9 @@ Status reduce_rs_chunk(const FusedCheckOptions& o, RsShared& sh, int j, const Re
 }
 
 // Iteration i of the RS check: every rank's fused kernel, forked from rank 0's stream, then each
-// chunk's reduction by its owner.
-Status rs_iteration(const FusedCheckOptions& o, RsShared& sh, int i) {
+// chunk's reduction by its owner (under FusedRelease::never the last chunk's waits for a tile
+// that never comes).
+Status rs_iteration(const FusedCheckOptions& o, RsShared& sh, int i, const MappedFault& fault) {
   const int p = o.ranks;
   const auto epoch = static_cast<std::uint32_t>(i + 1);
   COMPASS_ASSIGN(auto red, rs_reduction_plan(sh.tiles_per_chunk, epoch));
@@ -532,11 +559,12 @@ Status rs_iteration(const FusedCheckOptions& o, RsShared& sh, int i) {
   for (int r = 0; r < p; ++r) {
     RsRank& rk = sh.ranks[static_cast<std::size_t>(r)];
     if (r > 0) COMPASS_CUDA(cudaStreamWaitEvent(rk.stream.get(), sh.fork.get(), 0), "the fork");
-    COMPASS_CUDA(launch_fused_rs_sm80(rk.args, rk.stream.get()),
+    COMPASS_CUDA(sh.kernel.launch(rk.args, rk.stream.get()),
                  fmt::format("the fused GEMM-RS of rank {}", r));
   }
   for (int j = 0; j < p; ++j)
-    COMPASS_TRY(reduce_rs_chunk(o, sh, j, red[static_cast<std::size_t>(j)]));
+    COMPASS_TRY(reduce_rs_chunk(o, sh, j, red[static_cast<std::size_t>(j)],
+                                o.release == FusedRelease::never && j == p - 1, fault));
   return Status::success();
 }
 
@@ -563,7 +591,8 @@ Status compare_bits(const FusedCheckOptions& o, const std::vector<RsRank>& ranks
   return Status::success();
 }
 
-Result<FusedCheckReport> run_rs(const FusedCheckOptions& o, FusedCheckReport rep) {
+Result<FusedCheckReport> run_rs(const FusedCheckOptions& o, const std::string& kernel,
+                                FusedCheckReport rep) {
   const workload::OperatorSpec op = check_op(o);
   const int p = o.ranks;
   const std::int64_t m = o.m, n = o.n, es = 2;
@@ -571,6 +600,10 @@ Result<FusedCheckReport> run_rs(const FusedCheckOptions& o, FusedCheckReport rep
 
   RsShared sh;
   COMPASS_ASSIGN(sh.ops, StreamMemOps::load());
+  COMPASS_ASSIGN(const DeviceInfo info, device_info(0));
+  sh.kernel = RsKernel{kernel == "sm90", info.sm_count};
+  MappedFault fault;
+  COMPASS_TRY(fault.init());
   COMPASS_ASSIGN(LtReference ref, lt_reference());
   COMPASS_ASSIGN(DeviceMemory ref32, alloc(m * n * 4, "the FP32 reference"));
   COMPASS_ASSIGN(DeviceMemory dref, alloc(m * n * es, "the reference output"));
@@ -601,8 +634,11 @@ Result<FusedCheckReport> run_rs(const FusedCheckOptions& o, FusedCheckReport rep
   }
   std::vector<double> times;
   for (int i = 0; i < o.warmup + o.repeat; ++i) {
-    COMPASS_ASSIGN(auto t, time_loop(0, 1, s0, [&](int) { return rs_iteration(o, sh, i); }));
-    if (i >= o.warmup) times.push_back(t[0]);
+    auto t = time_loop(0, 1, s0, [&](int) { return rs_iteration(o, sh, i, fault); });
+    if (const FusedFault f = fault.read(); f.code != kFaultNone)
+      return make_error("{}", fused_fault_message(f, "GEMM-RS ordered sum", o.timeout_s, f.flag));
+    if (!t.ok()) return t.error();
+    if (i >= o.warmup) times.push_back((*t)[0]);
     COMPASS_TRY(compare_bits(o, sh.ranks, i, diff));
   }
   unsigned long long differing = 0;
@@ -628,34 +664,27 @@ Result<FusedCheckReport> fused_check(const FusedCheckOptions& o) {
   COMPASS_TRY(device_count());
   COMPASS_CUDA(cudaSetDevice(0), "GPU 0");
   COMPASS_ASSIGN(DeviceInfo info, device_info(0));
-  COMPASS_ASSIGN(std::string kernel,
-                 pick_fused_kernel(o.kind == workload::OpKind::ag_gemm, o.kernel, info));
+  COMPASS_ASSIGN(std::string kernel, pick_fused_kernel(o.kernel, info));
   FusedCheckReport rep;
   rep.device = info.name;
   rep.kernel = fused_kernel_label(kernel);
   rep.tolerance = check_tolerance(o.dtype);
   if (o.kind == workload::OpKind::ag_gemm) return run_ag(o, kernel, std::move(rep));
-  return run_rs(o, std::move(rep));
+  return run_rs(o, kernel, std::move(rep));
 }
 
-Result<std::string> pick_fused_kernel(bool ag, std::string_view requested,
-                                      const DeviceInfo& info) {
-  const int cc = std::atoi(info.arch.c_str() + 3);
-  if (!fused_sm80_built())
-    return make_error(
-        "the fused kernels were not built (no CUTLASS headers when compass was configured: "
-        "pip install nvidia-cutlass, then reconfigure)");
-  if (requested == "sm90" || (requested == "auto" && ag && cc == 90 && fused_sm90_built())) {
-    if (cc != 90)
-      return make_error("the sm90 fused kernel needs an sm_90 GPU; this is {} {}", info.name,
-                        info.arch);
-    if (!fused_sm90_built()) return make_error("the sm90 fused kernel was not built");
-    return std::string("sm90");
-  }
-  if (cc < 80)
-    return make_error("the fused kernels need compute capability 8.0 or newer; {} is {}", info.name,
-                      info.arch);
-  return std::string("sm80");
+Result<std::string> pick_fused_kernel(std::string_view requested, const DeviceInfo& info) {
+  FusedKernelTarget t;
+  t.sm90_built = fused_sm90_built();
+  t.sm80_built = fused_sm80_built();
+  t.cc = std::atoi(info.arch.c_str() + 3);
+  t.name = info.name;
+  t.arch = info.arch;
+  return fused_kernel_for(requested, t);
+}
+
+TileShape fused_tile_shape(bool sm90) {
+  return sm90 ? TileShape{kSm90TileM, kSm90TileN} : TileShape{kSm80TileM, kSm80TileN};
 }
 
 std::string fused_kernel_label(std::string_view kernel) {

@@ -46,7 +46,7 @@ Result<KernelMode> choose_kernel(const Schedule& s, const RunOptions& o) {
     const int d = rank_device(s, o.mode, g.rank);
     if (d >= ndev) return KernelMode::chunked;  // the device setup reports the missing GPU
     COMPASS_ASSIGN(const DeviceInfo info, device_info(d));
-    auto kernel = pick_fused_kernel(s.op.kind == workload::OpKind::ag_gemm, "auto", info);
+    auto kernel = pick_fused_kernel("auto", info);
     if (kernel.ok()) continue;
     if (!asked) return KernelMode::chunked;
     return make_error("rank {} on GPU {}: {}; use the chunked kernel", g.rank, d,
@@ -95,7 +95,7 @@ Status Run::upload_fused_plan(const FusedGroup& g, FusedLaunch& f) {
   const int dev = plan_.streams[static_cast<std::size_t>(stream)].device;
   COMPASS_ASSIGN(const DeviceInfo info, device_info(dev));
   f.rs = s_.op.kind != workload::OpKind::ag_gemm;
-  const Result<std::string> kernel = pick_fused_kernel(!f.rs, "auto", info);
+  const Result<std::string> kernel = pick_fused_kernel("auto", info);
   if (!kernel.ok()) return kernel.error();
   f.rank = g.rank;
   f.first_task = first.id;
@@ -109,9 +109,8 @@ Status Run::upload_ag_plan(const FusedGroup& g, FusedLaunch& f) const {
   const Task& first = s_.tasks[static_cast<std::size_t>(g.tasks.front())];
   const int stream = task_stream(first.id);
   const int dev = plan_.streams[static_cast<std::size_t>(stream)].device;
-  const TileShape tile =
-      f.sm90 ? TileShape{kSm90TileM, kSm90TileN} : TileShape{kSm80TileM, kSm80TileN};
-  COMPASS_ASSIGN(AgTilePlan plan, ag_tile_plan(s_.op.m, first.dst.cols, tile, g.pieces, kSwizzle));
+  COMPASS_ASSIGN(AgTilePlan plan, ag_tile_plan(s_.op.m, first.dst.cols, fused_tile_shape(f.sm90),
+                                               g.pieces, kSwizzle));
   auto flags = piece_flags(s_, plan_, stream, g.pieces);
   if (!flags.ok())
     return make_error("fused AG-GEMM of rank {}: {}", g.rank, flags.error().message);
@@ -185,8 +184,7 @@ Status Run::upload_rs_plan(const FusedGroup& g, FusedLaunch& f) {
       rs_counters_.push_back(std::move(c));
     }
   COMPASS_ASSIGN(const RsTilePlan plan, rs_tile_plan(s_.op.m, first.dst.cols,
-                                                     TileShape{kSm80TileM, kSm80TileN}, g.pieces,
-                                                     kSwizzle));
+                                                     fused_tile_shape(f.sm90), g.pieces, kSwizzle));
   COMPASS_ASSIGN(const std::vector<int> per_chunk, rs_tiles_per_chunk(plan, g.pieces, s_.ranks()));
   rs_chunk_tiles_.resize(per_chunk.size(), 0);
   for (std::size_t j = 0; j < per_chunk.size(); ++j) rs_chunk_tiles_[j] += per_chunk[j];
@@ -210,6 +208,7 @@ Status Run::upload_rs_plan(const FusedGroup& g, FusedLaunch& f) {
   a.ldb = ld(first.b);
   a.tiles = static_cast<const RsTile*>(f.tiles.get());
   a.num_tiles = static_cast<int>(plan.tiles.size());
+  a.num_pieces = static_cast<int>(rows.size());
   a.piece_row = static_cast<const std::int64_t*>(f.piece_row.get());
   a.piece_out = static_cast<void* const*>(f.piece_out.get());
   a.ldd = ld(first.dst);
@@ -277,8 +276,9 @@ Status Run::launch_fused(const Task& t, cudaStream_t stream) {
   FusedLaunch& f = fused_[static_cast<std::size_t>(fused_of_task_[static_cast<std::size_t>(t.id)])];
   if (f.first_task != t.id) return Status::success();
   if (f.rs) {
-    COMPASS_CUDA(launch_fused_rs_sm80(f.rs_args, stream),
-                 fmt::format("the fused GEMM-RS of rank {} ({})", f.rank, info_.kernel));
+    const cudaError_t e = f.sm90 ? launch_fused_rs_sm90(f.rs_args, f.sm_count, stream)
+                                 : launch_fused_rs_sm80(f.rs_args, stream);
+    COMPASS_CUDA(e, fmt::format("the fused GEMM-RS of rank {} ({})", f.rank, info_.kernel));
     return Status::success();
   }
   f.args.wait.target = ag_flag_target(iteration_);

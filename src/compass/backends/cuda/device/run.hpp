@@ -71,10 +71,12 @@ ElemType elem_type(DType t);
 bool env_flag(const char* name);
 using schedule::task_label;
 
-/// The fused kernel that runs on a GPU: "sm90" (AG-GEMM only, sm_90 GPUs, when built) or
-/// "sm80" (compute capability 8.0 and newer); `requested` is "auto", "sm90" or "sm80". The
-/// error says why none can (not built, architecture too old).
-Result<std::string> pick_fused_kernel(bool ag, std::string_view requested, const DeviceInfo& info);
+/// The fused kernel that runs on a GPU (fused_kernel_for with what this binary was built with):
+/// "sm90" (sm_90 GPUs, when built) or "sm80" (compute capability 8.0 and newer), for AG-GEMM
+/// and GEMM-RS alike; `requested` is "auto", "sm90" or "sm80".
+Result<std::string> pick_fused_kernel(std::string_view requested, const DeviceInfo& info);
+/// The output tile the plans of the sm90 or the sm80 kernels are built with.
+TileShape fused_tile_shape(bool sm90);
 /// "sm90 (CUTLASS 3.x TMA + WGMMA, persistent)" / "sm80 (CUTLASS 2.x mma.sync)".
 std::string fused_kernel_label(std::string_view kernel);
 

@@ -1,8 +1,9 @@
 #pragma once
 // The fused GEMM kernels behind plain launch functions, so the host code that drives them is
 // compiled by the C++ compiler. The kernels live in their own object libraries with their own
-// architecture flags: fused_sm90.cu (sm_90a: CUTLASS 3.x warp-specialised persistent GEMM,
-// TMA + WGMMA) and fused_sm80.cu (sm_80 / sm_86 / sm_90: CUTLASS 2.x multistage GEMM).
+// architecture flags: fused_sm90.cu and fused_sm90_rs.cu (sm_90a: CUTLASS 3.x warp-specialised
+// persistent GEMM, TMA + WGMMA) and fused_sm80.cu (sm_80 / sm_86 / sm_90: CUTLASS 2.x
+// multistage GEMM).
 // Every pointer in these records is a device pointer except FusedWait::fault (host-mapped).
 
 #include <cuda_runtime_api.h>
@@ -46,7 +47,8 @@ struct FusedAgArgs {
 /// The partials of a GEMM-RS: tile t computes rows [row, row + rows) of A [m, k] * B [k, n]
 /// and stores them at piece_out[p] + (row - piece_row[p]) * ldd (p = tiles[t].chunk, the
 /// piece index: the owner's partial slot for this rank, possibly on a peer GPU), then
-/// increments *piece_counter[p] (release: the stores are visible before the count).
+/// increments *piece_counter[p] (release: the stores are visible before the count). The
+/// num_pieces pieces cover rows [0, m) once.
 struct FusedRsArgs {
   ElemType type = ElemType::bf16;
   std::int64_t m = 0, n = 0, k = 0;
@@ -56,6 +58,7 @@ struct FusedRsArgs {
   std::int64_t ldb = 0;
   const RsTile* tiles = nullptr;
   int num_tiles = 0;
+  int num_pieces = 0;
   const std::int64_t* piece_row = nullptr;
   void* const* piece_out = nullptr;
   std::int64_t ldd = 0;
@@ -78,7 +81,10 @@ bool fused_sm80_built();
 cudaError_t launch_fused_ag_sm90(const FusedAgArgs& args, int sm_count, cudaStream_t stream);
 /// The same on sm_80 / sm_86 (and sm_90 without TMA): one CTA per tile, in plan order.
 cudaError_t launch_fused_ag_sm80(const FusedAgArgs& args, cudaStream_t stream);
-/// GEMM-RS partials into the owners' slots with per-piece counters (sm_80 / sm_86 / sm_90).
+/// GEMM-RS partials into the owners' slots with per-piece counters: persistent on sm_90a (one
+/// CTA per SM, `sm_count`; the plan must be built with the sm90 tile), one CTA per tile on
+/// sm_80 / sm_86 / sm_90. cudaErrorNotSupported as for the AG-GEMM.
+cudaError_t launch_fused_rs_sm90(const FusedRsArgs& args, int sm_count, cudaStream_t stream);
 cudaError_t launch_fused_rs_sm80(const FusedRsArgs& args, cudaStream_t stream);
 
 }  // namespace compass::backends::cuda::device

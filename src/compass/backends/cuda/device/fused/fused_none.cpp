@@ -16,6 +16,9 @@ cudaError_t launch_fused_ag_sm90(const FusedAgArgs&, int, cudaStream_t) {
 cudaError_t launch_fused_ag_sm80(const FusedAgArgs&, cudaStream_t) {
   return cudaErrorNotSupported;
 }
+cudaError_t launch_fused_rs_sm90(const FusedRsArgs&, int, cudaStream_t) {
+  return cudaErrorNotSupported;
+}
 cudaError_t launch_fused_rs_sm80(const FusedRsArgs&, cudaStream_t) {
   return cudaErrorNotSupported;
 }
