@@ -208,11 +208,16 @@ const std::vector<double>& IncrementalMaxmin::rates() {
       maxmin_of(*cap_, paths, component_, rate_, ws_);
       continue;
     }
-    memo_key_.clear();
+    // [count, dirs...] per flow, written in place (sized first: the key is built per event).
+    std::size_t words = component_.size();
+    for (int f : component_) words += static_cast<std::size_t>(paths.offset[f + 1] - paths.offset[f]);
+    memo_key_.resize(words);
+    int* out = memo_key_.data();
     for (int f : component_) {
-      memo_key_.push_back(paths.offset[f + 1] - paths.offset[f]);
-      memo_key_.insert(memo_key_.end(), paths.dirs.begin() + paths.offset[f],
-                       paths.dirs.begin() + paths.offset[f + 1]);
+      const int* b = paths.dirs.data() + paths.offset[f];
+      const int* e = paths.dirs.data() + paths.offset[f + 1];
+      *out++ = static_cast<int>(e - b);
+      out = std::copy(b, e, out);
     }
     if (auto it = memo_.find(memo_key_); it != memo_.end()) {
       for (std::size_t j = 0; j < component_.size(); ++j) rate_[component_[j]] = it->second[j];

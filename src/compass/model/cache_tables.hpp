@@ -100,6 +100,7 @@ struct ReleasedWorkspace {
   hardware::sharing::FlatPaths paths;
   hardware::sharing::IncrementalMaxmin sharing;  // its active(): released, not finished
   std::vector<double> remaining, latency;
+  std::vector<double> done_below;            // per flow: the remainder at which it has finished
   std::vector<int> ended;                    // flows finishing at this event
   std::vector<int> next_of, first_next;      // flows waiting for flow i: linked list
   std::vector<int> also_next_of, also_first_next;  // the same through also_after

@@ -233,20 +233,28 @@ std::vector<double> released_events(const std::vector<double>& cap,
   ws.sharing.reset(cap, ws.paths);
   const std::vector<int>& active = ws.sharing.active();
   ws.heap.clear();
-  ws.first_next.assign(n, -1);
-  ws.next_of.assign(n, -1);
-  ws.also_first_next.assign(n, -1);
-  ws.also_next_of.assign(n, -1);
-  for (std::size_t i = 0; i < n; ++i) ws.remaining[i] = flows[i].bytes;
-  // Waiting lists, each in ascending index order (pushed from the back).
-  for (std::size_t i = n; i-- > 0;) {
-    if (const int a = flows[i].after; a >= 0) {
-      ws.next_of[i] = ws.first_next[a];
-      ws.first_next[a] = static_cast<int>(i);
-    }
-    if (const int a = flows[i].also_after; a >= 0) {
-      ws.also_next_of[i] = ws.also_first_next[a];
-      ws.also_first_next[a] = static_cast<int>(i);
+  ws.done_below.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    ws.remaining[i] = flows[i].bytes;
+    // Relative tolerance: the finishing flow's own remainder is rounding noise.
+    ws.done_below[i] = 1e-9 * flows[i].bytes;
+  }
+  if (resume == 0) {
+    // Waiting lists, each in ascending index order (pushed from the back). A resumed run keeps
+    // the traced run's: its flows wait for the same flows (resumable).
+    ws.first_next.assign(n, -1);
+    ws.next_of.assign(n, -1);
+    ws.also_first_next.assign(n, -1);
+    ws.also_next_of.assign(n, -1);
+    for (std::size_t i = n; i-- > 0;) {
+      if (const int a = flows[i].after; a >= 0) {
+        ws.next_of[i] = ws.first_next[a];
+        ws.first_next[a] = static_cast<int>(i);
+      }
+      if (const int a = flows[i].also_after; a >= 0) {
+        ws.also_next_of[i] = ws.also_first_next[a];
+        ws.also_first_next[a] = static_cast<int>(i);
+      }
     }
   }
   const auto later = [](const std::pair<double, int>& x, const std::pair<double, int>& y) {
@@ -333,10 +341,8 @@ std::vector<double> released_events(const std::vector<double>& cap,
     iteration = static_cast<int>(guard);
     tr.now.push_back(now);
     tr.snap_begin.push_back(tr.snap_ids.size());
-    for (int i : active) {
-      tr.snap_ids.push_back(i);
-      tr.snap_left.push_back(ws.remaining[i]);
-    }
+    tr.snap_ids.insert(tr.snap_ids.end(), active.begin(), active.end());
+    for (int i : active) tr.snap_left.push_back(ws.remaining[i]);
     // Releases up to now (and what a flow that moves nothing releases at once).
     bool nothing_moved = false;
     while (!ws.heap.empty() && ws.heap.front().first <= now + 1e-15) {
@@ -380,8 +386,7 @@ std::vector<double> released_events(const std::vector<double>& cap,
     ws.ended.clear();
     for (int i : active) {
       ws.remaining[i] -= rate[i] * dt;
-      // Relative tolerance: the finishing flow's own remainder is rounding noise.
-      if (ws.remaining[i] <= 1e-9 * flows[i].bytes) ws.ended.push_back(i);
+      if (ws.remaining[i] <= ws.done_below[i]) ws.ended.push_back(i);
     }
     for (int i : ws.ended) {
       ws.sharing.remove(i);
@@ -392,8 +397,9 @@ std::vector<double> released_events(const std::vector<double>& cap,
   COMPASS_CHECK(left == 0, "{} flows never finished", left);
   tr.flows = flows;
   tr.cap = cap;
-  tr.latency = ws.latency;
-  tr.paths = ws.paths;
+  // The workspace's paths and latencies are built afresh for every run: the trace takes them.
+  std::swap(tr.latency, ws.latency);
+  std::swap(tr.paths, ws.paths);
   tr.finish = finish;
   tr.valid = true;
   return finish;

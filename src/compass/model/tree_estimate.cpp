@@ -266,6 +266,7 @@ Followed follow(const hardware::Profile& prof, const schedule::CommPlan& plan, c
                                                   static_cast<double>(sd.rows) * row_bytes);
   }
   std::vector<TimedFlow> flows, previous;
+  std::vector<std::vector<hardware::Window>> raw(p);  // per rank: its transfers' windows
   for (int iter = 0; iter < kFixedPointRounds && nf > 0; ++iter) {
     run_compute();
     flows.assign(nf, TimedFlow{});
@@ -286,7 +287,7 @@ Followed follow(const hardware::Profile& prof, const schedule::CommPlan& plan, c
       start[f] = std::max(flows[f].release_s,
                           sends[f].after >= 0 ? finish[sends[f].after] + c.copy_issue : 0.0);
     // The windows in which each rank's copy engines move data, merged.
-    std::vector<std::vector<hardware::Window>> raw(p);
+    for (std::vector<hardware::Window>& r : raw) r.clear();
     for (std::size_t f = 0; f < nf; ++f)
       raw[sends[f].from].push_back(hardware::Window{start[f], finish[f]});
     for (int v = 0; v < p; ++v) {
