@@ -337,6 +337,41 @@ TEST(IncrementalSharing, RunsResumedFromThePreviousRunMatchFreshRuns) {
   EXPECT_EQ(runs, 720);
 }
 
+// Two fixed points of the same size but other chains, their rounds in pairs (A, A', B, B', A'',
+// ...): a resumed run keeps the waiting lists of the run it resumes, so these must never be
+// those of the other set's run, nor of a run the memo answered in between.
+TEST(IncrementalSharing, RunsResumedAfterOtherShapesMatchFreshRuns) {
+  Result<hardware::Profile> machine = hardware::make_preset("a6000x8");
+  ASSERT_TRUE(machine.ok());
+  const hardware::Profile& p = machine.value();
+  std::mt19937 rng(11);
+  int runs = 0, resumable_pairs = 0;
+  Caches caches;
+  for (int trial = 0; trial < 20; ++trial) {
+    const int n = 4 + trial * 3;
+    std::vector<TimedFlow> sets[2] = {random_timed_flows(rng, p.gpu_count(), n),
+                                      random_timed_flows(rng, p.gpu_count(), n)};
+    for (int round = 0; round < 12; ++round) {
+      std::vector<TimedFlow>& flows = sets[(round / 2) % 2];
+      if (round % 2 == 1) {
+        // The second of a pair: a late flow later, which the first run's trace can resume.
+        flows[flows.size() - 1 - rng() % 2].release_s += 3e-6;
+        ++resumable_pairs;
+      }
+      const std::vector<double> want = reference_released(p, flows);
+      const bool memoise = rng() % 3 == 0;
+      const std::vector<double> got = run_released_flows(p, flows, caches, memoise);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(bits(got[i]), bits(want[i]))
+            << "trial " << trial << " round " << round << " flow " << i;
+      ++runs;
+    }
+  }
+  EXPECT_EQ(runs, 240);
+  EXPECT_EQ(resumable_pairs, 120);
+}
+
 TEST(IncrementalSharing, MemoTellsInputsOneBitApart) {
   const hardware::Profile p = uniform_switch(4, 10e9, 1e-6);
   std::vector<TimedFlow> flows{{0, 3, 1e6, 0.0}, {1, 3, 1e6, 50e-6}, {2, 3, 2e6, 0.0, 0, 2e-6}};
