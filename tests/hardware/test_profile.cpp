@@ -122,6 +122,8 @@ TEST(ProfileJson, DoublesSurviveTheRoundTrip) {
     p.overheads.kernel_launch_s = 0.1 + 0.2;
     p.interference.gemm_slowdown_sm_copy = 1.0 + 1e-15;
     p.calibration.gemm_efficiency = 1.0 / 3.0;
+    p.calibration.fused_gemm_overhead = 1.0 + 1.0 / 7.0;
+    p.calibration.fused_slowdown_copy_engine = mantissa(rng);
     p.calibration.gemm.push_back(GemmSample{DType::fp16, 8192, 4096, 1024, mantissa(rng) * 1e-4});
     auto back = profile_from_json(profile_to_json(p));
     ASSERT_TRUE(back.ok()) << back.error().message;
@@ -266,6 +268,22 @@ TEST(ProfileValidation, ErrorsNameTheField) {
          j["calibration"] = json{{"gemm_efficiency", 1.5}};
        },
        "my.json: calibration.gemm_efficiency: must be in (0, 1], got 1.5"},
+      {[](json& j) {
+         j["calibration"] = json{{"fused_gemm_overhead", 0}};
+       },
+       "my.json: calibration.fused_gemm_overhead: must be positive, got 0"},
+      {[](json& j) {
+         j["calibration"] = json{{"fused_gemm_overhead", 1000}};
+       },
+       "my.json: calibration.fused_gemm_overhead: must be in [0.01, 100], got 1000"},
+      {[](json& j) {
+         j["calibration"] = json{{"fused_slowdown_copy_engine", 0.5}};
+       },
+       "my.json: calibration.fused_slowdown_copy_engine: must be >= 1, got 0.5"},
+      {[](json& j) {
+         j["calibration"] = json{{"fused_slowdown_copy_engine", "fast"}};
+       },
+       "my.json: calibration.fused_slowdown_copy_engine: wrong type: expected a number, got string"},
       {[](json& j) {
          j["calibration"] = json{{"copy_bandwidth_bytes_per_s", 0}};
        },

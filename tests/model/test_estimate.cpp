@@ -104,6 +104,39 @@ TEST(Estimate, FusedGemmIsSlowedOnlyWhileCommunicationRuns) {
   EXPECT_GT(ring.interference_s, 0.0);
 }
 
+// A calibrated fused kernel (compass calibrate --backend cuda) replaces the assumptions: its
+// time against cuBLASLt scales every fused chunk, and its slowdown beside copies replaces the
+// GEMM's. Strategies without a fused kernel do not change.
+TEST(Estimate, MeasuredFusedKernelCostsReplaceTheAssumedOnes) {
+  hardware::Profile p = uniform_switch(8, 1000e9, 1e-6, /*sms=*/108);
+  const auto op = op_of(OpKind::ag_gemm, 2048, 8192, 3328, 8);
+  const schedule::CommPlan plan = schedule::default_comm_plan(8);
+  const Strategy ring_s{StrategyKind::fuse_ring, 0}, seq_s{StrategyKind::sequential, 0};
+  const Estimate ring = *estimate(p, op, ring_s, plan);
+  const Estimate seq = *estimate(p, op, seq_s, plan);
+  p.calibration.fused_gemm_overhead = 1.25;
+  const Estimate slow_ring = *estimate(p, op, ring_s, plan);
+  EXPECT_NEAR(slow_ring.compute_s, 1.25 * ring.compute_s, 1e-12);
+  EXPECT_GT(slow_ring.total_s, ring.total_s);
+  EXPECT_NEAR(estimate(p, op, seq_s, plan)->total_s, seq.total_s, 1e-15);
+
+  // The by-hand case of FusedGemmIsSlowedOnlyWhileCommunicationRuns, with the factor 2 now
+  // measured for the fused kernel while the GEMM's own factor says 1.
+  hardware::Profile q = uniform_switch(2, 100e9, 1e-6, /*sms=*/1);
+  q.interference.gemm_slowdown_copy_engine = 1.0;
+  q.interference.comm_slowdown_beside_gemm = 1.0;
+  const auto op2 = op_of(OpKind::ag_gemm, 1024, 512, 448, 2);
+  const schedule::CommPlan plan2 = schedule::default_comm_plan(2);
+  const Estimate unslowed = *estimate(q, op2, ring_s, plan2);
+  EXPECT_NEAR(unslowed.interference_s, 0.0, 1e-15);
+  q.calibration.fused_slowdown_copy_engine = 2.0;
+  const Estimate slowed = *estimate(q, op2, ring_s, plan2);
+  const double w = gemm_compute_s(q, 1024, 256, 448, DType::bf16) / 2;
+  const double comm_end = 2e-6 + 512.0 * 448 * 2 / 100e9 + 3e-6;
+  const double launch = 5e-6, flag = 1e-6;
+  EXPECT_NEAR(slowed.total_s, comm_end + (w - (comm_end - launch) / 2.0) + flag + w, 1e-12);
+}
+
 TEST(Estimate, BreakdownSumsOnPreset) {
   const hardware::Profile p = *hardware::make_preset("a6000x8");
   const schedule::CommPlan plan = *schedule::comm_plan_for(p, {0, 1, 2, 3, 4, 5, 6, 7});

@@ -95,6 +95,12 @@ std::map<std::string, std::vector<Row>> check_against(const ModelKnobs& knobs,
   // NVSwitch, staged; 1 to 4 copy engines).
   for (std::uint64_t seed : {3u, 11u, 29u, 47u})
     compare(fmt::format("random{}", seed), hardware::random_topology(seed, 8), knobs, rows);
+  // A machine whose fused kernel was measured (Calibration::fused_gemm_overhead and
+  // fused_slowdown_copy_engine): both sides must read the measured factors.
+  hardware::Profile calibrated = *hardware::make_preset("a6000x8");
+  calibrated.calibration.fused_gemm_overhead = 1.2;
+  calibrated.calibration.fused_slowdown_copy_engine = 1.3;
+  compare("a6000x8+fused-calibrated", calibrated, knobs, rows);
   EXPECT_EQ(rows.size(), bounds.size());
   for (auto& [strategy, list] : rows) {
     std::vector<double> rel;

@@ -50,6 +50,13 @@ void print_table(std::FILE* out, const backends::cuda::CalibrationResult& c,
   fmt::print(out, "  {:<34} {}\n", "GEMM beside an SM copy kernel",
              format_ratio(c.gemm_slowdown_sm_copy));
   fmt::print(out, "  {:<34} {}\n", "copy beside a GEMM", format_ratio(c.comm_slowdown_beside_gemm));
+  if (c.fused_gemm_overhead) {
+    fmt::print(out, "  {:<34} {}\n", "fused kernel / cuBLASLt", format_ratio(*c.fused_gemm_overhead));
+  }
+  if (c.fused_slowdown_copy_engine) {
+    fmt::print(out, "  {:<34} {}\n", "fused kernel beside copies",
+               format_ratio(*c.fused_slowdown_copy_engine));
+  }
   for (const auto& n : c.notes) fmt::print(out, "  note: {}\n", n);
   fmt::print(out, "wrote {}\n", path);
 }
@@ -72,6 +79,12 @@ nlohmann::ordered_json to_json(const backends::cuda::CalibrationResult& c, const
   j["gemm_slowdown_copy_engine"] = c.gemm_slowdown_copy_engine;
   j["gemm_slowdown_sm_copy"] = c.gemm_slowdown_sm_copy;
   j["comm_slowdown_beside_gemm"] = c.comm_slowdown_beside_gemm;
+  j["fused_kernel"] = c.fused_kernel.empty() ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(c.fused_kernel);
+  j["fused_gemm_overhead"] =
+      c.fused_gemm_overhead ? nlohmann::ordered_json(*c.fused_gemm_overhead) : nullptr;
+  j["fused_slowdown_copy_engine"] =
+      c.fused_slowdown_copy_engine ? nlohmann::ordered_json(*c.fused_slowdown_copy_engine) : nullptr;
   auto gemm = nlohmann::ordered_json::array();
   for (const auto& g : c.gemm) {
     gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"time_s", g.time_s},

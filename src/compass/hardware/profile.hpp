@@ -103,6 +103,12 @@ struct Calibration {
   std::vector<GemmSample> gemm;                  ///< GEMM time table
   std::optional<double> copy_bandwidth_bytes_per_s;  ///< measured device-to-device copy
   std::optional<double> gemm_efficiency;         ///< fraction of peak a large GEMM reaches
+  /// The fused GEMM kernel's time / cuBLASLt's on the same GEMM with every arrival flag already
+  /// set: what fusing costs (or saves) in the GEMM itself. Absent: 1.
+  std::optional<double> fused_gemm_overhead;
+  /// The fused kernel's time beside copy-engine copies / alone (>= 1). Absent: the GEMM's
+  /// `Interference::gemm_slowdown_copy_engine`.
+  std::optional<double> fused_slowdown_copy_engine;
   std::string source;                            ///< how and where it was measured
   bool operator==(const Calibration&) const = default;
 };

@@ -162,6 +162,7 @@ constexpr double kMaxMemoryBytes = 1e16;
 constexpr double kMaxLatency = 1.0;          // s, per link
 constexpr double kMaxOverhead = 1.0;         // s, per launch
 constexpr double kMaxSlowdown = 100.0;       // interference factors
+constexpr double kMinFusedOverhead = 0.01;   // fused kernel / cuBLASLt time
 constexpr double kMaxSampleTime = 1e6;       // s, a calibration GEMM
 constexpr std::int64_t kMaxSampleDim = std::int64_t{1} << 24;
 constexpr int kMaxSms = 1 << 16;
@@ -370,6 +371,13 @@ Status validate_graph(const Profile& p, ErrorSink& sink, const FilePositions& at
         sink.failed(make_error("calibration.gemm_efficiency: must be in (0, 1], got {}", e)))
       return sink.status();
   }
+  if (c.fused_gemm_overhead &&
+      sink.failed(in_range("calibration.fused_gemm_overhead", *c.fused_gemm_overhead,
+                           kMinFusedOverhead, kMaxSlowdown)))
+    return sink.status();
+  if (c.fused_slowdown_copy_engine &&
+      sink.failed(slowdown("calibration.fused_slowdown_copy_engine", *c.fused_slowdown_copy_engine)))
+    return sink.status();
   return sink.status();
 }
 
@@ -653,6 +661,14 @@ Status parse_calibration(const json& j, Calibration& c) {
     COMPASS_TRY(r.number("gemm_efficiency", v, true));
     c.gemm_efficiency = v;
   }
+  for (auto [key, field] : {std::pair{"fused_gemm_overhead", &c.fused_gemm_overhead},
+                            std::pair{"fused_slowdown_copy_engine", &c.fused_slowdown_copy_engine}}) {
+    COMPASS_ASSIGN(const json* member, r.member(key, false));
+    if (member) {
+      COMPASS_TRY(r.number(key, v, true));
+      *field = v;
+    }
+  }
   COMPASS_TRY(r.str("source", c.source, false));
   return r.finish();
 }
@@ -907,6 +923,10 @@ ojson to_ordered_json(const Profile& p) {
   if (p.calibration.copy_bandwidth_bytes_per_s)
     cal["copy_bandwidth_bytes_per_s"] = *p.calibration.copy_bandwidth_bytes_per_s;
   if (p.calibration.gemm_efficiency) cal["gemm_efficiency"] = *p.calibration.gemm_efficiency;
+  if (p.calibration.fused_gemm_overhead)
+    cal["fused_gemm_overhead"] = *p.calibration.fused_gemm_overhead;
+  if (p.calibration.fused_slowdown_copy_engine)
+    cal["fused_slowdown_copy_engine"] = *p.calibration.fused_slowdown_copy_engine;
   cal["source"] = p.calibration.source;
   j["calibration"] = std::move(cal);
   j["notes"] = p.notes;

@@ -29,8 +29,9 @@ double transfer_issue_s(const Profile& p, bool fused, int step) {
 
 double gemm_slowdown(const Profile& p, bool fused, int ranks) {
   if (ranks <= 1) return 1.0;
-  return std::max(1.0, fused ? p.interference.gemm_slowdown_copy_engine
-                             : p.interference.gemm_slowdown_sm_copy);
+  if (!fused) return std::max(1.0, p.interference.gemm_slowdown_sm_copy);
+  return std::max(1.0, p.calibration.fused_slowdown_copy_engine.value_or(
+                           p.interference.gemm_slowdown_copy_engine));
 }
 
 double slowed_end(double start, double work, std::span<const Window> busy, double factor) {
@@ -54,7 +55,8 @@ double slowed_end(double start, double work, std::span<const Window> busy, doubl
 double fused_chunk_compute_s(const Profile& p, std::int64_t rows, std::int64_t total_rows,
                              std::int64_t n, std::int64_t k, DType dtype, int gpu) {
   if (rows <= 0 || total_rows <= 0) return 0.0;
-  return gemm_compute_s(p, total_rows, n, k, dtype, gpu) * static_cast<double>(rows) /
+  return gemm_compute_s(p, total_rows, n, k, dtype, gpu) *
+         p.calibration.fused_gemm_overhead.value_or(1.0) * static_cast<double>(rows) /
          static_cast<double>(total_rows);
 }
 

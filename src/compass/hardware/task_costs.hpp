@@ -30,8 +30,9 @@ double copy_issue_s(const Profile& p);
 double transfer_issue_s(const Profile& p, bool fused, int step);
 
 /// The factor by which a GEMM runs slower while its rank moves data: fused strategies move it on
-/// copy engines (`gemm_slowdown_copy_engine`); sequential and decompose stand for NCCL
-/// collectives, kernels on SMs (`gemm_slowdown_sm_copy`). 1 for a single rank.
+/// copy engines (the measured `Calibration::fused_slowdown_copy_engine` of the fused kernel, else
+/// `gemm_slowdown_copy_engine`); sequential and decompose stand for NCCL collectives, kernels
+/// on SMs (`gemm_slowdown_sm_copy`). 1 for a single rank.
 double gemm_slowdown(const Profile& p, bool fused, int ranks);
 
 /// A time interval [from, until).
@@ -48,7 +49,8 @@ double slowed_end(double start, double work, std::span<const Window> busy, doubl
 /// The work of a chunk of `rows` rows inside a fused kernel whose chunks add up to `total_rows`
 /// rows of one [total_rows, k] x [k, n] GEMM: a fused kernel schedules output tiles, not one
 /// GEMM per chunk, so its chunks share one GEMM's waves in proportion to their rows (a chunk is
-/// gated by its arrival, not rounded up to waves of its own).
+/// gated by its arrival, not rounded up to waves of its own), times the fused kernel's measured
+/// cost against cuBLASLt (`Calibration::fused_gemm_overhead`, 1 when not measured).
 double fused_chunk_compute_s(const Profile& p, std::int64_t rows, std::int64_t total_rows,
                              std::int64_t n, std::int64_t k, DType dtype, int gpu = 0);
 

@@ -300,6 +300,22 @@ TEST(CudaCalibration, ApplyWritesCalibrationOverheadsAndInterference) {
   EXPECT_DOUBLE_EQ(p.interference.gemm_slowdown_sm_copy, 1.0);
   EXPECT_DOUBLE_EQ(p.interference.comm_slowdown_beside_gemm, 1.2);
   EXPECT_EQ(p.name, "h200x1");
+  // The fused kernel was not measured: the profile keeps no fused factors.
+  EXPECT_FALSE(p.calibration.fused_gemm_overhead.has_value());
+  EXPECT_FALSE(p.calibration.fused_slowdown_copy_engine.has_value());
+  CalibrationResult fused = c;
+  fused.fused_gemm_overhead = 1.04;
+  fused.fused_slowdown_copy_engine = 0.99;  // noise below 1 is clamped
+  const hardware::Profile f = apply_calibration(base, fused);
+  ASSERT_TRUE(f.calibration.fused_gemm_overhead.has_value());
+  EXPECT_DOUBLE_EQ(*f.calibration.fused_gemm_overhead, 1.04);
+  ASSERT_TRUE(f.calibration.fused_slowdown_copy_engine.has_value());
+  EXPECT_DOUBLE_EQ(*f.calibration.fused_slowdown_copy_engine, 1.0);
+  // Recalibrating a profile whose fused kernel was measured, where it now cannot be: the old
+  // factors do not survive.
+  const hardware::Profile again = apply_calibration(f, c);
+  EXPECT_FALSE(again.calibration.fused_gemm_overhead.has_value());
+  EXPECT_FALSE(again.calibration.fused_slowdown_copy_engine.has_value());
 
   c.collective_launch_s = 12e-6;
   c.peer_bandwidth_bytes_per_s = 400e9;

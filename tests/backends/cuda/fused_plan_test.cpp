@@ -381,6 +381,18 @@ TEST(FusedRequest, ChecksNeedNoGpu) {
   bad = o;
   bad.timeout_s = 0;
   EXPECT_FALSE(check_fused_request(bad).ok());
+  // Copies beside the kernel: only for an AG-GEMM whose flags are preset.
+  auto beside = o;
+  beside.beside_copies = true;
+  EXPECT_TRUE(check_fused_request(beside).ok());
+  beside.release = FusedRelease::late_scrambled;
+  EXPECT_FALSE(check_fused_request(beside).ok());
+  beside = o;
+  beside.beside_copies = true;
+  beside.kind = workload::OpKind::gemm_rs;
+  auto st2 = check_fused_request(beside);
+  ASSERT_FALSE(st2.ok());
+  EXPECT_NE(st2.error().message.find("beside_copies"), std::string::npos);
 }
 
 // One choice for both kinds: sm90 on sm_90 GPUs when built, else sm80 from compute

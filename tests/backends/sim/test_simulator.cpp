@@ -120,6 +120,32 @@ TEST(Simulator, ModelAndSimulatorAgreeOnDecomposeWithoutSharing) {
   }
 }
 
+// A measured fused kernel (calibration.fused_gemm_overhead, fused_slowdown_copy_engine) prices
+// the fused strategies' GEMMs in the simulator as in the model; sequential does not use them.
+TEST(Simulator, FusedKernelCalibrationPricesFusedGemmsOnly) {
+  hardware::Profile p = testing::star_profile(2, kBw, kLat);
+  const schedule::CommPlan plan = *schedule::comm_plan_for(p, {0, 1});
+  workload::OperatorSpec op;
+  op.kind = workload::OpKind::ag_gemm;
+  op.m = 4096;
+  op.n = 4096;
+  op.k = 4096;
+  op.tp = 2;
+  const schedule::Strategy ring{schedule::StrategyKind::fuse_ring, 0};
+  const schedule::Strategy seq{schedule::StrategyKind::sequential, 0};
+  const schedule::Schedule fused = *schedule::generate(op, ring, plan);
+  const schedule::Schedule plain = *schedule::generate(op, seq, plan);
+  const double fused_before = run(p, fused).total_s;
+  const double plain_before = run(p, plain).total_s;
+  p.calibration.fused_gemm_overhead = 1.3;
+  p.calibration.fused_slowdown_copy_engine = 1.4;
+  const double fused_after = run(p, fused).total_s;
+  EXPECT_GT(fused_after, fused_before * 1.05);
+  EXPECT_NEAR(run(p, plain).total_s, plain_before, 1e-12 * plain_before);
+  const double model = model::estimate(p, op, ring, plan)->total_s;
+  EXPECT_NEAR(model, fused_after, 0.005 * fused_after);
+}
+
 // Property on random machines of every family (p2p-off staging, NVSwitch, PCIe trees with
 // NVLink bridges): a transfer alone takes its issue, its route's latency and its bytes at the
 // route's bottleneck, in the simulator as in the model.

@@ -230,6 +230,10 @@ hardware::Profile apply_calibration(hardware::Profile base, const CalibrationRes
   base.interference.gemm_slowdown_copy_engine = std::max(1.0, c.gemm_slowdown_copy_engine);
   base.interference.gemm_slowdown_sm_copy = std::max(1.0, c.gemm_slowdown_sm_copy);
   base.interference.comm_slowdown_beside_gemm = std::max(1.0, c.comm_slowdown_beside_gemm);
+  cal.fused_gemm_overhead = c.fused_gemm_overhead;
+  cal.fused_slowdown_copy_engine.reset();
+  if (c.fused_slowdown_copy_engine)
+    cal.fused_slowdown_copy_engine = std::max(1.0, *c.fused_slowdown_copy_engine);
   base.notes.push_back(fmt::format("calibrated: {}; best BF16 GEMM {:.1f} TFLOP/s; device copy "
                                    "{:.1f} GB/s",
                                    c.device, c.best_bf16_flops / 1e12,

@@ -169,6 +169,12 @@ struct CalibrationResult {
   double gemm_slowdown_copy_engine = 1; ///< GEMM time beside copy-engine copies / alone
   double gemm_slowdown_sm_copy = 1;     ///< GEMM time beside an SM copy kernel / alone
   double comm_slowdown_beside_gemm = 1; ///< copy time beside a GEMM / alone
+  /// The fused AG-GEMM kernel (every flag preset) against cuBLASLt on the same square GEMM:
+  /// fused time / cuBLASLt time, and fused time beside copy-engine copies / alone. Absent when
+  /// the fused kernels are not built or cannot run on the device (a note says why).
+  std::optional<double> fused_gemm_overhead;
+  std::optional<double> fused_slowdown_copy_engine;
+  std::string fused_kernel;             ///< the fused kernel measured (its label)
   double elapsed_s = 0;                 ///< wall time of the calibration
   std::vector<std::string> notes;       ///< what was skipped and why
 };
@@ -177,7 +183,8 @@ struct CalibrationResult {
 Result<CalibrationResult> calibrate(const CalibrateOptions& options);
 
 /// Writes a calibration into a copy of `base`: Calibration (GEMM table, copy bandwidth,
-/// efficiency against the base's BF16 peak when known, source), Overheads, Interference;
+/// efficiency against the base's BF16 peak when known, the fused kernel's overhead and
+/// slowdown beside copies when measured, source), Overheads, Interference;
 /// the peer bandwidth and anything without a Profile field go into notes.
 hardware::Profile apply_calibration(hardware::Profile base, const CalibrationResult& c);
 

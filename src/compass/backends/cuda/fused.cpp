@@ -55,6 +55,8 @@ Status check_fused_request(const FusedCheckOptions& o) {
     return make_error("fused check: kernel '{}' is not one of: auto, sm90, sm80", o.kernel);
   if (!ag && o.release == FusedRelease::late_scrambled)
     return make_error("fused check: release {} applies to ag_gemm only", to_string(o.release));
+  if (o.beside_copies && (!ag || o.release != FusedRelease::preset))
+    return make_error("fused check: beside_copies needs ag_gemm with preset flags");
   if (o.repeat < 1) return make_error("fused check: repeat must be >= 1, got {}", o.repeat);
   if (o.warmup < 0) return make_error("fused check: warmup must be >= 0, got {}", o.warmup);
   if (!(o.timeout_s > 0)) return make_error("fused check: timeout must be > 0 s");

@@ -55,6 +55,9 @@ struct FusedCheckOptions {
   /// owner of the last chunk waits for one tile more than the ranks store: the timed counter
   /// wait must end in the timeout error).
   FusedRelease release = FusedRelease::preset;
+  /// AG with preset flags only: another stream keeps device-to-device copies running through
+  /// every timed kernel (the kernel's speed beside copy-engine traffic).
+  bool beside_copies = false;
   std::string kernel = "auto";  ///< auto, sm90 or sm80
   int repeat = 5;
   int warmup = 1;
@@ -80,8 +83,8 @@ struct FusedCheckReport {
 
 /// The checks that need no GPU: shapes >= 1, n and k (RS: k / ranks) multiples of 8, M >= ranks,
 /// 1 <= ranks <= 64, an order that is a permutation of 0..ranks-1, bf16/fp16, a known kernel,
-/// repeat >= 1, warmup >= 0, timeout > 0, and for gemm_rs k divisible by ranks and release
-/// preset or never.
+/// repeat >= 1, warmup >= 0, timeout > 0, for gemm_rs k divisible by ranks and release
+/// preset or never, and beside_copies only for ag_gemm with preset flags.
 Status check_fused_request(const FusedCheckOptions& o);
 
 /// Runs the standalone check on GPU 0. Errors: no GPU, kernels not built, a kernel that does

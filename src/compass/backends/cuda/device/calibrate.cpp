@@ -413,6 +413,48 @@ Status measure_interference(Bench& bench, const OperandCapacity& cap, double gem
   return Status::success();
 }
 
+// The fused AG-GEMM kernel with every flag preset against cuBLASLt on one square GEMM (its
+// overhead), then beside copy-engine copies (its slowdown). The standalone check
+// (fused_check) runs on GPU 0 and verifies the result against cuBLASLt; where the kernels are
+// not built, the GPU cannot run them or the result is wrong, a note says so and the profile
+// keeps its defaults.
+void measure_fused(int device, bool quick, CalibrationResult& out) {
+  if (device != 0) {
+    out.notes.push_back("fused kernel not measured: the standalone fused check runs on GPU 0");
+    return;
+  }
+  FusedCheckOptions f;
+  f.kind = workload::OpKind::ag_gemm;
+  f.m = f.n = f.k = quick ? 4096 : 8192;
+  f.ranks = 8;
+  f.repeat = quick ? 5 : 20;
+  f.warmup = 2;
+  Result<FusedCheckReport> alone = device::fused_check(f);
+  if (!alone.ok()) {
+    out.notes.push_back("fused kernel not measured: " + alone.error().message);
+    return;
+  }
+  if (!alone->passed() || !(alone->reference_median_s > 0)) {
+    out.notes.push_back(fmt::format(
+        "fused kernel not measured: its result differs from cuBLASLt (error {:.3g}, {} NaN)",
+        alone->max_rel_error, alone->nan_count));
+    return;
+  }
+  out.fused_kernel = alone->kernel;
+  out.fused_gemm_overhead = alone->median_s / alone->reference_median_s;
+  f.beside_copies = true;
+  Result<FusedCheckReport> beside = device::fused_check(f);
+  if (!beside.ok() || !beside->passed()) {
+    out.notes.push_back("fused kernel beside copies not measured: " +
+                        (beside.ok() ? std::string("its result differs from cuBLASLt")
+                                     : beside.error().message));
+    return;
+  }
+  out.fused_slowdown_copy_engine = beside->median_s / alone->median_s;
+  out.notes.push_back(fmt::format("fused kernel {} on {}^3 BF16, {} chunks, flags preset",
+                                  alone->kernel, f.m, f.ranks));
+}
+
 }  // namespace
 
 Result<CalibrationResult> calibrate(const CalibrateOptions& options) {
@@ -449,6 +491,8 @@ Result<CalibrationResult> calibrate(const CalibrateOptions& options) {
 
   COMPASS_TRY(measure_launch_overheads(bench, ndev, options.quick, out));
   COMPASS_TRY(measure_interference(bench, cap, gemm_target_s, copy_s, options.quick, out));
+  measure_fused(options.device, options.quick, out);
+  COMPASS_CUDA(cudaSetDevice(bench.device), "calibration");
   out.notes.push_back(
       fmt::format("SM copy interference probe: {} blocks x 512 threads copying "
                   "{} MiB",

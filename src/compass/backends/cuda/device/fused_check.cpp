@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -279,6 +280,41 @@ struct AgStreams {
   Event kernel_done, poisoned;
 };
 
+// Device-to-device copies on their own stream, enqueued so that they outlast the kernel that is
+// launched next (the kernel's speed beside copy-engine traffic).
+struct BackgroundCopies {
+  DeviceMemory src, dst;
+  std::int64_t bytes = 0;
+  double copy_s = 0;  ///< one copy alone
+  Stream stream;
+};
+
+Result<BackgroundCopies> background_copies(std::int64_t bytes) {
+  BackgroundCopies bg;
+  bg.bytes = bytes;
+  COMPASS_ASSIGN(bg.src, alloc(bytes, "the background copy source"));
+  COMPASS_ASSIGN(bg.dst, alloc(bytes, "the background copy destination"));
+  COMPASS_ASSIGN(bg.stream, Stream::create(0, 0));
+  COMPASS_ASSIGN(std::vector<double> t, time_loop(1, 3, bg.stream.get(), [&](int) -> Status {
+                   COMPASS_CUDA(cudaMemcpyAsync(bg.dst.get(), bg.src.get(),
+                                                static_cast<std::size_t>(bytes),
+                                                cudaMemcpyDeviceToDevice, bg.stream.get()),
+                                "the background copy");
+                   return Status::success();
+                 }));
+  bg.copy_s = median_of(t);
+  return bg;
+}
+
+Status enqueue_copies(const BackgroundCopies& bg, double duration_s) {
+  const int copies = static_cast<int>(std::ceil(duration_s / std::max(bg.copy_s, 1e-6))) + 1;
+  for (int i = 0; i < copies; ++i)
+    COMPASS_CUDA(cudaMemcpyAsync(bg.dst.get(), bg.src.get(), static_cast<std::size_t>(bg.bytes),
+                                 cudaMemcpyDeviceToDevice, bg.stream.get()),
+                 "the background copy");
+  return Status::success();
+}
+
 Status poison_gathered_input(const AgBuffers& buf, std::int64_t bytes, const AgStreams& st) {
   COMPASS_CUDA(cudaStreamWaitEvent(st.copy.get(), st.kernel_done.get(), 0), "the release stream");
   COMPASS_CUDA(cudaMemsetAsync(buf.a.get(), 0xff, static_cast<std::size_t>(bytes), st.copy.get()),
@@ -342,10 +378,16 @@ Result<FusedCheckReport> run_ag(const FusedCheckOptions& o, const std::string& k
   COMPASS_CUDA(cudaEventRecord(st.kernel_done.get(), st.compute.get()), "setup");
 
   const bool released = o.release != FusedRelease::preset;
+  std::optional<BackgroundCopies> bg;
+  if (o.beside_copies) {
+    COMPASS_ASSIGN(bg, background_copies(std::int64_t{256} << 20));
+  }
   auto iteration = [&](int i) -> Status {
     const auto epoch = static_cast<std::uint32_t>(i + 1);
     args.wait.target = ag_flag_target(epoch);
     if (released) COMPASS_TRY(poison_gathered_input(buf, m * k * es, st));
+    // Enough copies to outlast the kernel by a margin (it runs about as long as cuBLASLt).
+    if (bg) COMPASS_TRY(enqueue_copies(*bg, 1.5 * rep.reference_median_s + 1e-3));
     COMPASS_CUDA(launch(st.compute.get()), fmt::format("the fused AG-GEMM ({})", kernel));
     COMPASS_CUDA(cudaEventRecord(st.kernel_done.get(), st.compute.get()), "the kernel stream");
     if (released) COMPASS_TRY(release_pieces(rel, pieces, buf, k * es, st.copy.get(), epoch));
@@ -361,6 +403,7 @@ Result<FusedCheckReport> run_ag(const FusedCheckOptions& o, const std::string& k
   rep.times_s = *times;
   rep.median_s = median_of(rep.times_s);
   COMPASS_CUDA(cudaStreamSynchronize(st.copy.get()), "the release stream");
+  if (bg) COMPASS_CUDA(cudaStreamSynchronize(bg->stream.get()), "the background copies");
   Compare c;
   COMPASS_TRY(compare_into(c, buf.d.get(), elem_of(o.dtype),
                            static_cast<const float*>(buf.ref32.get()), m, n, n, st.compute.get()));
