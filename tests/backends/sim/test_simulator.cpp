@@ -125,12 +125,8 @@ TEST(Simulator, ModelAndSimulatorAgreeOnDecomposeWithoutSharing) {
 TEST(Simulator, FusedKernelCalibrationPricesFusedGemmsOnly) {
   hardware::Profile p = testing::star_profile(2, kBw, kLat);
   const schedule::CommPlan plan = *schedule::comm_plan_for(p, {0, 1});
-  workload::OperatorSpec op;
-  op.kind = workload::OpKind::ag_gemm;
-  op.m = 4096;
-  op.n = 4096;
-  op.k = 4096;
-  op.tp = 2;
+  const workload::OperatorSpec op{
+      .kind = workload::OpKind::ag_gemm, .m = 4096, .n = 4096, .k = 4096, .tp = 2};
   const schedule::Strategy ring{schedule::StrategyKind::fuse_ring, 0};
   const schedule::Strategy seq{schedule::StrategyKind::sequential, 0};
   const schedule::Schedule fused = *schedule::generate(op, ring, plan);
