@@ -137,8 +137,8 @@ void IncrementalMaxmin::reset(const std::vector<double>& cap, const FlatPaths& p
   dirty_dirs_.clear();
   rate_.assign(nf, 0.0);
   is_active_.assign(nf, 0);
-  seen_flow_.assign(nf, 0);
-  seen_dir_.assign(cap.size(), 0);
+  seen_flow_.assign(nf, 0u);
+  seen_dir_.assign(cap.size(), 0u);
   if (users_.size() < cap.size()) users_.resize(cap.size());
   for (std::vector<int>& u : users_) u.clear();
   // Remembered rates hold for these capacities only (bit for bit); bounded.
@@ -171,8 +171,10 @@ void IncrementalMaxmin::remove(int f) {
   active_.erase(std::lower_bound(active_.begin(), active_.end(), f));
   is_active_[f] = 0;
   for (int i = paths_->offset[f]; i < paths_->offset[f + 1]; ++i) {
+    // A direction's users in any order: rates() sorts every component it walks.
     std::vector<int>& u = users_[paths_->dirs[i]];
-    u.erase(std::find(u.begin(), u.end(), f));
+    *std::find(u.begin(), u.end(), f) = u.back();
+    u.pop_back();
     // The flows it shared this direction with must be re-shared.
     dirty_dirs_.push_back(paths_->dirs[i]);
   }
@@ -182,28 +184,31 @@ const std::vector<double>& IncrementalMaxmin::rates() {
   const FlatPaths& paths = *paths_;
   for (int d : dirty_dirs_)
     for (int g : users_[d]) seeds_.push_back(g);
+  if (++epoch_ == 0) {  // the marks wrapped around: clear them
+    std::fill(seen_flow_.begin(), seen_flow_.end(), 0u);
+    std::fill(seen_dir_.begin(), seen_dir_.end(), 0u);
+    epoch_ = 1;
+  }
   // The component of every seed (flows joined by shared directions), found by a walk over the
   // directions' users, then re-shared on its own; components without a seed keep their rates.
   for (int s : seeds_) {
-    if (!is_active_[s] || seen_flow_[s]) continue;
+    if (!is_active_[s] || seen_flow_[s] == epoch_) continue;
     component_.assign(1, s);
-    seen_flow_[s] = 1;
+    seen_flow_[s] = epoch_;
     for (std::size_t k = 0; k < component_.size(); ++k) {
       const int f = component_[k];
       for (int i = paths.offset[f]; i < paths.offset[f + 1]; ++i) {
         const int d = paths.dirs[i];
-        if (seen_dir_[d]) continue;
-        seen_dir_[d] = 1;
-        seen_dirs_.push_back(d);
+        if (seen_dir_[d] == epoch_) continue;
+        seen_dir_[d] = epoch_;
         for (int g : users_[d])
-          if (!seen_flow_[g]) {
-            seen_flow_[g] = 1;
+          if (seen_flow_[g] != epoch_) {
+            seen_flow_[g] = epoch_;
             component_.push_back(g);
           }
       }
     }
     std::sort(component_.begin(), component_.end());
-    seen_all_.insert(seen_all_.end(), component_.begin(), component_.end());
     if (component_.size() == 1) {  // maxmin_of's own shortcut is cheaper than the memo
       maxmin_of(*cap_, paths, component_, rate_, ws_);
       continue;
@@ -227,10 +232,6 @@ const std::vector<double>& IncrementalMaxmin::rates() {
     std::vector<double>& remembered = memo_[memo_key_];
     for (int f : component_) remembered.push_back(rate_[f]);
   }
-  for (int f : seen_all_) seen_flow_[f] = 0;
-  for (int d : seen_dirs_) seen_dir_[d] = 0;
-  seen_all_.clear();
-  seen_dirs_.clear();
   seeds_.clear();
   dirty_dirs_.clear();
   return rate_;

@@ -126,8 +126,11 @@ class IncrementalMaxmin {
   std::vector<double> rate_;
   std::vector<std::vector<int>> users_;  // active flows crossing each direction
   std::vector<int> seeds_, dirty_dirs_;  // what changed since the last rates()
-  std::vector<int> component_, seen_all_, seen_dirs_;
-  std::vector<char> is_active_, seen_flow_, seen_dir_;
+  std::vector<int> component_;
+  std::vector<char> is_active_;
+  // Marks of the flows and directions a rates() call has walked: equal to its epoch_.
+  std::vector<unsigned> seen_flow_, seen_dir_;
+  unsigned epoch_ = 0;
   MaxminWorkspace ws_;
   // Component rates by direction lists ([count, dirs...] per flow) under memo_cap_.
   struct KeyHash {
