@@ -431,9 +431,11 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
     const std::size_t b = ws.paths.dirs.size();
     if (f.after >= 0 && flows[f.after].src == f.src && flows[f.after].dst == f.dst) {
       // Same route as the flow it waits for (the common case: one engine, one edge).
+      // Copied by index after a reserve: inserting a vector's own range into it is undefined.
       const int a = f.after;
-      ws.paths.dirs.insert(ws.paths.dirs.end(), ws.paths.dirs.begin() + ws.paths.offset[a],
-                           ws.paths.dirs.begin() + ws.paths.offset[a + 1]);
+      const std::size_t from = ws.paths.offset[a], to = ws.paths.offset[a + 1];
+      ws.paths.dirs.reserve(b + (to - from));
+      for (std::size_t j = from; j < to; ++j) ws.paths.dirs.push_back(ws.paths.dirs[j]);
       ws.latency[i] = ws.latency[a];
     } else if (f.src != f.dst) {
       // The route's distinct directions, sorted (as hardware::sharing::route_dirs).
