@@ -103,6 +103,23 @@ inline void shuffled_trees(CommPlan& plan, std::mt19937& rng) {
     for (std::size_t i = 1; i < order.size(); ++i) t.edges.push_back({order[(i - 1) / 2], order[i]});
     plan.synth.trees.push_back(t);
   }
+  // Routes through one switch whose per-rank links have random speeds, so that the send order
+  // (tree_allgather_program) differs from the pipeline rounds' order.
+  std::uniform_real_distribution<double> bw(1e9, 4e9);
+  std::vector<double> up(static_cast<std::size_t>(p)), down(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    up[static_cast<std::size_t>(r)] = bw(rng);
+    down[static_cast<std::size_t>(r)] = bw(rng);
+  }
+  std::vector<RouteCost> routes(static_cast<std::size_t>(p) * p);
+  for (int a = 0; a < p; ++a)
+    for (int b = 0; b < p; ++b)
+      if (a != b)
+        routes[static_cast<std::size_t>(a) * p + b] =
+            RouteCost{1e-6, {{2 * a, up[static_cast<std::size_t>(a)]},
+                             {2 * b + 1, down[static_cast<std::size_t>(b)]}}};
+  plan.hier.routes = routes;
+  plan.synth.routes = routes;
 }
 
 /// Default plan; a shuffled ring with an unrelated shuffled second ring; one copy engine.

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "compass/hardware/presets.hpp"
 #include "compass/schedule/patterns.hpp"
@@ -101,6 +103,86 @@ TEST(CommPlan, AutomaticChunksAreDividedAmongTreesByShare) {
   const std::vector<TreePiece> fixed = tree_pieces(plan, 0, 800, 8);
   EXPECT_EQ(count(fixed, 0), std::make_pair(8, std::int64_t{600}));
   EXPECT_EQ(count(fixed, 1), std::make_pair(8, std::int64_t{200}));
+}
+
+// The all-gather's program: every tree edge of every piece sent once, each send after the
+// send that brings its piece to the sender and each arrival after its send; and the order
+// follows expected arrival. Rank 1 forwards root 0's pieces to rank 2 and sends its own to
+// rank 0 on its one copy engine; with the route 0 -> 1 a hundred times slower than the others,
+// root 0's pieces reach rank 1 late, so rank 1 sends all its own pieces before it forwards
+// any, where the pipeline rounds (chunk k of a forward in round k + 1, of its own in round k)
+// would interleave them and leave ready pieces behind ones still on their way.
+TEST(CommPlan, AllGatherProgramFollowsExpectedArrival) {
+  const int p = 3;
+  TreePlan plan;
+  plan.trees.push_back({0, 1.0, {{0, 1}, {1, 2}}});
+  plan.trees.push_back({1, 1.0, {{1, 0}, {0, 2}}});
+  plan.trees.push_back({2, 1.0, {{2, 0}, {0, 1}}});
+  plan.chunks = 4;
+  plan.routes.resize(p * p);
+  for (int a = 0; a < p; ++a)
+    for (int b = 0; b < p; ++b)
+      if (a != b)
+        plan.routes[static_cast<std::size_t>(a * p + b)] =
+            RouteCost{1e-6, {{a * p + b, a == 0 && b == 1 ? 1e7 : 1e9}}};
+  ASSERT_TRUE(validate_tree_plan(plan, p).ok());
+  const std::vector<TreeShape> shapes = tree_shapes(plan, p);
+  std::vector<std::vector<TreePiece>> pieces(p);
+  for (int j = 0; j < p; ++j) pieces[j] = tree_pieces(plan, j, 400, tree_chunks(plan, 0));
+  const std::vector<TreeAgStep> program = tree_allgather_program(plan, shapes, pieces, 1e4, 1);
+  // (rank, owner, piece) -> position of its arrival; sends and arrivals counted per edge.
+  std::map<std::tuple<int, int, int>, std::size_t> arrived;
+  std::map<std::tuple<int, int, int, int>, int> sent, landed;
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const TreeAgStep& st = program[i];
+    const std::tuple<int, int, int, int> edge{st.from, st.to, st.owner, st.piece};
+    if (st.arrival) {
+      EXPECT_EQ(sent.count(edge), 1u) << "arrival before its send at " << i;
+      ++landed[edge];
+      arrived[{st.to, st.owner, st.piece}] = i;
+      continue;
+    }
+    ++sent[edge];
+    if (st.from != st.owner) {
+      EXPECT_EQ(arrived.count({st.from, st.owner, st.piece}), 1u)
+          << "rank " << st.from << " forwards a piece of " << st.owner << " before it arrives";
+    }
+  }
+  std::size_t edges = 0;
+  for (int j = 0; j < p; ++j)
+    for (const TreePiece& pc : pieces[j]) edges += plan.trees[static_cast<std::size_t>(pc.tree)].edges.size();
+  EXPECT_EQ(sent.size(), edges);
+  EXPECT_EQ(landed.size(), edges);
+  for (const auto& [edge, n] : sent) EXPECT_EQ(n, 1) << std::get<0>(edge) << "->" << std::get<1>(edge);
+  for (const auto& [edge, n] : landed) EXPECT_EQ(n, 1);
+  // Rank 1's own pieces all leave before its first forward of root 0's.
+  int own_left = 4;
+  for (const TreeAgStep& st : program) {
+    if (st.arrival || st.from != 1) continue;
+    if (st.owner == 1) {
+      --own_left;
+    } else {
+      EXPECT_EQ(own_left, 0) << "a forward of root " << st.owner << " before rank 1's own piece";
+    }
+  }
+  EXPECT_EQ(own_left, 0);
+  // Without routes every send costs its bytes: the same edges, still a valid program, and the
+  // same inputs give the same order.
+  TreePlan bare = plan;
+  bare.routes.clear();
+  const std::vector<TreeAgStep> a = tree_allgather_program(bare, shapes, pieces, 1e4, 1);
+  const std::vector<TreeAgStep> b = tree_allgather_program(bare, shapes, pieces, 1e4, 1);
+  ASSERT_EQ(a.size(), program.size());
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].arrival, b[i].arrival);
+    EXPECT_EQ(std::tie(a[i].from, a[i].to, a[i].owner, a[i].piece, a[i].engine),
+              std::tie(b[i].from, b[i].to, b[i].owner, b[i].piece, b[i].engine));
+  }
+  // Route costs must be one per ordered pair.
+  TreePlan short_routes = plan;
+  short_routes.routes.pop_back();
+  EXPECT_FALSE(validate_tree_plan(short_routes, p).ok());
 }
 
 TEST(CommPlan, BadGroupIsAnError) {

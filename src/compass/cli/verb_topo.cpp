@@ -328,7 +328,7 @@ void run_topo(const TopoOptions& o) {
         o.size_bytes / static_cast<double>(r.group.size()) / (kCols * 2));
     if (rows < 1) throw UsageError("--sim: --size is too small for one 16 KiB row per rank");
     for (const hardware::TreePattern& t : trees) {
-      const schedule::TreePlan plan = unwrap(schedule::tree_plan_from(t, r.group));
+      const schedule::TreePlan plan = unwrap(schedule::tree_plan_from(r.profile, t, r.group));
       const schedule::Schedule s =
           unwrap(schedule::tree_allgather(plan, r.group, engines, rows, kCols));
       backends::sim::SimOptions so;

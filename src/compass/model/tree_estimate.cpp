@@ -67,8 +67,8 @@ std::vector<int> engine_table(const std::map<std::pair<int, int>, int>& engines,
 template <class Gemm, class Add>
 Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& tp,
                    const schedule::CommPlan& plan, const std::vector<schedule::TreeShape>& sh,
-                   const std::vector<std::vector<schedule::TreePiece>>& pieces, const Gemm& gemm,
-                   const Add& add) {
+                   const std::vector<std::vector<schedule::TreePiece>>& pieces, double row_bytes,
+                   const Gemm& gemm, const Add& add) {
   const int p = op.tp;
   std::size_t max_pieces = 1;
   for (const auto& pc : pieces) max_pieces = std::max(max_pieces, pc.size());
@@ -88,48 +88,23 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
     return static_cast<int>(pr.items[v].size()) - 1;
   };
   PieceTable last_item(p, max_pieces);  // (rank, owner, piece) -> item
-  // All-gather rounds down the trees: piece chunk k crosses the edge into depth d in round
-  // k + d - 1; `root_ready(owner, piece)` is the owner's item completing it (-1: ready at once);
-  // with `gemms`, every rank computes each piece after the round it landed in.
+  // The all-gather down the trees in the generator's program order
+  // (schedule::tree_allgather_program); `root_items`: a root's send waits for the root's item
+  // completing the piece; with `gemms`, every rank computes each piece where it arrives.
   auto allgather = [&](bool gemms, bool root_items) {
-    const std::vector<int> down =
-        engine_table(schedule::tree_engines(tp, plan.copy_engines, false), p);
     PieceTable into(p, max_pieces);  // (rank, owner, piece) -> transfer
-    int rounds = 0;
-    for (int j = 0; j < p; ++j)
-      for (const auto& pc : pieces[j]) rounds = std::max(rounds, pc.chunk + sh[pc.tree].height);
-    struct Step {
-      int from, to, owner, piece;
-    };
-    std::vector<Step> steps;
-    for (int rho = 0; rho < rounds; ++rho) {
-      steps.clear();
-      for (int j = 0; j < p; ++j)
-        for (std::size_t i = 0; i < pieces[j].size(); ++i) {
-          const schedule::TreePiece& pc = pieces[j][i];
-          for (auto [a, b] : tp.trees[pc.tree].edges)
-            if (pc.chunk + sh[pc.tree].depth[b] - 1 == rho)
-              steps.push_back(Step{a, b, j, static_cast<int>(i)});
-        }
-      std::stable_sort(steps.begin(), steps.end(), [&](const Step& x, const Step& y) {
-        return schedule::tree_step_order(p, x.from, x.to, x.owner) <
-               schedule::tree_step_order(p, y.from, y.to, y.owner);
-      });
-      for (const Step& st : steps) {
-        const int a = st.from, b = st.to, j = st.owner, pi = st.piece;
-        Send sd{a, b, -1, -1, -1, pieces[j][static_cast<std::size_t>(pi)].len};
-        if (a != j) sd.dep_flow = into.at(a, j, pi);
-        else if (root_items) sd.ready_item = last_item.at(j, j, pi);
-        into.at(b, j, pi) = push_send(sd, down[a * p + b]);
+    for (const schedule::TreeAgStep& st :
+         schedule::tree_allgather_program(tp, sh, pieces, row_bytes, plan.copy_engines)) {
+      const int a = st.from, b = st.to, j = st.owner, pi = st.piece;
+      const std::int64_t len = pieces[j][static_cast<std::size_t>(pi)].len;
+      if (st.arrival) {
+        if (gemms) push_item(b, Item{false, gemm(len), into.at(b, j, pi)});
+        continue;
       }
-      if (!gemms) continue;
-      for (int j = 0; j < p; ++j)
-        for (std::size_t i = 0; i < pieces[j].size(); ++i) {
-          const schedule::TreePiece& pc = pieces[j][i];
-          for (int r = 0; r < p; ++r)
-            if (r != j && pc.chunk + sh[pc.tree].depth[r] - 1 == rho)
-              push_item(r, Item{false, gemm(pc.len), into.at(r, j, static_cast<int>(i))});
-        }
+      Send sd{a, b, -1, -1, -1, len};
+      if (a != j) sd.dep_flow = into.at(a, j, pi);
+      else if (root_items) sd.ready_item = last_item.at(j, j, pi);
+      into.at(b, j, pi) = push_send(sd, st.engine);
     }
   };
   if (op.kind == OpKind::ag_gemm) {
@@ -328,6 +303,11 @@ void append_pattern(const schedule::TreePlan& tp, const schedule::CommPlan& plan
       key.push_back(static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32 |
                     static_cast<std::uint32_t>(b));
   }
+  key.push_back(tp.routes.size());
+  for (const schedule::RouteCost& rc : tp.routes) {
+    key.insert(key.end(), {key_bits(rc.fixed_s), rc.links.size()});
+    for (auto [dir, bw] : rc.links) key.insert(key.end(), {static_cast<std::uint64_t>(dir), key_bits(bw)});
+  }
 }
 
 // Bounds the memo by the words its keys hold (the planner's working set is far below it).
@@ -421,7 +401,7 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   auto add = [&](std::int64_t rows) {
     return hardware::add_s(prof, gpu, static_cast<double>(rows) * row_bytes);
   };
-  const Program pr = program_of(op, tp, plan, sh, pieces, gemm, add);
+  const Program pr = program_of(op, tp, plan, sh, pieces, row_bytes, gemm, add);
   if (!known) {
     const Followed f = follow(prof, plan, pr, row_bytes, c, caches);
     // Busiest link direction of the all-gather along the trees (the reduce-scatter loads the

@@ -50,9 +50,9 @@ Result<CommPlan> comm_plan_for(const hardware::Profile& profile, const std::vect
   }
   plan.copy_engines = std::max(1, engines);
   COMPASS_ASSIGN(hardware::TreePattern hier, hardware::hierarchical_pattern(profile, gpus));
-  COMPASS_ASSIGN(plan.hier, tree_plan_from(hier, gpus));
+  COMPASS_ASSIGN(plan.hier, tree_plan_from(profile, hier, gpus));
   COMPASS_ASSIGN(hardware::TreePattern synth, hardware::synthesize_pattern(profile, gpus));
-  COMPASS_ASSIGN(plan.synth, tree_plan_from(synth, gpus));
+  COMPASS_ASSIGN(plan.synth, tree_plan_from(profile, synth, gpus));
   return plan;
 }
 

@@ -18,11 +18,24 @@ struct RankTree {
   bool operator==(const RankTree&) const = default;
 };
 
+/// What a transfer from one rank to another costs, as the tree schedules estimate it to order
+/// each copy engine's sends by expected data arrival (patterns.hpp, tree_allgather_program):
+/// a fixed time (the copy issue and the route's latency) and the route's link directions
+/// (hardware::Hop link * 2 + reverse) with their bandwidths.
+struct RouteCost {
+  double fixed_s = 0;
+  std::vector<std::pair<int, double>> links;  ///< (link direction, bytes per second)
+  bool operator==(const RouteCost&) const = default;
+};
+
 /// A tree pattern (docs/patterns.md): trees per root whose shares sum to 1. Each tree's rows
 /// are cut into `chunks` pipeline chunks (0: chosen from the shard size, see patterns.hpp).
+/// `routes` (from * p + to, or empty: every transfer takes its bytes' time on a path of its
+/// own) is what the schedule's send order estimates arrivals from.
 struct TreePlan {
   std::vector<RankTree> trees;
   int chunks = 0;
+  std::vector<RouteCost> routes;
   bool operator==(const TreePlan&) const = default;
 };
 

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <queue>
 #include <tuple>
 
 #include "compass/schedule/patterns.hpp"
+#include "compass/hardware/task_costs.hpp"
 #include "compass/schedule/comm_order.hpp"
 #include "compass/schedule/tree_graph.hpp"
 
@@ -98,10 +100,33 @@ Status validate_tree_plan(const TreePlan& plan, int p) {
   t.gpus = gpus;
   for (const RankTree& rt : plan.trees) t.trees.push_back({rt.root, rt.share, rt.edges});
   if (plan.chunks < 0) return make_error("tree plan: chunks must not be negative");
+  if (!plan.routes.empty() && plan.routes.size() != static_cast<std::size_t>(p) * p)
+    return make_error("tree plan: {} route costs for {} ranks (needs none or {})",
+                      plan.routes.size(), p, p * p);
+  for (const RouteCost& rc : plan.routes) {
+    if (!(rc.fixed_s >= 0)) return make_error("tree plan: a route's fixed cost is negative");
+    for (auto [dir, bw] : rc.links)
+      if (dir < 0 || !(bw > 0)) return make_error("tree plan: a route link has no bandwidth");
+  }
   return hardware::validate_pattern(t, gpus);
 }
 
-Result<TreePlan> tree_plan_from(const hardware::TreePattern& t, const std::vector<int>& gpus) {
+std::vector<RouteCost> route_costs(const hardware::Profile& profile, const std::vector<int>& gpus) {
+  const std::size_t p = gpus.size();
+  std::vector<RouteCost> out(p * p);
+  for (std::size_t a = 0; a < p; ++a)
+    for (std::size_t b = 0; b < p; ++b) {
+      if (a == b) continue;
+      RouteCost& rc = out[a * p + b];
+      rc.fixed_s = hardware::copy_issue_s(profile) + profile.route_latency_s(gpus[a], gpus[b]);
+      for (const hardware::Hop& h : profile.route(gpus[a], gpus[b]).hops)
+        rc.links.emplace_back(h.link * 2 + (h.forward ? 0 : 1), profile.hop_bandwidth(h));
+    }
+  return out;
+}
+
+Result<TreePlan> tree_plan_from(const hardware::Profile& profile, const hardware::TreePattern& t,
+                                const std::vector<int>& gpus) {
   COMPASS_TRY(hardware::validate_pattern(t, gpus));
   auto rank_of = [&](int gpu) {
     return static_cast<int>(std::find(gpus.begin(), gpus.end(), gpu) - gpus.begin());
@@ -112,6 +137,7 @@ Result<TreePlan> tree_plan_from(const hardware::TreePattern& t, const std::vecto
     for (auto [a, b] : bt.edges) rt.edges.push_back({rank_of(a), rank_of(b)});
     plan.trees.push_back(std::move(rt));
   }
+  plan.routes = route_costs(profile, gpus);
   return plan;
 }
 
@@ -145,6 +171,155 @@ std::map<std::pair<int, int>, int> tree_engines(const TreePlan& plan, int engine
       if (!eng.count(e)) eng[e] = next[e.first]++ % std::max(1, engines);
     }
   return eng;
+}
+
+std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
+                                               const std::vector<TreeShape>& shapes,
+                                               const std::vector<std::vector<TreePiece>>& pieces,
+                                               double row_bytes, int engines) {
+  const int p = static_cast<int>(pieces.size());
+  const int ne = std::max(1, engines);
+  std::vector<int> eng(static_cast<std::size_t>(p) * p, 0);  // from * p + to -> engine
+  for (const auto& [edge, e] : tree_engines(plan, ne, false))
+    eng[static_cast<std::size_t>(edge.first) * p + edge.second] = e;
+  // Every send, with the send that brings its piece to its sender (-1: the root's own).
+  struct Send {
+    TreeAgStep step;
+    std::tuple<int, int, int> key;  // round, then tree_step_order: priority when ready
+    double bytes = 0;
+    int dep = -1;
+    double ready = 0, start = 0, end = 0;
+  };
+  std::vector<Send> sends;
+  std::size_t max_pieces = 1;
+  for (const std::vector<TreePiece>& pc : pieces) max_pieces = std::max(max_pieces, pc.size());
+  // (rank, owner, piece) -> the send that brings the piece to the rank
+  std::vector<int> into(static_cast<std::size_t>(p) * p * max_pieces, -1);
+  auto into_at = [&](int rank, int owner, int piece) -> int& {
+    return into[(static_cast<std::size_t>(rank) * p + owner) * max_pieces + piece];
+  };
+  for (int j = 0; j < p; ++j)
+    for (std::size_t i = 0; i < pieces[j].size(); ++i) {
+      const TreePiece& pc = pieces[j][i];
+      for (auto [a, b] : plan.trees[pc.tree].edges) {
+        const int round = pc.chunk + shapes[pc.tree].depth[b] - 1;
+        const auto [o1, o2] = tree_step_order(p, a, b, j);
+        Send sd;
+        sd.step = TreeAgStep{false, a, b, j, static_cast<int>(i), eng[static_cast<std::size_t>(a) * p + b], round};
+        sd.key = {round, o1, o2};
+        sd.bytes = static_cast<double>(pc.len) * row_bytes;
+        into_at(b, j, static_cast<int>(i)) = static_cast<int>(sends.size());
+        sends.push_back(sd);
+      }
+    }
+  // Dependents of each send: the sends that forward what it brings.
+  std::vector<std::vector<int>> next(sends.size());
+  for (std::size_t f = 0; f < sends.size(); ++f) {
+    const TreeAgStep& st = sends[f].step;
+    if (st.from == st.owner) continue;
+    sends[f].dep = into_at(st.from, st.owner, st.piece);
+    next[static_cast<std::size_t>(sends[f].dep)].push_back(static_cast<int>(f));
+  }
+  // Per copy engine: the sends whose piece's arrival time is known, earliest first, and those
+  // that have arrived by the time the engine is free, by priority.
+  const std::size_t engines_total = static_cast<std::size_t>(p) * ne;
+  auto by_ready = [&](int x, int y) {
+    return std::tie(sends[x].ready, sends[x].key, x) > std::tie(sends[y].ready, sends[y].key, y);
+  };
+  auto by_key = [&](int x, int y) { return std::tie(sends[x].key, x) > std::tie(sends[y].key, y); };
+  using ReadyHeap = std::priority_queue<int, std::vector<int>, decltype(by_ready)>;
+  using KeyHeap = std::priority_queue<int, std::vector<int>, decltype(by_key)>;
+  std::vector<ReadyHeap> known(engines_total, ReadyHeap(by_ready));
+  std::vector<KeyHeap> ready(engines_total, KeyHeap(by_key));
+  std::vector<double> free_at(engines_total, 0.0);
+  auto engine_of = [&](int f) {
+    return static_cast<std::size_t>(sends[f].step.from) * ne + sends[f].step.engine;
+  };
+  for (std::size_t f = 0; f < sends.size(); ++f)
+    if (sends[f].dep < 0) known[engine_of(static_cast<int>(f))].push(static_cast<int>(f));
+  // Link direction -> when it finishes its last send.
+  int directions = 0;
+  for (const RouteCost& rc : plan.routes)
+    for (auto [dir, bw] : rc.links) directions = std::max(directions, dir + 1);
+  std::vector<double> link_free(static_cast<std::size_t>(directions), 0.0);
+  // The engine's next send and its start: when it comes free, the ready send of the highest
+  // priority; when none is ready then, the first to arrive. (A send moves to `ready` once it
+  // has arrived by the engine's free time, which no later event moves earlier.)
+  auto candidate = [&](std::size_t e) -> std::pair<double, int> {
+    while (!known[e].empty() && sends[known[e].top()].ready <= free_at[e]) {
+      ready[e].push(known[e].top());
+      known[e].pop();
+    }
+    if (!ready[e].empty()) return {free_at[e], ready[e].top()};
+    if (!known[e].empty()) return {sends[known[e].top()].ready, known[e].top()};
+    return {0.0, -1};
+  };
+  std::vector<int> order;  // sends in the order they start
+  order.reserve(sends.size());
+  while (order.size() < sends.size()) {
+    std::size_t best_e = engines_total;
+    std::pair<double, int> best{0.0, -1};
+    for (std::size_t e = 0; e < engines_total; ++e) {
+      const std::pair<double, int> c = candidate(e);
+      if (c.second < 0) continue;
+      if (best.second < 0 || c.first < best.first ||
+          (c.first == best.first &&
+           std::tie(sends[c.second].key, c.second) < std::tie(sends[best.second].key, best.second))) {
+        best = c;
+        best_e = e;
+      }
+    }
+    const int f = best.second;
+    if (!ready[best_e].empty() && ready[best_e].top() == f)
+      ready[best_e].pop();
+    else
+      known[best_e].pop();
+    Send& sd = sends[static_cast<std::size_t>(f)];
+    sd.start = best.first;
+    if (plan.routes.empty()) {
+      sd.end = sd.start + sd.bytes;
+    } else {
+      const RouteCost& rc = plan.routes[static_cast<std::size_t>(sd.step.from) * p + sd.step.to];
+      double moved = sd.start;
+      for (auto [dir, bw] : rc.links) {
+        double& lf = link_free[static_cast<std::size_t>(dir)];
+        lf = std::max(lf, sd.start) + sd.bytes / bw;
+        moved = std::max(moved, lf);
+      }
+      sd.end = moved + rc.fixed_s;
+    }
+    free_at[best_e] = sd.end;
+    order.push_back(f);
+    for (int g : next[static_cast<std::size_t>(f)]) {
+      sends[static_cast<std::size_t>(g)].ready = sd.end;
+      known[engine_of(g)].push(g);
+    }
+  }
+  // Sends in the order they start, each arrival (after its send) before the first send that
+  // starts at or after it.
+  std::vector<int> arrivals = order;
+  std::stable_sort(arrivals.begin(), arrivals.end(),
+                   [&](int x, int y) { return sends[x].end < sends[y].end; });
+  std::vector<TreeAgStep> out;
+  out.reserve(2 * sends.size());
+  std::vector<char> sent(sends.size(), 0);
+  std::size_t a = 0;
+  for (int f : order) {
+    while (a < arrivals.size() && sends[arrivals[a]].end <= sends[f].start &&
+           sent[static_cast<std::size_t>(arrivals[a])]) {
+      TreeAgStep st = sends[arrivals[a++]].step;
+      st.arrival = true;
+      out.push_back(st);
+    }
+    out.push_back(sends[f].step);
+    sent[static_cast<std::size_t>(f)] = 1;
+  }
+  for (; a < arrivals.size(); ++a) {
+    TreeAgStep st = sends[arrivals[a]].step;
+    st.arrival = true;
+    out.push_back(st);
+  }
+  return out;
 }
 
 std::vector<TreePiece> tree_pieces(const TreePlan& plan, int root, std::int64_t len, int chunks) {
@@ -200,51 +375,32 @@ struct Graph {
   int p;
   int chunks;
   std::vector<TreeShape> shapes;
-  std::map<std::pair<int, int>, int> eng;     // (parent, child): all-gather sends
+  int engines;
+  double row_bytes;
   std::map<std::pair<int, int>, int> eng_up;  // (child, parent): reduce-scatter sends
 
   Rows chunk_rows(int j) const { return workload::row_share(op, j); }
 };
 
 // All-gather of each root's rows: `src(root, rows_in_shard)` on the root, `dst(rank, root,
-// rows_in_shard)` everywhere; `on_arrival(rank, root, piece)` after each round's transfers
-// for the pieces that landed in it.
+// rows_in_shard)` everywhere; `on_arrival(rank, root, piece, round)` where the piece's arrival
+// comes in tree_allgather_program's order.
 template <class Src, class Dst, class Arrive>
 void tree_allgather_rounds(Graph& g, const std::vector<std::vector<Piece>>& pieces, const Src& src,
                            const Dst& dst, const Arrive& on_arrival, const char* tag) {
-  int rounds = 0;
-  for (int o = 0; o < g.p; ++o)
-    for (const Piece& pc : pieces[o])
-      rounds = std::max(rounds, pc.chunk + g.shapes[pc.tree].height);
-  struct Send {
-    int from, to, owner;
-    const Piece* piece;
-  };
-  for (int rho = 0; rho < rounds; ++rho) {
-    std::vector<Send> sends;
-    for (int o = 0; o < g.p; ++o)
-      for (const Piece& pc : pieces[o]) {
-        const TreeShape& sh = g.shapes[pc.tree];
-        for (auto [from, to] : g.plan.trees[pc.tree].edges)
-          if (pc.chunk + sh.depth[to] - 1 == rho) sends.push_back(Send{from, to, o, &pc});
-      }
-    std::stable_sort(sends.begin(), sends.end(), [&](const Send& a, const Send& b) {
-      return tree_step_order(g.p, a.from, a.to, a.owner) < tree_step_order(g.p, b.from, b.to, b.owner);
-    });
-    for (const Send& e : sends) {
-      const Piece& pc = *e.piece;
-      Region s = e.from == e.owner ? src(e.owner, pc.rows) : dst(e.from, e.owner, pc.rows);
-      g.b.transfer(s, dst(e.to, e.owner, pc.rows), g.eng.at({e.from, e.to}), pc.tree, rho,
-                   e.owner,
-                   fmt::format("r{} {} s{} c{} t{} k{} ->r{}", e.from, tag, rho, e.owner,
-                               pc.tree, pc.chunk, e.to));
+  std::vector<std::vector<TreePiece>> tp(pieces.size());
+  for (std::size_t o = 0; o < pieces.size(); ++o)
+    for (const Piece& pc : pieces[o]) tp[o].push_back(TreePiece{pc.tree, pc.chunk, pc.rows.off, pc.rows.len});
+  for (const TreeAgStep& e : tree_allgather_program(g.plan, g.shapes, tp, g.row_bytes, g.engines)) {
+    const Piece& pc = pieces[e.owner][static_cast<std::size_t>(e.piece)];
+    if (e.arrival) {
+      on_arrival(e.to, e.owner, pc, e.round);
+      continue;
     }
-    for (int o = 0; o < g.p; ++o)
-      for (const Piece& pc : pieces[o]) {
-        const TreeShape& sh = g.shapes[pc.tree];
-        for (int r = 0; r < g.p; ++r)
-          if (r != o && pc.chunk + sh.depth[r] - 1 == rho) on_arrival(r, o, pc, rho);
-      }
+    Region s = e.from == e.owner ? src(e.owner, pc.rows) : dst(e.from, e.owner, pc.rows);
+    g.b.transfer(s, dst(e.to, e.owner, pc.rows), e.engine, pc.tree, e.round, e.owner,
+                 fmt::format("r{} {} s{} c{} t{} k{} ->r{}", e.from, tag, e.round, e.owner,
+                             pc.tree, pc.chunk, e.to));
   }
 }
 
@@ -374,7 +530,8 @@ void tree_pattern_graph(Builder& b, const workload::OperatorSpec& op, const Tree
           p,
           tree_chunks(plan, shard_bytes),
           tree_shapes(plan, p),
-          tree_engines(plan, engines, false),
+          engines,
+          cols * dtype_bytes(op.dtype),
           tree_engines(plan, engines, true)};
   if (op.kind == OpKind::ag_gemm) {
     ag_graph(g, gemms);

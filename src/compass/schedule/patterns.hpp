@@ -59,15 +59,49 @@ std::vector<TreeShape> tree_shapes(const TreePlan& plan, int p);
 /// receive links idle. The generator emits, and the model follows, each round in this order.
 std::pair<int, int> tree_step_order(int p, int from, int to, int owner);
 
-/// A hardware pattern (GPU ordinals) in rank numbers (rank i runs on gpus[i]); the error names
-/// a GPU outside the group or a malformed tree.
-Result<TreePlan> tree_plan_from(const hardware::TreePattern& t, const std::vector<int>& gpus);
+/// One step of a tree all-gather's program (tree_allgather_program): a send of piece `piece`
+/// (index into tree_pieces(plan, owner, ...)) from `from` to `to` on `from`'s copy engine
+/// `engine`, or the piece's arrival at `to` (where a consumer of it goes in program order).
+/// `round` is the piece's pipeline round on that edge (chunk + depth of `to` - 1), a label.
+struct TreeAgStep {
+  bool arrival = false;
+  int from = 0, to = 0, owner = 0, piece = 0, engine = 0, round = 0;
+};
+
+/// The program order of an all-gather along `plan`'s trees over p ranks (shapes:
+/// tree_shapes(plan, p); pieces[owner]: tree_pieces of that owner; rows of `row_bytes` bytes;
+/// engines per tree_engines(plan, engines, false)): every send and every piece's arrival at
+/// its receiver. Each copy engine issues its sends in this order, and the order follows
+/// expected data arrival: a list schedule in which an engine, when it comes free, takes among
+/// its sends whose piece has arrived the one of the earliest pipeline round (then
+/// tree_step_order), or else waits for the first piece to arrive. Arrivals are estimated from
+/// plan.routes: a send ends its route's fixed cost (copy issue, latency) after its bytes have
+/// crossed every link direction of the route, each direction carrying one send at a time in
+/// the order the sends start (without routes: its bytes at one byte per second, links
+/// unshared); a root's pieces are ready at the start. Steps are in the order of their
+/// estimated times (a send's start, an arrival's end), so every send follows the arrival of
+/// what it forwards. Deterministic: ties go to the earlier round, then step order. The
+/// generator emits, and the model follows, the all-gathers in this order.
+std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
+                                               const std::vector<TreeShape>& shapes,
+                                               const std::vector<std::vector<TreePiece>>& pieces,
+                                               double row_bytes, int engines);
+
+/// The cost of every ordered pair of ranks' route on `profile` (TreePlan::routes; rank i runs
+/// on gpus[i]).
+std::vector<RouteCost> route_costs(const hardware::Profile& profile, const std::vector<int>& gpus);
+
+/// A hardware pattern (GPU ordinals) in rank numbers (rank i runs on gpus[i]), with the routes
+/// of `profile` (route_costs); the error names a GPU outside the group or a malformed tree.
+Result<TreePlan> tree_plan_from(const hardware::Profile& profile, const hardware::TreePattern& t,
+                                const std::vector<int>& gpus);
 
 /// Every root sends its whole shard straight to every other rank (the pattern of a plan with
 /// no topology).
 TreePlan direct_tree_plan(int p);
 
-/// Checks a tree plan against p ranks (roots, spanning trees, shares summing to 1 per root).
+/// Checks a tree plan against p ranks (roots, spanning trees, shares summing to 1 per root,
+/// routes empty or one per ordered pair).
 Status validate_tree_plan(const TreePlan& plan, int p);
 
 /// A bare all-gather (no GEMM) of `shard_rows` x `cols` BF16 shards along `plan` over ranks on

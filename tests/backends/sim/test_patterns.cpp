@@ -36,7 +36,7 @@ Measured measure(const hardware::Profile& p, const hardware::TreePattern& t, dou
   const auto gpus = t.gpus;
   const int n = static_cast<int>(gpus.size());
   const std::int64_t rows = static_cast<std::int64_t>(total_bytes / n / (kCols * 2));
-  auto plan = schedule::tree_plan_from(t, gpus);
+  auto plan = schedule::tree_plan_from(p, t, gpus);
   EXPECT_TRUE(plan.ok());
   int engines = 0;
   for (int g : gpus) engines = engines == 0 ? p.gpu_device(g).copy_engines
