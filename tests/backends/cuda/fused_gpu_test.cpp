@@ -76,6 +76,16 @@ TEST(FusedGpu, AgLateScrambledReleaseGivesNoNan) {
 
 // A flag that never arrives must end in the timeout error, not a hang. The trap loses the
 // CUDA context, so the run happens in a fresh child process.
+// Runs the check inside a death test: exit code 3 with the error on stderr, 0 when it passes.
+[[noreturn]] void exit_with_check(const FusedCheckOptions& o) {
+  auto r = fused_check(o);
+  if (!r.ok()) {
+    fprintf(stderr, "%s\n", r.error().message.c_str());
+    std::_Exit(3);
+  }
+  std::_Exit(0);
+}
+
 TEST(FusedGpuDeathTest, AgFlagThatNeverArrivesTimesOut) {
   COMPASS_REQUIRE_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
@@ -88,14 +98,7 @@ TEST(FusedGpuDeathTest, AgFlagThatNeverArrivesTimesOut) {
     o.repeat = 1;
     o.warmup = 0;
     EXPECT_EXIT(
-        {
-          auto r = fused_check(o);
-          if (!r.ok()) {
-            fprintf(stderr, "%s\n", r.error().message.c_str());
-            std::_Exit(3);
-          }
-          std::_Exit(0);
-        },
+        exit_with_check(o),
         testing::ExitedWithCode(3), "rank 0 waited more than 0.5 s for chunk 3");
   }
 }
@@ -146,14 +149,7 @@ TEST(FusedGpuDeathTest, GemmRsCounterThatNeverArrivesTimesOut) {
     o.release = FusedRelease::never;
     o.timeout_s = 0.5;
     EXPECT_EXIT(
-        {
-          auto r = fused_check(o);
-          if (!r.ok()) {
-            fprintf(stderr, "%s\n", r.error().message.c_str());
-            std::_Exit(3);
-          }
-          std::_Exit(0);
-        },
+        exit_with_check(o),
         testing::ExitedWithCode(3),
         fmt::format("GEMM-RS ordered sum: rank 3 waited more than 0.5 s for chunk 3 \\(its tile "
                     "counter, flag 3\\): the counter is {}, the sum needs at least {}",

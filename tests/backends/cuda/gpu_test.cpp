@@ -126,6 +126,16 @@ Result<RunReport> run_fusion(const Case& c, const std::string& strategy,
   return run_schedule(s, o);
 }
 
+// A GPU the fused kernels do not support (before compute capability 8.0): the test skips.
+bool unsupported_gpu(const Result<RunReport>& r) {
+  return !r.ok() && r.error().message.find("compute capability") != std::string::npos;
+}
+
+void expect_check_passed(const RunReport& r) {
+  EXPECT_TRUE(r.measurement.check.passed)
+      << r.measurement.check.worst << " max_rel_error " << r.measurement.check.max_rel_error;
+}
+
 // The ag_gemm fusions with one fused kernel per rank whose tiles wait on device flags, and the
 // same grouped schedules chunk by chunk; 4 ranks (128-row chunks, whole tiles) and 8 ranks
 // (64-row chunks: tiles that wait for two chunks).
@@ -139,12 +149,9 @@ TEST(CudaGpu, FusedKernelRunsTheAgFusionsLikeTheChunkedOne) {
         SCOPED_TRACE(strategy + " tp " + std::to_string(c.tp) + " " +
                      std::string(to_string(kernel)));
         auto r = run_fusion(c, strategy, kernel);
-        if (!r.ok() && r.error().message.find("compute capability") != std::string::npos)
-          GTEST_SKIP() << r.error().message;
+        if (unsupported_gpu(r)) GTEST_SKIP() << r.error().message;
         ASSERT_TRUE(r.ok()) << r.error().message;
-        EXPECT_TRUE(r->measurement.check.passed)
-            << r->measurement.check.worst << " max_rel_error "
-            << r->measurement.check.max_rel_error;
+        expect_check_passed(*r);
         if (kernel == KernelMode::fused) {
           EXPECT_EQ(r->info.kernel.rfind("fused ", 0), 0u) << r->info.kernel;
           EXPECT_EQ(r->info.sync, "flags");
@@ -167,8 +174,7 @@ TEST(CudaGpu, FusedKernelRunsTheRsFusionsLikeTheChunkedOne) {
   if (!fused_kernels_built()) GTEST_SKIP() << "the fused kernels are not built";
   auto ag = run_fusion(Case{workload::OpKind::ag_gemm, 4, DType::bf16}, "fuse:ring",
                        KernelMode::fused);
-  if (!ag.ok() && ag.error().message.find("compute capability") != std::string::npos)
-    GTEST_SKIP() << ag.error().message;
+  if (unsupported_gpu(ag)) GTEST_SKIP() << ag.error().message;
   ASSERT_TRUE(ag.ok()) << ag.error().message;
   for (workload::OpKind kind : {workload::OpKind::gemm_rs, workload::OpKind::gemm_ar})
     for (const Case& c : {Case{kind, 4, DType::bf16}, Case{kind, 8, DType::fp16}})
@@ -178,12 +184,9 @@ TEST(CudaGpu, FusedKernelRunsTheRsFusionsLikeTheChunkedOne) {
           SCOPED_TRACE(std::string(workload::to_string(kind)) + " " + strategy + " tp " +
                        std::to_string(c.tp) + " " + std::string(to_string(kernel)));
           auto r = run_fusion(c, strategy, kernel);
-          if (!r.ok() && r.error().message.find("compute capability") != std::string::npos)
-            GTEST_SKIP() << r.error().message;
+          if (unsupported_gpu(r)) GTEST_SKIP() << r.error().message;
           ASSERT_TRUE(r.ok()) << r.error().message;
-          EXPECT_TRUE(r->measurement.check.passed)
-              << r->measurement.check.worst << " max_rel_error "
-              << r->measurement.check.max_rel_error;
+          expect_check_passed(*r);
           if (kernel == KernelMode::chunked) {
             EXPECT_EQ(r->info.kernel, "chunked");
             continue;
