@@ -150,7 +150,12 @@ TEST(Estimate, BreakdownSumsOnPreset) {
       EXPECT_GE(e->compute_s, 0);
       EXPECT_GE(e->exposed_comm_s, 0);
       EXPECT_GE(e->overhead_s, -1e-12);
-      EXPECT_GE(e->interference_s, -1e-12);
+      // Slowed flows can reorder the tree patterns' max-min sharing and finish sooner
+      // (docs/model.md, Breakdown); the simulator agrees on the one case here.
+      if (s.kind == schedule::StrategyKind::fuse_hier || s.kind == schedule::StrategyKind::fuse_synth)
+        EXPECT_GE(e->interference_s, -0.01 * e->total_s);
+      else
+        EXPECT_GE(e->interference_s, -1e-12);
       EXPECT_NEAR(e->compute_s + e->exposed_comm_s + e->overhead_s + e->interference_s,
                   e->total_s, 1e-12);
       EXPECT_GT(e->comm_s, 0);

@@ -120,7 +120,7 @@ std::string sim_csv(const plan::SweepResult& r, const std::vector<SimRow>& rows)
       "row,model,layer,op,tp,m,n,k,d_star,chosen,sim_best,regret,sim_decompose4_s";
   for (int j = 0; j < kCandidateCount; ++j)
     out += fmt::format(",pred_{0}_s,sim_{0}_s", candidate_name(j));
-  out += "\n";
+  out += ",attainable_s,comm_bound\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const plan::SweepRow& row = r.rows[i];
     const SimRow& s = rows[i];
@@ -130,7 +130,7 @@ std::string sim_csv(const plan::SweepResult& r, const std::vector<SimRow>& rows)
                        candidate_name(s.chosen), candidate_name(s.best), s.regret, s.sim_d4_s);
     for (int j = 0; j < kCandidateCount; ++j)
       out += fmt::format(",{:.6g},{:.6g}", s.pred_s[j], s.sim_s[j]);
-    out += "\n";
+    out += fmt::format(",{:.6g},{}\n", s.attainable_s, s.comm_bound ? 1 : 0);
   }
   return out;
 }
@@ -148,6 +148,8 @@ nlohmann::json sim_json(const plan::SweepResult& r, const std::vector<SimRow>& r
     e["chosen"] = candidate_name(rows[i].chosen);
     e["sim_best"] = candidate_name(rows[i].best);
     e["regret"] = rows[i].regret;
+    e["attainable_s"] = rows[i].attainable_s;
+    e["comm_bound"] = rows[i].comm_bound;
     list.push_back(e);
   }
   nlohmann::json acc;

@@ -26,7 +26,7 @@ using workload::OpKind;
 
 namespace {
 // Shard bytes per pipeline chunk the automatic chunk count aims at, and its limit.
-constexpr double kTreeChunkBytes = 4.0 * 1024 * 1024;
+constexpr double kTreeChunkBytes = 1.0 * 1024 * 1024;
 constexpr int kTreeMaxChunks = 32;
 }  // namespace
 
