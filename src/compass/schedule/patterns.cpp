@@ -25,7 +25,7 @@ using detail::split_rows;
 using workload::OpKind;
 
 namespace {
-// Shard bytes per pipeline chunk the automatic chunk count aims at, and its limit.
+// Largest shard bytes per pipeline chunk of the automatic chunk count, and its limit.
 constexpr double kTreeChunkBytes = 1.0 * 1024 * 1024;
 constexpr int kTreeMaxChunks = 32;
 }  // namespace
@@ -74,7 +74,7 @@ int tree_chunks(const TreePlan& plan, double shard_bytes) {
   // Chunks pipeline forwarding behind arrival; where every round already keeps every sender
   // busy on the same links, they only add transfers.
   if (rounds_balanced(plan)) return 1;
-  const double c = std::round(shard_bytes / kTreeChunkBytes);
+  const double c = std::ceil(shard_bytes / kTreeChunkBytes);
   return static_cast<int>(std::clamp(c, 1.0, static_cast<double>(kTreeMaxChunks)));
 }
 

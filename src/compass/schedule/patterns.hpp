@@ -13,7 +13,7 @@
 namespace compass::schedule {
 
 /// Chunks per tree for a shard of `shard_bytes`: plan.chunks when set, else one when the plan's
-/// rounds are balanced (nothing to pipeline), else about one chunk per MiB of shard, between
+/// rounds are balanced (nothing to pipeline), else one chunk per started MiB of shard, between
 /// 1 and 32, which tree_pieces divides among a root's trees by share (docs/patterns.md).
 int tree_chunks(const TreePlan& plan, double shard_bytes);
 
