@@ -168,9 +168,10 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
 // launch, then a flag wait before every further GEMM piece and every add; an item waits for the
 // transfer it needs), a transfer leaves when its data is complete (the item or the transfer it
 // waits for) and its copy engine's previous transfer is done (plus one copy issue), and the
-// transfers share the links max-min with those release times (run_released_flows). Releases
-// and arrivals depend on each other: the two are iterated to a fixed point, as for the fused
-// ring reduce-scatter in estimate.cpp. Interference as in the simulator: a GEMM runs 1/fg as
+// transfers share the links max-min with those release times (run_released_flows); a forward
+// waits for the transfer that brings its data inside the run (TimedFlow::also_after). Releases
+// and arrivals depend on each other through compute: the two are iterated to a fixed point, as
+// for the fused ring reduce-scatter in estimate.cpp. Interference as in the simulator: a GEMM runs 1/fg as
 // fast while its rank sends (hardware::slowed_end over the rank's transfer windows), and a
 // transfer that starts while a GEMM runs at either end counts its bytes fc times.
 struct Followed {
@@ -252,15 +253,23 @@ Followed follow(const hardware::Profile& prof, const schedule::CommPlan& plan, c
       tf.dst = plan.gpus[sd.to];
       const bool beside_gemm = gemm_running(sd.from, start[f]) || gemm_running(sd.to, start[f]);
       tf.bytes = static_cast<double>(sd.rows) * row_bytes * (beside_gemm ? c.fc : 1.0);
-      tf.release_s = release[f] + c.copy_issue;
       tf.after = sd.after;
       tf.gap_s = c.copy_issue;
+      if (sd.dep_flow >= 0 && static_cast<std::size_t>(sd.dep_flow) < f) {
+        // A forward waits for its data inside the run, not for the previous round's arrival.
+        tf.also_after = sd.dep_flow;
+        tf.release_s = c.copy_issue;
+      } else {
+        tf.release_s = release[f] + c.copy_issue;
+      }
     }
     if (iter > 0 && same_timed_flows(flows, previous)) break;
     finish = run_released_flows(prof, flows, caches, /*memoise=*/false);
     for (std::size_t f = 0; f < nf; ++f)
-      start[f] = std::max(flows[f].release_s,
-                          sends[f].after >= 0 ? finish[sends[f].after] + c.copy_issue : 0.0);
+      start[f] = std::max({flows[f].release_s,
+                           sends[f].after >= 0 ? finish[sends[f].after] + c.copy_issue : 0.0,
+                           flows[f].also_after >= 0 ? finish[flows[f].also_after] + c.copy_issue
+                                                    : 0.0});
     // The windows in which each rank's copy engines move data, merged.
     for (std::vector<hardware::Window>& r : raw) r.clear();
     for (std::size_t f = 0; f < nf; ++f)
