@@ -82,8 +82,13 @@ std::vector<double> reference_released(const hardware::Profile& p,
   }
   auto release_of = [&](std::size_t i) {
     const TimedFlow& f = flows[i];
-    if (f.after < 0) return f.release_s;
-    return done[f.after] ? std::max(f.release_s, finish[f.after] + f.gap_s) : kInf;
+    double rel = f.release_s;
+    for (const int a : {f.after, f.also_after}) {
+      if (a < 0) continue;
+      if (!done[a]) return kInf;
+      rel = std::max(rel, finish[a] + f.gap_s);
+    }
+    return rel;
   };
   double now = 0;
   std::size_t left = n;
@@ -235,7 +240,7 @@ TEST(IncrementalSharing, RatesAfterEveryChangeMatchFullRecomputation) {
 }
 
 // Random released and chained flows on `p` (GPUs 0 .. gpus-1): some at equal times, some
-// moving nothing, some between one GPU and itself, chains with issue gaps.
+// moving nothing, some between one GPU and itself, chains with issue gaps, some flows behind two.
 std::vector<TimedFlow> random_timed_flows(std::mt19937& rng, int gpus, int n) {
   std::uniform_int_distribution<int> gpu(0, gpus - 1);
   const double sizes[] = {0.0, 1e6, 4e6, 16e6, 3.3e6};
@@ -254,6 +259,8 @@ std::vector<TimedFlow> random_timed_flows(std::mt19937& rng, int gpus, int n) {
         f.src = flows[f.after].src;
         f.dst = flows[f.after].dst;
       }
+      if (rng() % 3 == 0)  // and for the flow that brings its data, as a forward
+        f.also_after = static_cast<int>(rng() % static_cast<unsigned>(i));
     }
     flows.push_back(f);
   }

@@ -187,17 +187,19 @@ std::size_t resumable(const std::vector<double>& cap, const std::vector<TimedFlo
   for (std::size_t i = 0; i < n; ++i) {
     const TimedFlow& was = tr.flows[i];
     const TimedFlow& f = flows[i];
-    // A flow behind two others is not resumed (the resumed state below follows `after` only).
-    if (was.src != f.src || was.dst != f.dst || was.after != f.after || f.also_after >= 0 ||
-        was.also_after >= 0 || !same_bits(was.gap_s, f.gap_s) ||
+    if (was.src != f.src || was.dst != f.dst || was.after != f.after ||
+        was.also_after != f.also_after || !same_bits(was.gap_s, f.gap_s) ||
         !same_bits(tr.latency[i], ws.latency[i]))
       return 0;
     if (same_bits(was.bytes, f.bytes) && same_bits(was.release_s, f.release_s)) continue;
-    if (f.after < 0) {
+    if (f.after < 0 && f.also_after < 0) {
       lower(was.release_s);
       lower(f.release_s);
     } else {
-      const double before = tr.finish[f.after];
+      // Read when the later of its predecessors ends (the same in both runs until then).
+      double before = -kInf;
+      for (const int a : {f.after, f.also_after})
+        if (a >= 0) before = std::max(before, tr.finish[a]);
       lower(std::max(was.release_s, before + was.gap_s));
       lower(std::max(f.release_s, before + f.gap_s));
     }
@@ -318,11 +320,10 @@ std::vector<double> released_events(const std::vector<double>& cap,
     }
     for (std::size_t i = 0; i < n; ++i) {
       if (tr.released_at[i] != kNever) continue;
-      const int a = flows[i].after;
-      if (a < 0)
-        known(static_cast<int>(i), flows[i].release_s);
-      else if (tr.finished_at[a] != kNever)
-        known(static_cast<int>(i), std::max(flows[i].release_s, finish[a] + flows[i].gap_s));
+      const int a = flows[i].after, b = flows[i].also_after;
+      if ((a >= 0 && tr.finished_at[a] == kNever) || (b >= 0 && tr.finished_at[b] == kNever))
+        continue;
+      ready(static_cast<int>(i));
     }
     now = tr.now[resume];
     tr.now.resize(resume);
@@ -332,7 +333,7 @@ std::vector<double> released_events(const std::vector<double>& cap,
     tr.snap_left.resize(tr.snap_begin[resume]);
     tr.snap_begin.resize(resume);
   }
-  // Per flow: its predecessors not finished yet (a resumed run has none behind two flows).
+  // Per flow: its predecessors not finished yet.
   ws.pending.assign(n, 0);
   for (std::size_t i = 0; i < n; ++i)
     for (const int a : {flows[i].after, flows[i].also_after})
