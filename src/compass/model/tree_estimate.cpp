@@ -113,8 +113,8 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
     return pr;
   }
   // Reduce-scatter up the trees: rank v at depth d completes its sum of piece chunk k in round
-  // k + height - d and sends it to its parent; the GEMMs of round r + 1 come before the adds of
-  // round r in program order.
+  // k + height - d and sends it to its parent; in program order each round's GEMMs come just
+  // before its adds and sends.
   const std::vector<int> up = engine_table(schedule::tree_engines(tp, plan.copy_engines, true), p);
   auto round_of = [&](const schedule::TreePiece& pc, int v) {
     return pc.chunk + sh[pc.tree].height - sh[pc.tree].depth[v];
@@ -131,9 +131,8 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
                 push_item(v, Item{false, gemm(pieces[j][i].len), -1});
   };
   PieceTable sent(p, max_pieces);  // (sender, owner, piece) -> transfer
-  gemms_of_round(0);
   for (int rho = 0; rho < rounds; ++rho) {
-    if (rho + 1 < rounds) gemms_of_round(rho + 1);
+    gemms_of_round(rho);
     struct Step {
       int v, to, owner, piece;
     };

@@ -476,11 +476,12 @@ void rs_graph(Graph& g) {
                      sum_at(v, j, pc.rows), rho, j,
                      fmt::format("r{} gemm s{} c{} t{} k{}", v, rho, j, pc.tree, pc.chunk));
   };
-  // Program order: the GEMMs of round rho + 1 before the adds of round rho, so compute runs
-  // ahead while partial sums are still on their way.
-  gemms_of_round(0);
+  // Program order, round by round: the GEMMs whose sums complete in round rho, then that round's
+  // adds and sends, so a partial sum leaves as soon as its own part and its children's are in.
+  // (Computing the next round's GEMMs first, or more rounds ahead, simulates slower on the
+  // paper grid: docs/results.md, "Reduce-scatter program order".)
   for (int rho = 0; rho < rounds; ++rho) {
-    if (rho + 1 < rounds) gemms_of_round(rho + 1);
+    gemms_of_round(rho);
     struct Step {
       int v, to, owner;
       const Piece* piece;
