@@ -187,6 +187,68 @@ TEST(CommPlan, AllGatherProgramFollowsExpectedArrival) {
   EXPECT_FALSE(validate_tree_plan(short_routes, p).ok());
 }
 
+// The reduce-scatter's program, which the generator emits and the model follows: every rank
+// computes its partial of every piece once, adds each child's partial once after that child
+// sent it, and sends its complete sum to its parent once (the owner keeps it); round by round,
+// a round's GEMMs come before its adds and sends.
+TEST(CommPlan, ReduceScatterProgramSumsUpTheTrees) {
+  auto a6000 = hardware::make_preset("a6000x8");
+  ASSERT_TRUE(a6000.ok());
+  auto plan = comm_plan_for(*a6000, {0, 1, 2, 3, 4, 5, 6, 7});
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  const int p = 8;
+  const TreePlan& tp = plan->hier;
+  const std::vector<TreeShape> shapes = tree_shapes(tp, p);
+  std::vector<std::vector<TreePiece>> pieces(p);
+  for (int j = 0; j < p; ++j) pieces[j] = tree_pieces(tp, j, 512, 3);
+  using Kind = TreeRsStep::Kind;
+  // (rank, owner, piece) -> position of its GEMM / its send; (rank, owner, piece, child) -> add.
+  std::map<std::tuple<int, int, int>, std::size_t> gemm_at, sent_at;
+  std::map<std::tuple<int, int, int, int>, std::size_t> added_at;
+  int round = 0;
+  bool round_has_adds = false;
+  const std::vector<TreeRsStep> program = tree_reduce_scatter_program(shapes, pieces);
+  for (std::size_t k = 0; k < program.size(); ++k) {
+    const TreeRsStep& st = program[k];
+    ASSERT_GE(st.round, round) << "rounds go forward, at " << k;
+    if (st.round > round) round_has_adds = false;
+    round = st.round;
+    const auto key = std::make_tuple(st.rank, st.owner, st.piece);
+    const TreePiece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
+    const TreeShape& sh = shapes[pc.tree];
+    EXPECT_EQ(st.round, pc.chunk + sh.height - sh.depth[st.rank]);
+    switch (st.kind) {
+      case Kind::gemm:
+        EXPECT_FALSE(round_has_adds) << "a GEMM after the round's adds or sends, at " << k;
+        EXPECT_TRUE(gemm_at.emplace(key, k).second) << "two GEMMs of one piece, at " << k;
+        break;
+      case Kind::add:
+        round_has_adds = true;
+        ASSERT_EQ(sh.parent[st.peer], st.rank) << "an add from a rank that is not a child";
+        EXPECT_TRUE(gemm_at.count(key)) << "an add before the rank's own GEMM, at " << k;
+        EXPECT_TRUE(sent_at.count({st.peer, st.owner, st.piece}))
+            << "an add before the child sent, at " << k;
+        EXPECT_TRUE(added_at.emplace(std::make_tuple(st.rank, st.owner, st.piece, st.peer), k).second);
+        break;
+      case Kind::send:
+        round_has_adds = true;
+        EXPECT_NE(st.rank, st.owner) << "the owner keeps its sum";
+        EXPECT_EQ(st.peer, sh.parent[st.rank]);
+        EXPECT_TRUE(gemm_at.count(key)) << "a send before the rank's own GEMM, at " << k;
+        for (int u : sh.children[st.rank])
+          EXPECT_TRUE(added_at.count({st.rank, st.owner, st.piece, u}))
+              << "a send before the add of child " << u << ", at " << k;
+        EXPECT_TRUE(sent_at.emplace(key, k).second) << "two sends of one sum, at " << k;
+        break;
+    }
+  }
+  std::size_t pieces_total = 0;
+  for (const auto& pc : pieces) pieces_total += pc.size();
+  EXPECT_EQ(gemm_at.size(), pieces_total * p);        // every rank, every piece
+  EXPECT_EQ(sent_at.size(), pieces_total * (p - 1));  // every rank but the owner
+  EXPECT_EQ(added_at.size(), pieces_total * (p - 1)); // one add per tree edge
+}
+
 TEST(CommPlan, BadGroupIsAnError) {
   auto profile = hardware::make_preset("a6000x8");
   ASSERT_TRUE(profile.ok());

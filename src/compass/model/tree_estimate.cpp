@@ -112,49 +112,23 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
     allgather(true, false);
     return pr;
   }
-  // Reduce-scatter up the trees: rank v at depth d completes its sum of piece chunk k in round
-  // k + height - d and sends it to its parent; in program order each round's GEMMs come just
-  // before its adds and sends.
+  // Reduce-scatter up the trees, in the order of schedule::tree_reduce_scatter_program.
   const std::vector<int> up = engine_table(schedule::tree_engines(tp, plan.copy_engines, true), p);
-  auto round_of = [&](const schedule::TreePiece& pc, int v) {
-    return pc.chunk + sh[pc.tree].height - sh[pc.tree].depth[v];
-  };
-  int rounds = 0;
-  for (int j = 0; j < p; ++j)
-    for (const auto& pc : pieces[j]) rounds = std::max(rounds, round_of(pc, j) + 1);
-  auto gemms_of_round = [&](int rho) {
-    for (int j = 0; j < p; ++j)
-      for (std::size_t i = 0; i < pieces[j].size(); ++i)
-        for (int v = 0; v < p; ++v)
-          if (round_of(pieces[j][i], v) == rho)
-            last_item.at(v, j, static_cast<int>(i)) =
-                push_item(v, Item{false, gemm(pieces[j][i].len), -1});
-  };
   PieceTable sent(p, max_pieces);  // (sender, owner, piece) -> transfer
-  for (int rho = 0; rho < rounds; ++rho) {
-    gemms_of_round(rho);
-    struct Step {
-      int v, to, owner, piece;
-    };
-    std::vector<Step> steps;
-    for (int j = 0; j < p; ++j)
-      for (std::size_t i = 0; i < pieces[j].size(); ++i)
-        for (int v = 0; v < p; ++v)
-          if (round_of(pieces[j][i], v) == rho)
-            steps.push_back(Step{v, v == j ? j : sh[pieces[j][i].tree].parent[v], j,
-                                 static_cast<int>(i)});
-    std::stable_sort(steps.begin(), steps.end(), [&](const Step& x, const Step& y) {
-      return schedule::tree_step_order(p, x.v, x.to, x.owner) <
-             schedule::tree_step_order(p, y.v, y.to, y.owner);
-    });
-    for (const Step& st : steps) {
-      const schedule::TreePiece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
-      const int v = st.v, j = st.owner, pi = st.piece;
-      for (int u : sh[pc.tree].children[v])
-        last_item.at(v, j, pi) = push_item(v, Item{true, add(pc.len), sent.at(u, j, pi)});
-      if (v == j) continue;
-      sent.at(v, j, pi) =
-          push_send(Send{v, st.to, -1, last_item.at(v, j, pi), -1, pc.len}, up[v * p + st.to]);
+  for (const schedule::TreeRsStep& st : schedule::tree_reduce_scatter_program(sh, pieces)) {
+    const schedule::TreePiece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
+    const int v = st.rank, j = st.owner, pi = st.piece;
+    switch (st.kind) {
+      case schedule::TreeRsStep::Kind::gemm:
+        last_item.at(v, j, pi) = push_item(v, Item{false, gemm(pc.len), -1});
+        break;
+      case schedule::TreeRsStep::Kind::add:
+        last_item.at(v, j, pi) = push_item(v, Item{true, add(pc.len), sent.at(st.peer, j, pi)});
+        break;
+      case schedule::TreeRsStep::Kind::send:
+        sent.at(v, j, pi) = push_send(Send{v, st.peer, -1, last_item.at(v, j, pi), -1, pc.len},
+                                      up[v * p + st.peer]);
+        break;
     }
   }
   // gemm_ar: the reduced pieces go down the same trees, after every reduce-scatter transfer in

@@ -322,6 +322,51 @@ std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
   return out;
 }
 
+std::vector<TreeRsStep> tree_reduce_scatter_program(
+    const std::vector<TreeShape>& shapes, const std::vector<std::vector<TreePiece>>& pieces) {
+  const int p = static_cast<int>(pieces.size());
+  auto round_of = [&](const TreePiece& pc, int v) {
+    return pc.chunk + shapes[pc.tree].height - shapes[pc.tree].depth[v];
+  };
+  int rounds = 0;
+  for (int j = 0; j < p; ++j)
+    for (const TreePiece& pc : pieces[j]) rounds = std::max(rounds, round_of(pc, j) + 1);
+  std::vector<TreeRsStep> out;
+  using Kind = TreeRsStep::Kind;
+  for (int rho = 0; rho < rounds; ++rho) {
+    // The GEMMs whose sums complete in this round, then its adds and sends, so a partial sum
+    // leaves as soon as its own part and its children's are in. (Issuing the next round's GEMMs
+    // first, or more rounds ahead, simulates slower on the paper grid: docs/results.md,
+    // "Reduce-scatter program order".)
+    for (int j = 0; j < p; ++j)
+      for (std::size_t i = 0; i < pieces[j].size(); ++i)
+        for (int v = 0; v < p; ++v)
+          if (round_of(pieces[j][i], v) == rho)
+            out.push_back(TreeRsStep{Kind::gemm, v, j, static_cast<int>(i), rho, -1});
+    struct Step {
+      int v, to, owner, piece;
+    };
+    std::vector<Step> steps;
+    for (int j = 0; j < p; ++j)
+      for (std::size_t i = 0; i < pieces[j].size(); ++i)
+        for (int v = 0; v < p; ++v)
+          if (round_of(pieces[j][i], v) == rho)
+            steps.push_back(Step{v, v == j ? j : shapes[pieces[j][i].tree].parent[v], j,
+                                 static_cast<int>(i)});
+    std::stable_sort(steps.begin(), steps.end(), [&](const Step& a, const Step& b) {
+      return tree_step_order(p, a.v, a.to, a.owner) < tree_step_order(p, b.v, b.to, b.owner);
+    });
+    for (const Step& st : steps) {
+      const TreePiece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
+      for (int u : shapes[pc.tree].children[st.v])
+        out.push_back(TreeRsStep{Kind::add, st.v, st.owner, st.piece, rho, u});
+      if (st.v != st.owner)
+        out.push_back(TreeRsStep{Kind::send, st.v, st.owner, st.piece, rho, st.to});
+    }
+  }
+  return out;
+}
+
 std::vector<TreePiece> tree_pieces(const TreePlan& plan, int root, std::int64_t len, int chunks) {
   std::vector<TreePiece> out;
   double cum = 0;
@@ -459,54 +504,30 @@ void rs_graph(Graph& g) {
     if (v == j) return g.b.rows(v, "y", ar ? global(j, r) : r);
     return g.b.rows(v, ar ? "y" : "part", global(j, r));
   };
-  // Round in which rank v finishes its sum of a piece (and sends it on unless it is the owner).
-  auto round_of = [&](const Piece& pc, int v) {
-    const TreeShape& sh = g.shapes[pc.tree];
-    return pc.chunk + sh.height - sh.depth[v];
-  };
-  int rounds = 0;
+  std::vector<std::vector<TreePiece>> tp(p);
   for (int j = 0; j < p; ++j)
-    for (const Piece& pc : pieces[j]) rounds = std::max(rounds, round_of(pc, j) + 1);
-  auto gemms_of_round = [&](int rho) {
-    for (int j = 0; j < p; ++j)
-      for (const Piece& pc : pieces[j])
-        for (int v = 0; v < p; ++v)
-          if (round_of(pc, v) == rho)
-            g.b.gemm(v, g.b.rows(v, "x", global(j, pc.rows)), g.b.whole(v, "w"),
-                     sum_at(v, j, pc.rows), rho, j,
-                     fmt::format("r{} gemm s{} c{} t{} k{}", v, rho, j, pc.tree, pc.chunk));
-  };
-  // Program order, round by round: the GEMMs whose sums complete in round rho, then that round's
-  // adds and sends, so a partial sum leaves as soon as its own part and its children's are in.
-  // (Computing the next round's GEMMs first, or more rounds ahead, simulates slower on the
-  // paper grid: docs/results.md, "Reduce-scatter program order".)
-  for (int rho = 0; rho < rounds; ++rho) {
-    gemms_of_round(rho);
-    struct Step {
-      int v, to, owner;
-      const Piece* piece;
-    };
-    std::vector<Step> steps;
-    for (int j = 0; j < p; ++j)
-      for (const Piece& pc : pieces[j])
-        for (int v = 0; v < p; ++v)
-          if (round_of(pc, v) == rho)
-            steps.push_back(Step{v, v == j ? j : g.shapes[pc.tree].parent[v], j, &pc});
-    std::stable_sort(steps.begin(), steps.end(), [&](const Step& a, const Step& b) {
-      return tree_step_order(p, a.v, a.to, a.owner) < tree_step_order(p, b.v, b.to, b.owner);
-    });
-    for (const Step& st : steps) {
-      const Piece& pc = *st.piece;
-      const int v = st.v, j = st.owner;
-      const Region sum = sum_at(v, j, pc.rows);
-      for (int u : g.shapes[pc.tree].children[v])
-        g.b.add(v, g.b.rows(v, "recv", slot.at({v, j, pc.tree, pc.chunk, u})), sum, rho, j,
-                fmt::format("r{} add s{} c{} t{} k{} from r{}", v, rho, j, pc.tree, pc.chunk, u));
-      if (v == j) continue;
-      g.b.transfer(sum, g.b.rows(st.to, "recv", slot.at({st.to, j, pc.tree, pc.chunk, v})),
-                   g.eng_up.at({v, st.to}), pc.tree, rho, j,
-                   fmt::format("r{} rs s{} c{} t{} k{} ->r{}", v, rho, j, pc.tree, pc.chunk,
-                               st.to));
+    for (const Piece& pc : pieces[j]) tp[j].push_back(TreePiece{pc.tree, pc.chunk, pc.rows.off, pc.rows.len});
+  for (const TreeRsStep& st : tree_reduce_scatter_program(g.shapes, tp)) {
+    const Piece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
+    const int v = st.rank, j = st.owner, rho = st.round;
+    switch (st.kind) {
+      case TreeRsStep::Kind::gemm:
+        g.b.gemm(v, g.b.rows(v, "x", global(j, pc.rows)), g.b.whole(v, "w"), sum_at(v, j, pc.rows),
+                 rho, j, fmt::format("r{} gemm s{} c{} t{} k{}", v, rho, j, pc.tree, pc.chunk));
+        break;
+      case TreeRsStep::Kind::add:
+        g.b.add(v, g.b.rows(v, "recv", slot.at({v, j, pc.tree, pc.chunk, st.peer})),
+                sum_at(v, j, pc.rows), rho, j,
+                fmt::format("r{} add s{} c{} t{} k{} from r{}", v, rho, j, pc.tree, pc.chunk,
+                            st.peer));
+        break;
+      case TreeRsStep::Kind::send:
+        g.b.transfer(sum_at(v, j, pc.rows),
+                     g.b.rows(st.peer, "recv", slot.at({st.peer, j, pc.tree, pc.chunk, v})),
+                     g.eng_up.at({v, st.peer}), pc.tree, rho, j,
+                     fmt::format("r{} rs s{} c{} t{} k{} ->r{}", v, rho, j, pc.tree, pc.chunk,
+                                 st.peer));
+        break;
     }
   }
   if (!ar) return;

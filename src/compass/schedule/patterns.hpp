@@ -87,6 +87,26 @@ std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
                                                const std::vector<std::vector<TreePiece>>& pieces,
                                                double row_bytes, int engines);
 
+/// One step of a tree reduce-scatter's program (tree_reduce_scatter_program): rank `rank`'s GEMM
+/// of owner `owner`'s piece `piece` (index into tree_pieces(plan, owner, ...)), its add of the
+/// partial sum that child `peer` sent it, or its send of its sum to its parent `peer`. `round`
+/// is the round in which the rank completes its sum of the piece (chunk + tree height - its
+/// depth), a label.
+struct TreeRsStep {
+  enum class Kind { gemm, add, send };
+  Kind kind = Kind::gemm;
+  int rank = 0, owner = 0, piece = 0, round = 0;
+  int peer = -1;
+};
+
+/// The program order of a reduce-scatter up a plan's trees over p ranks (shapes:
+/// tree_shapes(plan, p); pieces[owner]: tree_pieces of that owner's rows), round by round: the
+/// GEMMs whose sums complete in the round, then, step by step in tree_step_order, a rank's adds
+/// of what its children sent and its send to its parent (the owner keeps its sum). The
+/// generator emits, and the model follows, the reduce-scatters in this order.
+std::vector<TreeRsStep> tree_reduce_scatter_program(
+    const std::vector<TreeShape>& shapes, const std::vector<std::vector<TreePiece>>& pieces);
+
 /// The cost of every ordered pair of ranks' route on `profile` (TreePlan::routes; rank i runs
 /// on gpus[i]).
 std::vector<RouteCost> route_costs(const hardware::Profile& profile, const std::vector<int>& gpus);
