@@ -43,7 +43,8 @@ struct Window {
 
 /// The proportional interference rule: a GEMM of `work` seconds starting at `start` advances at
 /// 1/`factor` while one of `busy` (ascending by start; windows may overlap, and then count as
-/// their union) is under way and at full speed otherwise; returns its end. The simulator applies the same rule through the GPU host's speed.
+/// their union) is under way and at full speed otherwise; returns its end. The simulator
+/// applies the same rule through the GPU host's speed.
 double slowed_end(double start, double work, std::span<const Window> busy, double factor);
 
 /// The work of a chunk of `rows` rows inside a fused kernel whose chunks add up to `total_rows`

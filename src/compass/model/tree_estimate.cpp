@@ -144,9 +144,10 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
 // transfers share the links max-min with those release times (run_released_flows); a forward
 // waits for the transfer that brings its data inside the run (TimedFlow::also_after). Releases
 // and arrivals depend on each other through compute: the two are iterated to a fixed point, as
-// for the fused ring reduce-scatter in estimate.cpp. Interference as in the simulator: a GEMM runs 1/fg as
-// fast while its rank sends (hardware::slowed_end over the rank's transfer windows), and a
-// transfer that starts while a GEMM runs at either end counts its bytes fc times.
+// for the fused ring reduce-scatter in estimate.cpp. Interference as in the simulator: a GEMM
+// runs 1/fg as fast while its rank sends (hardware::slowed_end over the rank's transfer
+// windows), and a transfer that starts while a GEMM runs at either end counts its bytes fc
+// times.
 struct Followed {
   double end_s = 0;      // the last item or transfer
   double work_s = 0;     // GEMM and add work of the busiest rank

@@ -413,6 +413,15 @@ std::vector<Piece> pieces_of(const TreePlan& plan, int root, std::int64_t len, i
   return out;
 }
 
+// The same pieces as schedule::TreePiece, the form the programs take.
+std::vector<std::vector<TreePiece>> as_tree_pieces(const std::vector<std::vector<Piece>>& pieces) {
+  std::vector<std::vector<TreePiece>> out(pieces.size());
+  for (std::size_t o = 0; o < pieces.size(); ++o)
+    for (const Piece& pc : pieces[o])
+      out[o].push_back(TreePiece{pc.tree, pc.chunk, pc.rows.off, pc.rows.len});
+  return out;
+}
+
 struct Graph {
   Builder& b;
   const workload::OperatorSpec& op;
@@ -433,10 +442,8 @@ struct Graph {
 template <class Src, class Dst, class Arrive>
 void tree_allgather_rounds(Graph& g, const std::vector<std::vector<Piece>>& pieces, const Src& src,
                            const Dst& dst, const Arrive& on_arrival, const char* tag) {
-  std::vector<std::vector<TreePiece>> tp(pieces.size());
-  for (std::size_t o = 0; o < pieces.size(); ++o)
-    for (const Piece& pc : pieces[o]) tp[o].push_back(TreePiece{pc.tree, pc.chunk, pc.rows.off, pc.rows.len});
-  for (const TreeAgStep& e : tree_allgather_program(g.plan, g.shapes, tp, g.row_bytes, g.engines)) {
+  for (const TreeAgStep& e : tree_allgather_program(g.plan, g.shapes, as_tree_pieces(pieces),
+                                                    g.row_bytes, g.engines)) {
     const Piece& pc = pieces[e.owner][static_cast<std::size_t>(e.piece)];
     if (e.arrival) {
       on_arrival(e.to, e.owner, pc, e.round);
@@ -504,10 +511,7 @@ void rs_graph(Graph& g) {
     if (v == j) return g.b.rows(v, "y", ar ? global(j, r) : r);
     return g.b.rows(v, ar ? "y" : "part", global(j, r));
   };
-  std::vector<std::vector<TreePiece>> tp(p);
-  for (int j = 0; j < p; ++j)
-    for (const Piece& pc : pieces[j]) tp[j].push_back(TreePiece{pc.tree, pc.chunk, pc.rows.off, pc.rows.len});
-  for (const TreeRsStep& st : tree_reduce_scatter_program(g.shapes, tp)) {
+  for (const TreeRsStep& st : tree_reduce_scatter_program(g.shapes, as_tree_pieces(pieces))) {
     const Piece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
     const int v = st.rank, j = st.owner, rho = st.round;
     switch (st.kind) {
