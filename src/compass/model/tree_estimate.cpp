@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <cmath>
+#include <limits>
 #include <optional>
+#include <span>
 
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/synthesis.hpp"
@@ -17,10 +20,6 @@ namespace compass::model::detail {
 using workload::OpKind;
 
 namespace {
-
-// Rounds of the release/arrival fixed point of the reduce-scatter (it stops early once a round
-// repeats the previous one bit for bit).
-constexpr int kFixedPointRounds = 64;
 
 // The schedule of a tree pattern as the model follows it: per rank, its compute stream's items
 // in program order; per transfer, its ends, rows, its copy engine's previous transfer and what
@@ -137,139 +136,311 @@ Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& t
   return pr;
 }
 
-// Follows a program: each rank's compute stream runs its items in order (a fused kernel: one
-// launch, then a flag wait before every further GEMM piece and every add; an item waits for the
-// transfer it needs), a transfer leaves when its data is complete (the item or the transfer it
-// waits for) and its copy engine's previous transfer is done (plus one copy issue), and the
-// transfers share the links max-min with those release times (run_released_flows); a forward
-// waits for the transfer that brings its data inside the run (TimedFlow::also_after). Releases
-// and arrivals depend on each other through compute: the two are iterated to a fixed point, as
-// for the fused ring reduce-scatter in estimate.cpp. Interference as in the simulator: a GEMM
-// runs 1/fg as fast while its rank sends (hardware::slowed_end over the rank's transfer
-// windows), and a transfer that starts while a GEMM runs at either end counts its bytes fc
-// times.
+// Follows a program in one pass over its events, as the simulator runs the schedule: each
+// rank's compute stream runs its items in order (a fused kernel: one launch, then a flag wait
+// before every further GEMM piece and every add; an item waits for the transfer it needs), a
+// transfer leaves one copy issue after its data is complete (the item or the transfer it waits
+// for) and its copy engine's previous transfer has landed, and the moving transfers share the
+// links max-min, re-shared whenever one joins or leaves (hardware::sharing::IncrementalMaxmin);
+// a transfer lands its route latency after its last byte. Interference as in the simulator: a
+// GEMM advances at 1/fg while its rank has a transfer under way (from its start until it
+// lands), and a transfer that starts while a GEMM runs at either end counts its bytes fc times.
 struct Followed {
-  double end_s = 0;      // the last item or transfer
-  double work_s = 0;     // GEMM and add work of the busiest rank
+  double end_s = 0;   // the last item or transfer; NaN when the program cannot finish
+  double work_s = 0;  // GEMM and add work of the busiest rank
 };
-Followed follow(const hardware::Profile& prof, const schedule::CommPlan& plan, const Program& pr,
-                double row_bytes, const TreeCosts& c, Caches& caches) {
-  const int p = static_cast<int>(pr.items.size());
-  const std::vector<Send>& sends = pr.sends;
-  const std::size_t nf = sends.size();
-  std::vector<double> finish(nf, 0), start(nf, 0), release(nf, 0);
-  std::vector<std::vector<double>> item_end(p);
-  std::vector<std::vector<hardware::Window>> gemm_windows(p), busy(p);
-  // Whether a rank's GEMM windows are in order and disjoint (each ends before the next
-  // begins), as the program order makes them unless a cost is negative or not a number.
-  std::vector<char> in_order(p, 1);
-  Followed out;
-  auto run_compute = [&]() {
-    for (int v = 0; v < p; ++v) {
-      item_end[v].assign(pr.items[v].size(), 0);
-      gemm_windows[v].clear();
-      in_order[v] = 1;
-      double t = 0;
-      bool first = true;
-      for (std::size_t i = 0; i < pr.items[v].size(); ++i) {
-        const Item& it = pr.items[v][i];
-        const double ready = it.flow_in >= 0 ? std::max(t, finish[it.flow_in]) : t;
-        if (it.add) {
-          t = ready + c.flag_wait + it.work;
-        } else {
-          const double from = ready + (first ? c.launch : c.flag_wait);
-          first = false;
-          t = hardware::slowed_end(from, it.work, busy[v], c.fg);
-          if (!(t >= from) || (!gemm_windows[v].empty() && !(from >= gemm_windows[v].back().until)))
-            in_order[v] = 0;
-          gemm_windows[v].push_back(hardware::Window{from, t});
+
+class Follower {
+ public:
+  Follower(const hardware::Profile& prof, const schedule::CommPlan& plan, const Program& pr,
+           double row_bytes, const TreeCosts& c)
+      : pr_(pr), c_(c), p_(static_cast<int>(pr.items.size())), nf_(pr.sends.size()) {
+    cap_ = hardware::sharing::dir_capacities(prof);
+    // Routes once per (sender, receiver) pair.
+    std::vector<int> pair_flow(static_cast<std::size_t>(p_) * p_, -1);
+    flows_.resize(nf_);
+    for (std::size_t f = 0; f < nf_; ++f) {
+      const Send& sd = pr.sends[f];
+      Flow& fl = flows_[f];
+      fl.bytes = static_cast<double>(sd.rows) * row_bytes;
+      fl.moves = sd.from != sd.to && plan.gpus[sd.from] != plan.gpus[sd.to];
+      fl.pending = (sd.ready_item >= 0) + (sd.dep_flow >= 0) + (sd.after >= 0);
+      const std::size_t b = paths_.dirs.size();
+      int& same = pair_flow[static_cast<std::size_t>(sd.from) * p_ + sd.to];
+      if (same >= 0) {
+        const auto from = static_cast<std::size_t>(paths_.offset[same]);
+        const auto to = static_cast<std::size_t>(paths_.offset[same + 1]);
+        paths_.dirs.reserve(b + (to - from));
+        for (std::size_t d = from; d < to; ++d) paths_.dirs.push_back(paths_.dirs[d]);
+        fl.latency_s = flows_[same].latency_s;
+      } else if (fl.moves) {
+        const int src = plan.gpus[sd.from], dst = plan.gpus[sd.to];
+        for (int d : hardware::sharing::route_dirs(prof, src, dst)) paths_.dirs.push_back(d);
+        fl.latency_s = prof.route_latency_s(src, dst);
+        same = static_cast<int>(f);
+      }
+      paths_.offset.push_back(static_cast<int>(paths_.dirs.size()));
+    }
+    // Who waits for what, as flat lists: transfers behind a transfer (its engine's next, the
+    // forwards of its data), items behind a transfer, transfers behind an item.
+    item_base_.assign(static_cast<std::size_t>(p_) + 1, 0);
+    for (int v = 0; v < p_; ++v) item_base_[v + 1] = item_base_[v] + pr.items[v].size();
+    std::vector<std::pair<int, int>> flow_waits, item_on_flow, flow_on_item;
+    for (std::size_t f = 0; f < nf_; ++f) {
+      const Send& sd = pr.sends[f];
+      for (int g : {sd.after, sd.dep_flow})
+        if (g >= 0) flow_waits.emplace_back(g, static_cast<int>(f));
+      if (sd.ready_item >= 0)
+        flow_on_item.emplace_back(static_cast<int>(item_base_[sd.from] + sd.ready_item),
+                                  static_cast<int>(f));
+    }
+    for (int v = 0; v < p_; ++v)
+      for (std::size_t i = 0; i < pr.items[v].size(); ++i)
+        if (pr.items[v][i].flow_in >= 0) item_on_flow.emplace_back(pr.items[v][i].flow_in, v);
+    flow_waiters_ = Lists(nf_, flow_waits);
+    item_waiters_ = Lists(nf_, item_on_flow);
+    send_waiters_ = Lists(item_base_.back(), flow_on_item);
+    ranks_.resize(p_);
+  }
+
+  Followed run() {
+    Followed out;
+    for (int v = 0; v < p_; ++v) {
+      double work = 0;
+      for (const Item& it : pr_.items[v]) work += it.work;
+      out.work_s = std::max(out.work_s, work);
+    }
+    sharing_.reset(cap_, paths_);
+    for (std::size_t f = 0; f < nf_; ++f)
+      if (flows_[f].pending == 0) release(static_cast<int>(f));
+    for (int v = 0; v < p_; ++v) next_item(v);
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    double now = 0;
+    const std::size_t limit = 16 * (nf_ + item_base_.back()) + 16;
+    for (std::size_t step = 0; step < limit && !broken_; ++step) {
+      const double t = std::min({top(releases_), top(landings_), top(compute_), next_end_});
+      if (t == kInf) break;
+      now = std::max(now, t);
+      // At one instant: last bytes, then landings, then compute (a GEMM ending now is no
+      // longer running, one beginning now is), then the transfers that start.
+      if (next_end_ <= now) {
+        advance(now);
+        ended_.clear();
+        for (int f : sharing_.active())
+          if (flows_[f].remaining <= 1e-9 * flows_[f].sized) ended_.push_back(f);
+        for (int f : ended_) {
+          sharing_.remove(f);
+          push(landings_, now + flows_[f].latency_s, f);
         }
-        item_end[v][i] = t;
+        reshare_ = true;
+      }
+      while (top(landings_) <= now) land(pop(landings_).second, now);
+      while (top(compute_) <= now) {
+        const auto [at, ev] = pop(compute_);
+        const int v = ev / kVersions;
+        if (ev % kVersions == static_cast<int>(ranks_[v].version % kVersions)) on_compute(v, at);
+      }
+      while (top(releases_) <= now + 1e-15) start(pop(releases_).second, now);
+      if (reshare_) {
+        reshare_ = false;
+        next_end_ = kInf;
+        const std::vector<double>& rate = sharing_.rates();
+        for (int f : sharing_.active()) {
+          flows_[f].rate = rate[f];
+          if (rate[f] > 0) next_end_ = std::min(next_end_, now + flows_[f].remaining / rate[f]);
+        }
       }
     }
-    for (std::size_t f = 0; f < nf; ++f)
-      release[f] = sends[f].ready_item >= 0 ? item_end[sends[f].from][sends[f].ready_item]
-                   : sends[f].dep_flow >= 0 ? finish[sends[f].dep_flow]
-                                            : 0.0;
+    bool finished = !broken_;
+    for (const Flow& fl : flows_) {
+      finished = finished && fl.landed;
+      out.end_s = std::max(out.end_s, fl.landed_s);
+    }
+    for (const Rank& r : ranks_) {
+      finished = finished && r.phase == Phase::done;
+      out.end_s = std::max(out.end_s, r.prev_end);
+    }
+    if (!finished) out.end_s = std::numeric_limits<double>::quiet_NaN();
+    return out;
+  }
+
+ private:
+  enum class Phase { waiting, overhead, gemm, add, done };
+  struct Flow {
+    double bytes = 0, sized = 0, remaining = 0, rate = 0, latency_s = 0;
+    double ready_s = 0;   // the latest of what it waits for, once known
+    double landed_s = 0;
+    int pending = 0;      // what it waits for and has not happened yet
+    bool moves = false, landed = false;
   };
-  auto gemm_running = [&](int rank, double t) {
-    const std::vector<hardware::Window>& ws = gemm_windows[rank];
-    if (in_order[rank]) {
-      // Only the last window opening at or before t can hold it.
-      const auto after = std::upper_bound(
-          ws.begin(), ws.end(), t,
-          [](double x, const hardware::Window& w) { return x < w.from; });
-      return after != ws.begin() && t < std::prev(after)->until;
-    }
-    for (const hardware::Window& w : ws)
-      if (w.from <= t && t < w.until) return true;
-    return false;
+  struct Rank {
+    std::size_t item = 0;
+    Phase phase = Phase::waiting;
+    bool launched = false;  // its first GEMM piece has paid the launch
+    double prev_end = 0;    // the end of its previous item
+    double left = 0, since = 0;  // the running GEMM's work left at `since`
+    int sending = 0;        // its transfers under way (started, not landed)
+    unsigned version = 0;   // its compute event in the queue
   };
-  // First guess: every transfer alone on its route after its data and its engine's previous
-  // transfer, in program order (a transfer's predecessors come before it).
-  run_compute();
-  for (std::size_t f = 0; f < nf; ++f) {
-    const Send& sd = sends[f];
-    if (sd.dep_flow >= 0) release[f] = finish[sd.dep_flow];
-    start[f] = std::max(release[f], sd.after >= 0 ? finish[sd.after] : 0.0) + c.copy_issue;
-    finish[f] = start[f] + model::transfer_time_s(prof, plan.gpus[sd.from], plan.gpus[sd.to],
-                                                  static_cast<double>(sd.rows) * row_bytes);
-  }
-  std::vector<TimedFlow> flows, previous;
-  std::vector<std::vector<hardware::Window>> raw(p);  // per rank: its transfers' windows
-  for (int iter = 0; iter < kFixedPointRounds && nf > 0; ++iter) {
-    run_compute();
-    flows.assign(nf, TimedFlow{});
-    for (std::size_t f = 0; f < nf; ++f) {
-      const Send& sd = sends[f];
-      TimedFlow& tf = flows[f];
-      tf.src = plan.gpus[sd.from];
-      tf.dst = plan.gpus[sd.to];
-      const bool beside_gemm = gemm_running(sd.from, start[f]) || gemm_running(sd.to, start[f]);
-      tf.bytes = static_cast<double>(sd.rows) * row_bytes * (beside_gemm ? c.fc : 1.0);
-      tf.after = sd.after;
-      tf.gap_s = c.copy_issue;
-      if (sd.dep_flow >= 0 && static_cast<std::size_t>(sd.dep_flow) < f) {
-        // A forward waits for its data inside the run, not for the previous round's arrival.
-        tf.also_after = sd.dep_flow;
-        tf.release_s = c.copy_issue;
-      } else {
-        tf.release_s = release[f] + c.copy_issue;
-      }
+  // Index lists keyed 0..n-1 in one array (key k: at[begin[k]] .. at[begin[k + 1] - 1]).
+  struct Lists {
+    std::vector<std::size_t> begin;
+    std::vector<int> at;
+    Lists() = default;
+    Lists(std::size_t n, std::vector<std::pair<int, int>>& pairs) : begin(n + 1, 0) {
+      std::stable_sort(pairs.begin(), pairs.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (const auto& pr : pairs) ++begin[static_cast<std::size_t>(pr.first) + 1];
+      for (std::size_t k = 0; k < n; ++k) begin[k + 1] += begin[k];
+      for (const auto& pr : pairs) at.push_back(pr.second);
     }
-    if (iter > 0 && same_timed_flows(flows, previous)) break;
-    finish = run_released_flows(prof, flows, caches, /*memoise=*/false);
-    for (std::size_t f = 0; f < nf; ++f)
-      start[f] = std::max({flows[f].release_s,
-                           sends[f].after >= 0 ? finish[sends[f].after] + c.copy_issue : 0.0,
-                           flows[f].also_after >= 0 ? finish[flows[f].also_after] + c.copy_issue
-                                                    : 0.0});
-    // The windows in which each rank's copy engines move data, merged.
-    for (std::vector<hardware::Window>& r : raw) r.clear();
-    for (std::size_t f = 0; f < nf; ++f)
-      raw[sends[f].from].push_back(hardware::Window{start[f], finish[f]});
-    for (int v = 0; v < p; ++v) {
-      busy[v].clear();
-      std::sort(raw[v].begin(), raw[v].end(),
-                [](const hardware::Window& a, const hardware::Window& b) { return a.from < b.from; });
-      for (const hardware::Window& w : raw[v]) {
-        if (!busy[v].empty() && w.from <= busy[v].back().until)
-          busy[v].back().until = std::max(busy[v].back().until, w.until);
-        else
-          busy[v].push_back(w);
-      }
+    std::span<const int> of(std::size_t k) const {
+      return {at.data() + begin[k], at.data() + begin[k + 1]};
     }
-    std::swap(flows, previous);
+  };
+  using Queue = std::vector<std::pair<double, int>>;  // a min-heap of (time, id)
+  static constexpr int kVersions = 1 << 20;           // compute events carry rank * kVersions + version
+
+  static bool later(const std::pair<double, int>& a, const std::pair<double, int>& b) {
+    return a > b;
   }
-  run_compute();
-  for (std::size_t f = 0; f < nf; ++f) out.end_s = std::max(out.end_s, finish[f]);
-  for (int v = 0; v < p; ++v) {
-    double work = 0;
-    for (const Item& it : pr.items[v]) work += it.work;
-    out.work_s = std::max(out.work_s, work);
-    if (!item_end[v].empty()) out.end_s = std::max(out.end_s, item_end[v].back());
+  static double top(const Queue& q) {
+    return q.empty() ? std::numeric_limits<double>::infinity() : q.front().first;
   }
-  return out;
+  std::pair<double, int> pop(Queue& q) {
+    std::pop_heap(q.begin(), q.end(), later);
+    const std::pair<double, int> e = q.back();
+    q.pop_back();
+    return e;
+  }
+  void push(Queue& q, double at, int id) {
+    if (std::isnan(at)) {  // a cost that is not a number: the program never finishes
+      broken_ = true;
+      return;
+    }
+    q.emplace_back(at, id);
+    std::push_heap(q.begin(), q.end(), later);
+  }
+  // Brings the moving transfers' remaining bytes to `now` (their rates held since the last
+  // change of the sharing).
+  void advance(double now) {
+    const double dt = now - clock_;
+    if (dt > 0)
+      for (int f : sharing_.active()) flows_[f].remaining -= flows_[f].rate * dt;
+    clock_ = now;
+  }
+  bool gemm_running(int v) const { return ranks_[v].phase == Phase::gemm; }
+  // A rank's transfers under way change: its running GEMM's speed may change with them.
+  void sending(int v, int delta, double now) {
+    Rank& r = ranks_[v];
+    const bool was = r.sending > 0;
+    r.sending += delta;
+    if (was == (r.sending > 0) || r.phase != Phase::gemm || c_.fg == 1.0) return;
+    r.left = std::max(0.0, r.left - (was ? (now - r.since) / c_.fg : now - r.since));
+    r.since = now;
+    ++r.version;
+    push(compute_, now + (r.sending > 0 ? r.left * c_.fg : r.left), compute_id(v));
+  }
+  int compute_id(int v) const { return v * kVersions + static_cast<int>(ranks_[v].version % kVersions); }
+  // Everything a transfer waits for has happened: it leaves one copy issue later.
+  void release(int f) { push(releases_, flows_[f].ready_s + c_.copy_issue, f); }
+  void resolved(int f, double at) {
+    Flow& fl = flows_[f];
+    fl.ready_s = std::max(fl.ready_s, at);
+    if (--fl.pending == 0) release(f);
+  }
+  void start(int f, double now) {
+    Flow& fl = flows_[f];
+    const Send& sd = pr_.sends[f];
+    fl.sized = fl.bytes * (gemm_running(sd.from) || gemm_running(sd.to) ? c_.fc : 1.0);
+    if (!fl.moves || !(fl.sized > 0)) {
+      land(f, now);  // moves nothing: lands the moment it starts
+      return;
+    }
+    advance(now);
+    fl.remaining = fl.sized;
+    sharing_.add(f);
+    reshare_ = true;
+    sending(sd.from, +1, now);
+  }
+  void land(int f, double now) {
+    Flow& fl = flows_[f];
+    fl.landed = true;
+    fl.landed_s = now;
+    if (fl.moves && fl.sized > 0) sending(pr_.sends[f].from, -1, now);
+    for (int w : flow_waiters_.of(static_cast<std::size_t>(f))) resolved(w, now);
+    for (int v : item_waiters_.of(static_cast<std::size_t>(f))) {
+      Rank& r = ranks_[v];
+      if (r.phase == Phase::waiting && r.item < pr_.items[v].size() &&
+          pr_.items[v][r.item].flow_in == f)
+        begin_item(v, std::max(r.prev_end, now));
+    }
+  }
+  // The rank's next item, if what it waits for has landed.
+  void next_item(int v) {
+    Rank& r = ranks_[v];
+    if (r.item >= pr_.items[v].size()) {
+      r.phase = Phase::done;
+      return;
+    }
+    const Item& it = pr_.items[v][r.item];
+    if (it.flow_in >= 0 && !flows_[it.flow_in].landed) {
+      r.phase = Phase::waiting;
+      return;
+    }
+    begin_item(v, it.flow_in >= 0 ? std::max(r.prev_end, flows_[it.flow_in].landed_s) : r.prev_end);
+  }
+  void begin_item(int v, double ready) {
+    Rank& r = ranks_[v];
+    const Item& it = pr_.items[v][r.item];
+    ++r.version;
+    if (it.add) {
+      r.phase = Phase::add;
+      push(compute_, ready + c_.flag_wait + it.work, compute_id(v));
+    } else {
+      r.phase = Phase::overhead;
+      push(compute_, ready + (r.launched ? c_.flag_wait : c_.launch), compute_id(v));
+      r.launched = true;
+    }
+  }
+  void on_compute(int v, double now) {
+    Rank& r = ranks_[v];
+    if (r.phase == Phase::overhead) {
+      const double work = pr_.items[v][r.item].work;
+      r.phase = Phase::gemm;
+      r.left = work;
+      r.since = now;
+      ++r.version;
+      push(compute_, r.sending > 0 && c_.fg != 1.0 ? now + work * c_.fg : now + work, compute_id(v));
+      return;
+    }
+    // A GEMM piece or an add ends.
+    r.prev_end = now;
+    for (int f : send_waiters_.of(item_base_[v] + r.item)) resolved(f, now);
+    ++r.item;
+    next_item(v);
+  }
+
+  const Program& pr_;
+  const TreeCosts& c_;
+  int p_;
+  std::size_t nf_;
+  std::vector<double> cap_;
+  hardware::sharing::FlatPaths paths_;
+  hardware::sharing::IncrementalMaxmin sharing_;
+  std::vector<Flow> flows_;
+  std::vector<Rank> ranks_;
+  std::vector<std::size_t> item_base_;
+  Lists flow_waiters_, item_waiters_, send_waiters_;
+  Queue releases_, landings_, compute_;
+  std::vector<int> ended_;
+  double clock_ = 0, next_end_ = std::numeric_limits<double>::infinity();
+  bool reshare_ = false, broken_ = false;
+};
+
+Followed follow(const hardware::Profile& prof, const schedule::CommPlan& plan, const Program& pr,
+                double row_bytes, const TreeCosts& c) {
+  return Follower(prof, plan, pr, row_bytes, c).run();
 }
 
 // The words of a memo key that name a tree pattern, its group and its copy engines.
@@ -386,7 +557,7 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   };
   const Program pr = program_of(op, tp, plan, sh, pieces, row_bytes, gemm, add);
   if (!known) {
-    const Followed f = follow(prof, plan, pr, row_bytes, c, caches);
+    const Followed f = follow(prof, plan, pr, row_bytes, c);
     // Busiest link direction of the all-gather along the trees (the reduce-scatter loads the
     // reverse directions the same way).
     hardware::TreePattern hp;
@@ -407,7 +578,7 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
     Program bare = pr;
     for (auto& items : bare.items)
       for (Item& it : items) it.work = 0;
-    known_comm = follow(prof, plan, bare, row_bytes, TreeCosts{}, caches).end_s;
+    known_comm = follow(prof, plan, bare, row_bytes, TreeCosts{}).end_s;
     remember(memo, memo.comm, comm_key, *known_comm);
   }
   return answer();

@@ -1,8 +1,8 @@
 #pragma once
 // Model of the tree-pattern strategies fuse:hier and fuse:synth (docs/patterns.md, "Model"):
-// the schedule's program followed rank by rank: compute streams in program order, transfers
-// released when their data is complete, sharing the links max-min (model::run_released_flows,
-// serial copy engines), iterated to a fixed point.
+// the schedule's program followed in one pass over its events: compute streams in program
+// order, transfers released when their data is complete and their copy engine is free, sharing
+// the links max-min, re-shared whenever one starts or ends.
 
 #include <string>
 
