@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -66,11 +67,17 @@ struct TreeResult {
 /// it reads besides the profile (operator, pattern, group, engines, costs), and the
 /// communication-alone pass by what it reads (operator kind, rows, row bytes, pattern, group,
 /// engines). A different profile empties both.
+struct TreeProgram;  // model/tree_estimate.cpp: a pattern's program, prepared for following
+
 struct TreeMemo {
   std::optional<hardware::Profile> profile;
   std::unordered_map<std::vector<std::uint64_t>, TreeResult, KeyHash> results;
   std::unordered_map<std::vector<std::uint64_t>, double, KeyHash> comm;
   std::size_t words = 0;  // words the two tables' keys hold
+  // The last few programs built, by operator and pattern, newest last: the choice and the
+  // chosen strategy's breakdown follow one program under different costs.
+  std::vector<std::pair<std::vector<std::uint64_t>, std::shared_ptr<const TreeProgram>>> programs;
+  hardware::sharing::IncrementalMaxmin sharing;  // the follower's, scratch
 };
 
 /// The last event loop of run_released_flows (comm_model.cpp), kept so that the next run can
