@@ -2,10 +2,13 @@
 // one operator's estimates. The target is the grid well under 100 ms.
 //
 // The model memoises through a model::Caches the caller owns (ring-step patterns, every run of
-// released flows by its exact inputs, all-to-all congestion), so planning the same thing again
-// with the same Caches is mostly hits. BM_SweepPaperGrid and BM_ChooseOneOperator construct a
-// fresh Caches for every iteration (a first plan, as one `compass sweep` or `compass op` does);
-// BM_SweepPaperGridWarm keeps one across iterations (the same grid planned again).
+// released flows by its exact inputs, all-to-all congestion, tree estimates and programs), so
+// planning the same thing again with the same Caches is mostly hits. BM_SweepPaperGrid and
+// BM_ChooseOneOperator construct a fresh Caches for every iteration (a first plan, as one
+// `compass sweep` or `compass op` does); BM_SweepPaperGridWarm keeps one across iterations (the
+// same grid planned again). The sweeps plan the distinct operators on one worker per hardware
+// thread, as `compass sweep` does (BM_SweepPaperGridOneThread: on the calling thread alone);
+// their times are wall-clock and their CPU times those of the whole process.
 // BM_TimelinePaperGrid generates the schedule of every grid row under every strategy
 // (decompose:4 for decompose) and evaluates it task by task (model::evaluate_timeline): what
 // planning would cost if the model evaluated the schedules instead of its closed forms.
@@ -24,7 +27,7 @@
 
 namespace {
 
-void sweep_paper_grid(benchmark::State& state, bool cold) {
+void sweep_paper_grid(benchmark::State& state, bool cold, int threads) {
   const compass::hardware::Profile p = *compass::hardware::make_preset("a6000x8");
   const auto grid = compass::workload::paper_grid();
   std::optional<compass::model::Caches> caches;
@@ -35,17 +38,26 @@ void sweep_paper_grid(benchmark::State& state, bool cold) {
       caches.emplace();  // the previous iteration's tables are dropped outside the timing
       state.ResumeTiming();
     }
-    auto r = compass::plan::run_sweep(p, grid, *caches);
+    auto r = compass::plan::run_sweep(p, grid, *caches, {}, {}, threads);
     benchmark::DoNotOptimize(r);
   }
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(grid.size()));
 }
 
-void BM_SweepPaperGrid(benchmark::State& state) { sweep_paper_grid(state, true); }
-BENCHMARK(BM_SweepPaperGrid)->Unit(benchmark::kMillisecond);
+void BM_SweepPaperGrid(benchmark::State& state) { sweep_paper_grid(state, true, 0); }
+BENCHMARK(BM_SweepPaperGrid)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 
-void BM_SweepPaperGridWarm(benchmark::State& state) { sweep_paper_grid(state, false); }
-BENCHMARK(BM_SweepPaperGridWarm)->Unit(benchmark::kMillisecond);
+void BM_SweepPaperGridOneThread(benchmark::State& state) { sweep_paper_grid(state, true, 1); }
+BENCHMARK(BM_SweepPaperGridOneThread)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
+
+void BM_SweepPaperGridWarm(benchmark::State& state) { sweep_paper_grid(state, false, 0); }
+BENCHMARK(BM_SweepPaperGridWarm)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
 
 void BM_ChooseOneOperator(benchmark::State& state) {
   const compass::hardware::Profile p = *compass::hardware::make_preset("a6000x8");

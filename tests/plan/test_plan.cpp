@@ -118,5 +118,59 @@ TEST(Sweep, TpLargerThanTheMachineIsAnError) {
   EXPECT_NE(r.error().message.find("tp=8"), std::string::npos);
 }
 
+// The distinct operators are planned on several workers, each with caches of its own: the rows
+// are the same bits whatever the number of workers, and the error names the same row.
+TEST(Sweep, RowsDoNotDependOnTheThreads) {
+  const hardware::Profile p = a6000();
+  const std::vector<workload::GridEntry> grid = workload::paper_grid();
+  std::size_t calls = 0, last_done = 0, last_total = 0;
+  const Result<SweepResult> one = run_sweep(
+      p, grid,
+      [&](std::size_t done, std::size_t total) {
+        EXPECT_EQ(done, last_done + 1);
+        ++calls;
+        last_done = done;
+        last_total = total;
+      },
+      {}, 1);
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  EXPECT_GT(calls, 0u);
+  EXPECT_EQ(last_done, last_total);
+  EXPECT_LT(last_total, grid.size());  // recurring operators are planned once
+  for (int threads : {2, 5}) {
+    const Result<SweepResult> many = run_sweep(p, grid, {}, {}, threads);
+    ASSERT_TRUE(many.ok()) << many.error().message;
+    ASSERT_EQ(many->rows.size(), one->rows.size());
+    for (std::size_t i = 0; i < one->rows.size(); ++i) {
+      const model::OperatorChoice& a = one->rows[i].choice;
+      const model::OperatorChoice& b = many->rows[i].choice;
+      EXPECT_EQ(a.chosen, b.chosen) << "row " << i << ", " << threads << " threads";
+      EXPECT_EQ(a.reason, b.reason) << "row " << i;
+      ASSERT_EQ(a.estimates.size(), b.estimates.size());
+      for (std::size_t k = 0; k < a.estimates.size(); ++k) {
+        EXPECT_EQ(a.estimates[k].total_s, b.estimates[k].total_s) << "row " << i << " " << k;
+        EXPECT_EQ(a.estimates[k].compute_s, b.estimates[k].compute_s) << "row " << i << " " << k;
+      }
+      EXPECT_EQ(one->rows[i].decompose4_s, many->rows[i].decompose4_s) << "row " << i;
+      EXPECT_EQ(one->rows[i].worst_d, many->rows[i].worst_d) << "row " << i;
+    }
+  }
+  // Row 10 cannot be planned (its rows do not split over tp 8) and row 20 asks for more GPUs
+  // than the machine has: row 10 is named, whatever the workers.
+  std::vector<workload::GridEntry> bad(grid.begin(), grid.begin() + 30);
+  bad[10].op.m = 12;
+  bad[10].op.tp = 8;
+  bad[20].op.tp = 16;
+  for (int threads : {1, 4}) {
+    const Result<SweepResult> r = run_sweep(p, bad, {}, {}, threads);
+    ASSERT_FALSE(r.ok()) << threads << " threads";
+    EXPECT_EQ(r.error().message.rfind("grid row 10 ", 0), 0u) << r.error().message;
+  }
+  bad[10] = grid[10];
+  const Result<SweepResult> r = run_sweep(p, bad, {}, {}, 4);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message.rfind("grid row 20 ", 0), 0u) << r.error().message;
+}
+
 }  // namespace
 }  // namespace compass::plan

@@ -45,6 +45,7 @@ struct SweepOptions {
   bool sim = false;
   int limit = 0;   // 0: every row
   int stride = 1;  // take every stride-th row
+  int threads = 0; // planning workers (0: one per hardware thread)
 };
 
 using schedule::StrategyKind;
@@ -249,6 +250,7 @@ void check_options(const SweepOptions& o) {
     throw UsageError(fmt::format("--grid: unknown grid '{}' (expected paper)", o.grid));
   if (o.limit < 0) throw UsageError(fmt::format("--limit: must be >= 0, got {}", o.limit));
   if (o.stride < 1) throw UsageError(fmt::format("--stride: must be >= 1, got {}", o.stride));
+  if (o.threads < 0) throw UsageError(fmt::format("--threads: must be >= 0, got {}", o.threads));
 }
 
 void run(const SweepOptions& o) {
@@ -276,7 +278,7 @@ void run(const SweepOptions& o) {
     auto report = [&bar](std::size_t done, std::size_t total) {
       bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
     };
-    r = unwrap(plan::run_sweep(profile, grid, report, gpus));
+    r = unwrap(plan::run_sweep(profile, grid, report, gpus, o.threads));
   }
   std::vector<SimRow> sim_rows;
   if (o.sim) {
@@ -331,9 +333,12 @@ void run_many(const SweepOptions& o) {
     std::vector<SimRow> rows;
     {
       ProgressBar bar(fmt::format("{}: planning", profile.name), o.progress);
-      r = unwrap(plan::run_sweep(profile, grid, [&bar](std::size_t done, std::size_t total) {
-        bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
-      }));
+      r = unwrap(plan::run_sweep(
+          profile, grid,
+          [&bar](std::size_t done, std::size_t total) {
+            bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
+          },
+          {}, o.threads));
     }
     {
       ProgressBar bar(fmt::format("{}: simulating", profile.name), o.progress);
@@ -392,6 +397,10 @@ void add_sweep_verb(CLI::App& app) {
                 "Also simulate every row's strategies (SimGrid) and report the model's accuracy");
   sub->add_option("--limit", opts->limit, "Sweep at most this many rows (0: all)");
   sub->add_option("--stride", opts->stride, "Take every S-th grid row")->capture_default_str();
+  sub->add_option("--threads", opts->threads,
+                  "Threads planning the grid (0: one per hardware thread; the rows do not depend "
+                  "on it)")
+      ->capture_default_str();
   sub->callback([opts] {
     if (opts->profiles.empty())
       run(*opts);

@@ -1,7 +1,11 @@
 #include "compass/plan/sweep.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <numeric>
+#include <optional>
+#include <thread>
 
 namespace compass::plan {
 
@@ -59,28 +63,38 @@ SweepSummary summarise(const std::vector<SweepRow>& rows) {
 Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::vector<workload::GridEntry>& grid,
                               const std::function<void(std::size_t, std::size_t)>& progress,
-                              const std::vector<int>& gpus) {
+                              const std::vector<int>& gpus, int threads) {
   model::Caches caches;
-  return run_sweep(p, grid, caches, progress, gpus);
+  return run_sweep(p, grid, caches, progress, gpus, threads);
 }
 
 Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::vector<workload::GridEntry>& grid, model::Caches& caches,
                               const std::function<void(std::size_t, std::size_t)>& progress,
-                              const std::vector<int>& gpus) {
-  SweepResult res;
-  res.profile = p.name;
+                              const std::vector<int>& gpus, int threads) {
+  COMPASS_CHECK(threads >= 0, "run_sweep: {} threads", threads);
+  // The rows in order, up to the first whose TP group cannot be formed (its error is returned
+  // unless an earlier row fails to plan): each row's plan, and the row whose choice it takes.
+  // Models share operators (the same hidden size gives the same qkv and proj): an operator met
+  // before on this plan has the same choice, so it is planned once.
   std::map<int, schedule::CommPlan> plans;  // one topology-aware plan per TP degree
-  res.rows.reserve(grid.size());
-  for (std::size_t i = 0; i < grid.size(); ++i) {
+  std::vector<const schedule::CommPlan*> plan_of;
+  std::vector<std::size_t> source;  // the row planned for this one (itself when planned)
+  std::vector<std::size_t> todo;    // the rows planned
+  std::optional<Error> stop;        // why the rows end early
+  for (std::size_t i = 0; i < grid.size() && !stop; ++i) {
     const workload::GridEntry& g = grid[i];
     const int tp = g.op.tp;
-    if (tp < 1 || tp > p.gpu_count())
-      return make_error("grid row {} ({} {}): tp={} exceeds the {} GPUs of '{}'", i, g.model,
+    if (tp < 1 || tp > p.gpu_count()) {
+      stop = make_error("grid row {} ({} {}): tp={} exceeds the {} GPUs of '{}'", i, g.model,
                         g.layer, tp, p.gpu_count(), p.name);
-    if (!gpus.empty() && tp > static_cast<int>(gpus.size()))
-      return make_error("grid row {} ({} {}): tp={} exceeds the {} GPUs given", i, g.model,
+      break;
+    }
+    if (!gpus.empty() && tp > static_cast<int>(gpus.size())) {
+      stop = make_error("grid row {} ({} {}): tp={} exceeds the {} GPUs given", i, g.model,
                         g.layer, tp, gpus.size());
+      break;
+    }
     auto it = plans.find(tp);
     if (it == plans.end()) {
       std::vector<int> group(tp);
@@ -89,24 +103,67 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
       } else {
         std::copy(gpus.begin(), gpus.begin() + tp, group.begin());
       }
-      COMPASS_ASSIGN(schedule::CommPlan cp, schedule::comm_plan_for(p, group));
-      it = plans.emplace(tp, std::move(cp)).first;
+      Result<schedule::CommPlan> cp = schedule::comm_plan_for(p, group);
+      if (!cp.ok()) {
+        stop = cp.error();
+        break;
+      }
+      it = plans.emplace(tp, std::move(cp).value()).first;
     }
+    plan_of.push_back(&it->second);
+    std::size_t from = i;
+    for (std::size_t j = 0; j < i; ++j)
+      if (grid[j].op == g.op) {
+        from = source[j];
+        break;
+      }
+    source.push_back(from);
+    if (from == i) todo.push_back(i);
+  }
+
+  // Plan the distinct operators, on `threads` workers (0: one per hardware thread). The calling
+  // thread is one of them, plans through `caches` and reports progress; the others plan through
+  // caches of their own. The estimates do not depend on what a cache holds, so neither do the
+  // rows.
+  std::vector<std::optional<Result<model::OperatorChoice>>> planned(grid.size());
+  std::size_t workers = threads > 0 ? static_cast<std::size_t>(threads)
+                                    : std::max(1u, std::thread::hardware_concurrency());
+  workers = std::max<std::size_t>(1, std::min(workers, todo.size()));
+  std::atomic<std::size_t> next{0}, done{0};
+  std::vector<std::exception_ptr> failed(workers);
+  auto work = [&](std::size_t w, model::Caches& c) {
+    try {
+      for (std::size_t t = next++; t < todo.size(); t = next++) {
+        const std::size_t i = todo[t];
+        planned[i] = model::choose_strategy(p, grid[i].op, *plan_of[i], c, /*breakdown=*/false);
+        const std::size_t n = ++done;
+        if (w == 0 && progress) progress(n, todo.size());
+      }
+    } catch (...) {
+      failed[w] = std::current_exception();
+      next = todo.size();  // the others stop after their current operator
+    }
+  };
+  {
+    std::vector<model::Caches> own(workers - 1);
+    std::vector<std::jthread> pool;
+    for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work, w, std::ref(own[w - 1]));
+    work(0, caches);
+  }  // joined
+  for (const std::exception_ptr& e : failed)
+    if (e) std::rethrow_exception(e);
+
+  SweepResult res;
+  res.profile = p.name;
+  res.rows.reserve(source.size());
+  for (std::size_t i = 0; i < source.size(); ++i) {
+    const workload::GridEntry& g = grid[i];
+    const Result<model::OperatorChoice>& c = *planned[source[i]];
+    if (!c.ok())
+      return make_error("grid row {} ({} {}): {}", i, g.model, g.layer, c.error().message);
     SweepRow row;
     row.entry = g;
-    // Models share operators (the same hidden size gives the same qkv and proj): an operator
-    // met before on this plan has the same choice, so it is copied instead of planned again.
-    const auto same = std::find_if(res.rows.begin(), res.rows.end(),
-                                   [&](const SweepRow& r) { return r.entry.op == g.op; });
-    if (same != res.rows.end()) {
-      row.choice = same->choice;
-    } else {
-      Result<model::OperatorChoice> c = model::choose_strategy(p, g.op, it->second, caches,
-                                                             /*breakdown=*/false);
-      if (!c.ok())
-        return make_error("grid row {} ({} {}): {}", i, g.model, g.layer, c.error().message);
-      row.choice = std::move(c).value();
-    }
+    row.choice = c.value();
     const model::OdpResult& odp = row.choice.odp;
     row.decompose4_s = odp.exact_at(4);
     for (std::size_t j = 0; j < odp.feasible.size(); ++j)
@@ -115,8 +172,8 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
         row.worst_d = odp.feasible[j];
       }
     res.rows.push_back(std::move(row));
-    if (progress) progress(i + 1, grid.size());
   }
+  if (stop) return *stop;
   res.summary = summarise(res.rows);
   return res;
 }

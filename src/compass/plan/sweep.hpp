@@ -49,18 +49,21 @@ struct SweepResult {
 };
 
 /// Plans every entry with the topology-aware comm plan of its TP group: the first tp GPUs of
-/// `gpus` (GPUs 0..tp-1 of `p` when empty). `progress` (optional) is called after each row with
-/// (done, total). Errors: an entry whose tp exceeds the machine or the group, or whose shapes
-/// are invalid (the error names the row). The model memoises through `caches`.
+/// `gpus` (GPUs 0..tp-1 of `p` when empty). An operator that recurs is planned once. The
+/// distinct operators are planned on `threads` workers (0: one per hardware thread; the rows do
+/// not depend on it): the calling thread plans through `caches` and calls `progress` (optional)
+/// after each of its operators with (planned, to plan); the others use caches of their own.
+/// Errors: an entry whose tp exceeds the machine or the group, or whose shapes are invalid (the
+/// error names the first such row).
 Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::vector<workload::GridEntry>& grid, model::Caches& caches,
                               const std::function<void(std::size_t, std::size_t)>& progress = {},
-                              const std::vector<int>& gpus = {});
+                              const std::vector<int>& gpus = {}, int threads = 0);
 /// The same with caches of its own (a cold start).
 Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::vector<workload::GridEntry>& grid,
                               const std::function<void(std::size_t, std::size_t)>& progress = {},
-                              const std::vector<int>& gpus = {});
+                              const std::vector<int>& gpus = {}, int threads = 0);
 
 /// The summary of a set of rows.
 SweepSummary summarise(const std::vector<SweepRow>& rows);

@@ -1,0 +1,1 @@
+sweep --threads -1
