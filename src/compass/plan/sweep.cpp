@@ -130,14 +130,18 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
                                     : std::max(1u, std::thread::hardware_concurrency());
   workers = std::max<std::size_t>(1, std::min(workers, todo.size()));
   std::atomic<std::size_t> next{0}, done{0};
+  std::size_t reported = 0;  // operators reported to `progress`, one call each, in order
+  auto report = [&](std::size_t upto) {
+    while (progress && reported < upto) progress(++reported, todo.size());
+  };
   std::vector<std::exception_ptr> failed(workers);
   auto work = [&](std::size_t w, model::Caches& c) {
     try {
       for (std::size_t t = next++; t < todo.size(); t = next++) {
         const std::size_t i = todo[t];
         planned[i] = model::choose_strategy(p, grid[i].op, *plan_of[i], c, /*breakdown=*/false);
-        const std::size_t n = ++done;
-        if (w == 0 && progress) progress(n, todo.size());
+        ++done;
+        if (w == 0) report(done);
       }
     } catch (...) {
       failed[w] = std::current_exception();
@@ -152,6 +156,7 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
   }  // joined
   for (const std::exception_ptr& e : failed)
     if (e) std::rethrow_exception(e);
+  report(todo.size());
 
   SweepResult res;
   res.profile = p.name;

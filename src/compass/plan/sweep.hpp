@@ -51,8 +51,9 @@ struct SweepResult {
 /// Plans every entry with the topology-aware comm plan of its TP group: the first tp GPUs of
 /// `gpus` (GPUs 0..tp-1 of `p` when empty). An operator that recurs is planned once. The
 /// distinct operators are planned on `threads` workers (0: one per hardware thread; the rows do
-/// not depend on it): the calling thread plans through `caches` and calls `progress` (optional)
-/// after each of its operators with (planned, to plan); the others use caches of their own.
+/// not depend on it): the calling thread plans through `caches`, the others through caches of
+/// their own. `progress` (optional) is called on the calling thread once per operator, in
+/// order, with (planned, to plan), as the calling thread sees them done.
 /// Errors: an entry whose tp exceeds the machine or the group, or whose shapes are invalid (the
 /// error names the first such row).
 Result<SweepResult> run_sweep(const hardware::Profile& p,
