@@ -1,11 +1,11 @@
 #include "compass/model/tree_estimate.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
-#include <cmath>
-#include <limits>
 #include <optional>
 #include <span>
 
@@ -77,7 +77,6 @@ namespace {
 
 using Item = TreeProgram::Item;
 using Send = TreeProgram::Send;
-using Program = TreeProgram;
 
 // Flat tables over (rank, owner, piece) and (sender, receiver) for program_of's bookkeeping.
 class PieceTable {
@@ -103,14 +102,14 @@ std::vector<int> engine_table(const std::map<std::pair<int, int>, int>& engines,
 // The program of `op` along `tp`, in the generator's order (schedule/patterns.cpp): the same
 // rounds, pieces, engines and compute order.
 template <class Gemm, class Add>
-Program program_of(const workload::OperatorSpec& op, const schedule::TreePlan& tp,
+TreeProgram program_of(const workload::OperatorSpec& op, const schedule::TreePlan& tp,
                    const schedule::CommPlan& plan, const std::vector<schedule::TreeShape>& sh,
                    const std::vector<std::vector<schedule::TreePiece>>& pieces, double row_bytes,
                    const Gemm& gemm, const Add& add) {
   const int p = op.tp;
   std::size_t max_pieces = 1;
   for (const auto& pc : pieces) max_pieces = std::max(max_pieces, pc.size());
-  Program pr;
+  TreeProgram pr;
   pr.items.resize(p);
   std::vector<int> last_on_engine;  // [engine * p + rank] -> its last transfer (-1: none)
   auto push_send = [&](Send sd, int engine) {
@@ -191,7 +190,7 @@ struct Followed {
 
 // Fills in what following `pr` needs: its transfers' sizes, routes and latencies, the link
 // capacities, and who waits for what.
-void prepare(Program& pr, const hardware::Profile& prof, const schedule::CommPlan& plan,
+void prepare(TreeProgram& pr, const hardware::Profile& prof, const schedule::CommPlan& plan,
              double row_bytes) {
   const int p = static_cast<int>(pr.items.size());
   const std::size_t nf = pr.sends.size();
@@ -257,7 +256,7 @@ void prepare(Program& pr, const hardware::Profile& prof, const schedule::CommPla
 // bytes fc times. With `work` false every item costs nothing (the communication alone).
 class Follower {
  public:
-  Follower(const Program& pr, const TreeCosts& c, bool work,
+  Follower(const TreeProgram& pr, const TreeCosts& c, bool work,
            hardware::sharing::IncrementalMaxmin& sharing)
       : pr_(pr), c_(c), work_(work), sharing_(sharing),
         flows_(pr.sends.size()), ranks_(pr.items.size()) {
@@ -470,7 +469,7 @@ class Follower {
     next_item(v);
   }
 
-  const Program& pr_;
+  const TreeProgram& pr_;
   const TreeCosts& c_;
   bool work_;
   hardware::sharing::IncrementalMaxmin& sharing_;
@@ -575,7 +574,11 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   };
   if (known && (!c.details || known_comm)) return answer();
   // The program, built and prepared once per operator and pattern (the last few are kept).
-  std::vector<std::uint64_t> program_key(key.begin(), key.begin() + 6);
+  std::vector<std::uint64_t> program_key = {0, static_cast<std::uint64_t>(op.kind),
+                                            static_cast<std::uint64_t>(op.dtype),
+                                            static_cast<std::uint64_t>(op.m),
+                                            static_cast<std::uint64_t>(op.n),
+                                            static_cast<std::uint64_t>(op.k)};
   append_pattern(tp, plan, program_key);
   seal_key(program_key);
   std::shared_ptr<const TreeProgram> program;
