@@ -63,11 +63,12 @@ struct TreeResult {
   std::string bottleneck;
 };
 
+struct FusedProgram;  // model/program.hpp: a pattern's program, prepared for following
+
 /// Tree-pattern estimates (model/tree_estimate.cpp) on one profile: the estimate by everything
 /// it reads besides the profile (operator, pattern, group, engines, costs), and the
 /// communication-alone pass by what it reads (operator kind, rows, row bytes, pattern, group,
 /// engines). A different profile empties both.
-struct TreeProgram;  // model/tree_estimate.cpp: a pattern's program, prepared for following
 
 struct TreeMemo {
   std::optional<hardware::Profile> profile;
@@ -76,8 +77,7 @@ struct TreeMemo {
   std::size_t words = 0;  // words the two tables' keys hold
   // The last few programs built, by operator and pattern, newest last: the choice and the
   // chosen strategy's breakdown follow one program under different costs.
-  std::vector<std::pair<std::vector<std::uint64_t>, std::shared_ptr<const TreeProgram>>> programs;
-  hardware::sharing::IncrementalMaxmin sharing;  // the follower's, scratch
+  std::vector<std::pair<std::vector<std::uint64_t>, std::shared_ptr<const FusedProgram>>> programs;
 };
 
 /// The last event loop of run_released_flows (comm_model.cpp), kept so that the next run can
@@ -125,6 +125,7 @@ struct CacheTables {
   std::map<std::vector<double>, Congestion> congestion;  // all-to-all congestion per pattern
   TreeMemo trees;                                      // tree-pattern estimates
   ReleasedWorkspace released;                          // scratch, not a memo
+  hardware::sharing::IncrementalMaxmin following;      // follow_program's, scratch
 };
 
 }  // namespace compass::model::detail

@@ -13,6 +13,7 @@
 #include "compass/hardware/rings.hpp"
 #include "compass/model/cache_tables.hpp"
 #include "compass/model/comm_model.hpp"
+#include "compass/model/program.hpp"
 #include "compass/schedule/comm_order.hpp"
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/task_costs.hpp"
@@ -37,9 +38,9 @@ namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// Most rounds of the fused reduce-scatter ring's release/finish fixed point (it stops as soon
-// as a round repeats the previous one bit for bit; a guard, not a tuning knob).
-constexpr int kRingFixedPointRounds = 64;
+// Most rounds of decompose's fixed point (it stops as soon as a round repeats the previous one;
+// a guard, not a tuning knob).
+constexpr int kDecomposeFixedPointRounds = 64;
 
 // Everything one evaluation needs: shapes, GPUs of the rings, and the costs under the knobs.
 struct Ctx {
@@ -148,20 +149,6 @@ struct Outcome {
   std::string bottleneck;
   std::vector<std::string> congested;
 };
-
-// Adds `w` to `windows`, kept ascending by start (hardware::slowed_end reads them in order).
-void insert_window(std::vector<Window>& windows, Window w) {
-  windows.insert(std::upper_bound(windows.begin(), windows.end(), w,
-                                  [](const Window& x, const Window& y) { return x.from < y.from; }),
-                 w);
-}
-
-// Whether one of `gemms` (ascending, disjoint) is under way at `t`.
-bool computing_at(const std::vector<Window>& gemms, double t) {
-  const auto it = std::upper_bound(gemms.begin(), gemms.end(), t,
-                                   [](double x, const Window& w) { return x < w.from; });
-  return it != gemms.begin() && t < std::prev(it)->until;
-}
 
 // ---- sequential and decompose:d (sequential is decompose:1, as in the schedule) --------------
 // The collectives are NCCL-style rings of transfers on copy engine 0; a reduce-scatter step
@@ -298,7 +285,7 @@ class DecomposeRound {
 template <typename Round>
 double decompose_fixed_point(DecomposeRound& r, const Round& round) {
   double total = 0;
-  for (int iter = 0; iter < kRingFixedPointRounds; ++iter) {
+  for (int iter = 0; iter < kDecomposeFixedPointRounds; ++iter) {
     r.reset();
     total = round();
     if (!r.update_slow()) break;
@@ -441,88 +428,60 @@ Outcome decompose(const Ctx& c, int d) {
   return c.op.kind == OpKind::ag_gemm ? decompose_ag(c, d) : decompose_rs(c, d);
 }
 
-// ---- IntraFusion, AG-GEMM --------------------------------------------------------------------
+// ---- IntraFusion: the fused strategies' programs ----------------------------------------------
 
-// When flow i of a run starts moving its bytes: its release, and not before the flows it waits
-// for have finished (plus its gap), as run_released_flows starts it.
-double bytes_start(const std::vector<TimedFlow>& flows, const std::vector<double>& finish,
-                   std::size_t i) {
-  const TimedFlow& f = flows[i];
-  double t = f.release_s;
-  if (f.after >= 0) t = std::max(t, finish[f.after] + f.gap_s);
-  if (f.also_after >= 0) t = std::max(t, finish[f.also_after] + f.gap_s);
-  return t;
+// A fused strategy's program (model/program.hpp) followed under the context's costs, every
+// transfer moving `row_bytes` per row.
+detail::Followed follow(const Ctx& c, detail::FusedProgram& pr, double row_bytes) {
+  detail::prepare_program(pr, c.prof, c.gpus, row_bytes);
+  return detail::follow_program(pr, {c.launch, c.copy_issue, c.flag_wait, c.fg, c.fc}, true,
+                                c.caches.tables().following);
 }
 
-// One rank's fused AG kernel as the schedule runs it: GEMM pieces of `rows` rows in order,
-// piece i once its rows arrived (arrivals[i]); the first pays the kernel launch, each later one
-// a flag wait (Task::launch); each advances at 1/fg while the rank's own transfers move data
-// (`busy`, ascending by start: the proportional rule); the pieces share one GEMM's waves
-// (Ctx::fused_chunk). Sets when each piece computes in `computing`; returns the kernel's end.
-double fused_ag_gemms(const Ctx& c, const std::vector<double>& arrivals,
-                      const std::vector<std::int64_t>& rows, const std::vector<Window>& busy,
-                      std::vector<Window>* computing, double* compute_acc) {
-  const workload::GemmShape s = workload::local_gemm(c.op);
-  computing->clear();
-  double t = 0;
-  for (std::size_t i = 0; i < arrivals.size(); ++i) {
-    const double from = std::max(t, arrivals[i]) + (i == 0 ? c.launch : c.flag_wait);
-    const double work = c.fused_chunk(rows[i], s.n, s.k);
-    *compute_acc += work;
-    t = slowed_end(from, work, busy, c.fg);
-    computing->push_back(Window{from, t});
-  }
-  return t;
-}
-
-// A fused AG's transfers and per-rank GEMMs, run to the fixed point of which transfers start
-// beside a GEMM: `flows` (their bytes set as if every one did) run together; each rank's GEMM
-// pieces follow from their arrivals (`arrivals(rank, finish)`) and its transfers' windows
-// (flows are sent by `src_rank[i]` to `dst_rank[i]`, `bytes[i]` before any slowdown); then a
-// transfer's bytes count fc times when a GEMM computes on either end as its bytes start. Stops
-// when a round keeps every transfer's bytes. Returns the makespan; `compute_s` of rank 0.
-double fused_ag_fixed_point(
-    const Ctx& c, std::vector<TimedFlow>& flows, const std::vector<int>& src_rank,
-    const std::vector<int>& dst_rank, const std::vector<double>& bytes,
-    const std::vector<std::int64_t>& rows,
-    const std::function<void(int, const std::vector<double>&, std::vector<double>*)>& arrivals,
-    double* compute_s) {
-  const int p = c.p;
-  std::vector<std::vector<Window>> busy(p), computing(p);
-  std::vector<double> arrive(rows.size(), 0.0);
-  double total = 0;
-  for (int iter = 0; iter < kRingFixedPointRounds; ++iter) {
-    const std::vector<double> finish = run_released_flows(c.prof, flows, c.caches);
-    for (std::vector<Window>& b : busy) b.clear();
-    for (std::size_t i = 0; i < flows.size(); ++i)
-      insert_window(busy[src_rank[i]], Window{bytes_start(flows, finish, i), finish[i]});
-    total = 0;
-    for (int q = 0; q < p; ++q) {
-      arrivals(q, finish, &arrive);
-      double acc = 0;
-      total = std::max(total, fused_ag_gemms(c, arrive, rows, busy[q], &computing[q], &acc));
-      if (q == 0) *compute_s = acc;
+// The ranks around one or two rings (Ctx::ring_ranks, ring2_ranks) and the engine each lane's
+// transfers queue on, as the generator issues them (schedule/generate.cpp).
+class RingLanes {
+ public:
+  RingLanes(const Ctx& c, bool double_ring)
+      : p_(c.p), lanes_(double_ring ? 2 : 1),
+        // With one copy engine both lanes queue on it (lane 0's transfer, then lane 1's, per
+        // step).
+        shared_(double_ring && c.lanes_share_engine()) {
+    for (int h = 0; h < lanes_; ++h) {
+      pos_[h] = schedule::ring_positions(h == 0 ? c.ring_ranks : c.ring2_ranks);
+      rank_at_[h].assign(p_, 0);
+      for (int q = 0; q < p_; ++q) rank_at_[h][pos_[h][q]] = q;
     }
-    if (c.fc == 1.0) break;
-    bool same = true;
-    for (std::size_t i = 0; i < flows.size(); ++i) {
-      const double from = bytes_start(flows, finish, i);
-      const bool beside = computing_at(computing[src_rank[i]], from) ||
-                          computing_at(computing[dst_rank[i]], from);
-      const double b = bytes[i] * (beside ? c.fc : 1.0);
-      if (b != flows[i].bytes) same = false;
-      flows[i].bytes = b;
-    }
-    if (same) break;
   }
-  return total;
-}
+  int lanes() const { return lanes_; }
+  // The rank after and before q on ring h.
+  int next(int h, int q) const { return rank_at_[h][(pos_[h][q] + 1) % p_]; }
+  int prev(int h, int q) const { return rank_at_[h][(pos_[h][q] + p_ - 1) % p_]; }
+  // Transfer (k, h, q) of a phase whose transfers start at index `base`: rank q's on lane h at
+  // step k.
+  int id(int base, int k, int h, int q) const { return base + (k * lanes_ + h) * p_ + q; }
+  // The transfer before (k, h, q) on its copy engine: the phase's previous one, or at k = 0
+  // `before` (the lane's last transfer of an earlier phase on the same engine, -1: none).
+  int after(int base, int k, int h, int q, int before_base, int before_k) const {
+    auto earlier = [&](int hh) {
+      if (k > 0) return id(base, k - 1, hh, q);
+      return before_base >= 0 ? id(before_base, before_k, hh, q) : -1;
+    };
+    if (!shared_) return earlier(h);
+    return h == 1 ? id(base, k, 0, q) : earlier(1);
+  }
+
+ private:
+  int p_, lanes_;
+  bool shared_;
+  std::vector<int> pos_[2], rank_at_[2];  // rank -> position on ring h, and back
+};
 
 // Ring all-gather fused with the GEMM (one ring, or a double ring with half of every shard on
-// each ring), as the schedule runs it: at step s the rank at ring position P forwards the
-// shard (half) of ring[P - s] to its successor once it landed and its copy engine is free (one
+// each ring), as the schedule runs it: at step k the rank at ring position P forwards the
+// shard (half) of ring[P - k] to its successor once it landed and its copy engine is free (one
 // engine per ring, or both rings on engine 0 when a rank has one: Ctx::lanes_share_engine),
-// and computes the rows that landed at step s - 1 (its own shard first).
+// and computes its own shard first, then per step the rows that landed.
 Outcome fused_ag_ring(const Ctx& c, bool double_ring) {
   Outcome o;
   const int p = c.p;
@@ -531,52 +490,29 @@ Outcome fused_ag_ring(const Ctx& c, bool double_ring) {
   const StepTime st = double_ring ? c.dring_step(shard_bytes / 2) : c.ring_step(shard_bytes);
   o.comm_s = (p - 1) * st.time_s;
   o.bottleneck = st.bottleneck;
-  const int lanes = double_ring ? 2 : 1;
+  const RingLanes ring(c, double_ring);
   const std::int64_t half = double_ring ? ceil_div(shard_rows, 2) : shard_rows;
   const std::int64_t lane_rows[2] = {half, shard_rows - half};
-  std::vector<int> pos[2], rank_at[2];
-  for (int h = 0; h < lanes; ++h) {
-    pos[h] = schedule::ring_positions(h == 0 ? c.ring_ranks : c.ring2_ranks);
-    rank_at[h].assign(p, 0);
-    for (int q = 0; q < p; ++q) rank_at[h][pos[h][q]] = q;
+  const workload::GemmShape s = workload::local_gemm(c.op);
+  const double own_gemm = c.fused_chunk(shard_rows, s.n, s.k);
+  const double lane_gemm[2] = {c.fused_chunk(lane_rows[0], s.n, s.k),
+                               c.fused_chunk(lane_rows[1], s.n, s.k)};
+  detail::FusedProgram pr;
+  pr.items.resize(p);
+  for (int q = 0; q < p; ++q) {
+    pr.items[q].push_back({false, own_gemm, -1});
+    for (int k = 1; k < p; ++k)
+      for (int h = 0; h < ring.lanes(); ++h)
+        pr.items[q].push_back({false, lane_gemm[h], ring.id(0, k - 1, h, ring.prev(h, q))});
   }
-  auto succ = [&](int h, int q) { return rank_at[h][(pos[h][q] + 1) % p]; };
-  auto pred = [&](int h, int q) { return rank_at[h][(pos[h][q] + p - 1) % p]; };
-  const bool shared = double_ring && c.lanes_share_engine();
-  auto fid = [&](int k, int h, int q) { return (k * lanes + h) * p + q; };
-  const int steps = p - 1;
-  const auto n = static_cast<std::size_t>(steps * lanes * p);
-  std::vector<TimedFlow> flows(n);
-  std::vector<int> src(n), dst(n);
-  std::vector<double> bytes(n);
-  for (int k = 0; k < steps; ++k)
-    for (int h = 0; h < lanes; ++h)
-      for (int q = 0; q < p; ++q) {
-        const int i = fid(k, h, q);
-        TimedFlow& f = flows[i];
-        src[i] = q;
-        dst[i] = succ(h, q);
-        f.src = c.gpus[q];
-        f.dst = c.gpus[dst[i]];
-        bytes[i] = static_cast<double>(lane_rows[h]) * c.op.k * c.e;
-        f.bytes = bytes[i] * c.fc;
-        f.release_s = c.copy_issue;
-        f.gap_s = c.copy_issue;
-        f.after = shared ? (h == 1 ? fid(k, 0, q) : (k > 0 ? fid(k - 1, 1, q) : -1))
-                         : (k > 0 ? fid(k - 1, h, q) : -1);
-        f.also_after = k > 0 ? fid(k - 1, h, pred(h, q)) : -1;  // the rows it forwards
-      }
-  // Own shard first (one GEMM), then per step the chunk (or both half-chunks) that landed.
-  std::vector<std::int64_t> rows{shard_rows};
-  for (int s = 1; s < p; ++s)
-    for (int h = 0; h < lanes; ++h) rows.push_back(lane_rows[h]);
-  const auto arrivals = [&](int q, const std::vector<double>& finish, std::vector<double>* out) {
-    std::size_t i = 0;
-    (*out)[i++] = 0.0;
-    for (int s = 1; s < p; ++s)
-      for (int h = 0; h < lanes; ++h) (*out)[i++] = finish[fid(s - 1, h, pred(h, q))];
-  };
-  o.total_s = fused_ag_fixed_point(c, flows, src, dst, bytes, rows, arrivals, &o.compute_s);
+  for (int k = 0; k + 1 < p; ++k)
+    for (int h = 0; h < ring.lanes(); ++h)
+      for (int q = 0; q < p; ++q)
+        pr.sends.push_back({q, ring.next(h, q), ring.after(0, k, h, q, -1, 0), -1,
+                            k > 0 ? ring.id(0, k - 1, h, ring.prev(h, q)) : -1, lane_rows[h]});
+  const detail::Followed f = follow(c, pr, c.op.k * c.e);
+  o.total_s = f.end_s;
+  o.compute_s = f.work_s;
   return o;
 }
 
@@ -655,34 +591,28 @@ Outcome fused_ag_all2all(const Ctx& c) {
   const int p = c.p;
   const std::int64_t shard_rows = workload::shard_rows(c.op);
   const double shard_bytes = static_cast<double>(shard_rows) * c.op.k * c.e;
-  std::vector<TimedFlow> flows;
-  std::vector<int> src, dst, flow_of(static_cast<std::size_t>(p * p), -1);
+  const workload::GemmShape s = workload::local_gemm(c.op);
+  const double g = c.fused_chunk(shard_rows, s.n, s.k);
+  detail::FusedProgram pr;
+  std::vector<int> flow_to(static_cast<std::size_t>(p * p), -1);
   for (int r = 0; r < p; ++r) {
     std::vector<int> last_on_engine(static_cast<std::size_t>(c.engines), -1);
     for (int k = 1; k < p; ++k) {
       const int to = schedule::all2all_peer(r, k, p);
-      const int engine = schedule::all2all_engine(k, c.engines);
-      TimedFlow f;
-      f.src = c.gpus[r];
-      f.dst = c.gpus[to];
-      f.bytes = shard_bytes * c.fc;
-      f.release_s = c.copy_issue;
-      f.after = last_on_engine[engine];
-      f.gap_s = c.copy_issue;
-      last_on_engine[engine] = static_cast<int>(flows.size());
-      flow_of[r * p + to] = static_cast<int>(flows.size());
-      src.push_back(r);
-      dst.push_back(to);
-      flows.push_back(f);
+      int& last = last_on_engine[schedule::all2all_engine(k, c.engines)];
+      pr.sends.push_back({r, to, last, -1, -1, shard_rows});
+      last = flow_to[r * p + to] = static_cast<int>(pr.sends.size()) - 1;
     }
   }
-  const std::vector<double> bytes(flows.size(), shard_bytes);
-  const std::vector<std::int64_t> rows(static_cast<std::size_t>(p), shard_rows);
-  const auto arrivals = [&](int r, const std::vector<double>& finish, std::vector<double>* out) {
-    (*out)[0] = 0.0;
-    for (int k = 1; k < p; ++k) (*out)[k] = finish[flow_of[schedule::all2all_source(r, k, p) * p + r]];
-  };
-  o.total_s = fused_ag_fixed_point(c, flows, src, dst, bytes, rows, arrivals, &o.compute_s);
+  pr.items.resize(p);
+  for (int r = 0; r < p; ++r) {
+    pr.items[r].push_back({false, g, -1});
+    for (int k = 1; k < p; ++k)
+      pr.items[r].push_back({false, g, flow_to[schedule::all2all_source(r, k, p) * p + r]});
+  }
+  const detail::Followed f = follow(c, pr, c.op.k * c.e);
+  o.total_s = f.end_s;
+  o.compute_s = f.work_s;
   if (c.details && p > 1) {
     const std::vector<double> alone = all2all_pushes(c, shard_bytes);
     o.comm_s = *std::max_element(alone.begin(), alone.end());
@@ -694,212 +624,75 @@ Outcome fused_ag_all2all(const Ctx& c) {
 // ---- IntraFusion, GEMM-RS (and the reduce-scatter half of GEMM-AR) ---------------------------
 
 // Ring reduce-scatter fused with the GEMM (one ring, or a double ring with half of every chunk
-// on each ring): at step s the rank at ring position P computes the partial of the chunk owned
-// by ring[P - s - 1], adds the running sum that arrived, and forwards it; at the last step the
+// on each ring): at step k the rank at ring position P computes the partial of the chunk owned
+// by ring[P - k - 1], adds the running sum that arrived, and forwards it; at the last step the
 // chunk is its own. Compute-stream order per step: (GEMM, add) per ring; the last step computes
-// the whole own chunk, then adds both arrivals.
-//
-// Followed per rank (not in lock-step): the transfer on ring h from rank q leaves when q's add
-// of that lane is done and q's previous transfer on that lane has finished, and takes that
-// edge's time under the step's sharing (docs/model.md, "Model vs simulation"). Flow (k, h, q):
-// rank q forwards on lane h after step k's add (k = 0..p-2); its finish time is the arrival at
-// the lane's next rank. First guess: each edge's time under full sharing; then the compute
-// recurrence gives release times, the flows run together with those releases (max-min, one
-// copy engine per lane), and the two are iterated to a fixed point.
-class FusedRsRing {
- public:
-  FusedRsRing(const Ctx& c, bool double_ring)
-      : c_(c), p_(c.p), lanes_(double_ring ? 2 : 1), steps_(c.p - 1),
-        chunk_rows_(workload::max_row_share(c.op)),
-        // GEMM-AR: the all-gather follows in the same pattern; flow (k, h, q) of it forwards
-        // chunk half h on ring h at step k, each rank as soon as its own chunk is reduced
-        // (k = 0) or the half arrived (k > 0), behind its reduce-scatter transfers on the same
-        // copy engine.
-        ar_(c.op.kind == OpKind::gemm_ar && c.p > 1),
-        rs_flows_(std::max(0, steps_ * lanes_ * p_)),
-        // With one copy engine both lanes queue on it (lane 0's transfer, then lane 1's, per
-        // step).
-        shared_(double_ring && c.lanes_share_engine()) {
-    const workload::GemmShape s = workload::local_gemm(c.op);
-    const double chunk_bytes = static_cast<double>(chunk_rows_) * c.op.n * c.e;
-    const std::int64_t half = double_ring ? ceil_div(chunk_rows_, 2) : chunk_rows_;
-    lane_rows_[0] = half;
-    lane_rows_[1] = chunk_rows_ - half;
-    step_ = double_ring ? c.dring_step(chunk_bytes / 2) : c.ring_step(chunk_bytes);
-    // Rank index -> position on each ring, and each lane's per-edge time.
-    const std::vector<double> all =
-        p_ > 1 ? c.ring_edges(double_ring ? chunk_bytes / 2 : chunk_bytes, double_ring)
-               : std::vector<double>{};
-    for (int h = 0; h < lanes_; ++h) {
-      pos_[h] = schedule::ring_positions(h == 0 ? c.ring_ranks : c.ring2_ranks);
-      if (p_ > 1) edge_[h].assign(all.begin() + h * p_, all.begin() + (h + 1) * p_);
-      rank_at_[h].assign(p_, 0);
-      for (int q = 0; q < p_; ++q) rank_at_[h][pos_[h][q]] = q;
-    }
-    finish_.assign(static_cast<std::size_t>(ar_ ? 2 * rs_flows_ : rs_flows_), 0);
-    ag_ready_.assign(static_cast<std::size_t>(lanes_ * p_), 0);
-    release_.assign(finish_.size(), 0);
-    t_.assign(p_, 0.0);
-    // The same for every rank and step: computed once (gemm_compute_s is the costly part).
-    chunk_gemm_ = c.fused_chunk(chunk_rows_, s.n, s.k);
-    for (int h = 0; h < lanes_; ++h) {
-      lane_gemm_[h] = c.fused_chunk(lane_rows_[h], s.n, s.k);
-      lane_add_[h] = c.add(static_cast<double>(lane_rows_[h]) * c.op.n * c.e);
-    }
-    busy_.resize(p_);
-    computing_.resize(p_);
+// the whole own chunk, then adds both arrivals. GEMM-AR: the all-gather follows in the same
+// pattern, each rank forwarding chunk half h on ring h as soon as its own chunk's half is
+// reduced (k = 0) or the half arrived (k > 0), behind its reduce-scatter transfers on the same
+// copy engine.
+Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
+  Outcome o;
+  const int p = c.p;
+  const std::int64_t chunk_rows = workload::max_row_share(c.op);
+  const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
+  const StepTime st = double_ring ? c.dring_step(chunk_bytes / 2) : c.ring_step(chunk_bytes);
+  o.comm_s = (p - 1) * st.time_s;
+  o.bottleneck = st.bottleneck;
+  const RingLanes ring(c, double_ring);
+  const int lanes = ring.lanes();
+  const std::int64_t half = double_ring ? ceil_div(chunk_rows, 2) : chunk_rows;
+  const std::int64_t lane_rows[2] = {half, chunk_rows - half};
+  const workload::GemmShape s = workload::local_gemm(c.op);
+  const double chunk_gemm = c.fused_chunk(chunk_rows, s.n, s.k);
+  double lane_gemm[2], lane_add[2];
+  for (int h = 0; h < 2; ++h) {
+    lane_gemm[h] = c.fused_chunk(lane_rows[h], s.n, s.k);
+    lane_add[h] = c.add(static_cast<double>(lane_rows[h]) * c.op.n * c.e);
   }
-
-  Outcome run() {
-    recurrence(true);
-    std::vector<TimedFlow> flows, previous;
-    // Iterated to the fixed point: a release depends only on earlier finishes, so the rounds
-    // settle one event after another (the timeline oracle's grid needs up to
-    // 29 rounds at tp 8 on the double ring; cutting at 3 rounds left the estimate up to 21% off
-    // the schedule's timeline, docs/model.md, "Timeline oracle").
-    for (int iter = 0; iter < kRingFixedPointRounds && steps_ > 0; ++iter) {
-      round_flows(flows);
-      // Converged: the same flows give the same finishes, and the recurrence then gives the
-      // same releases, so every later round would repeat this one bit for bit.
-      if (iter > 0 && same_timed_flows(flows, previous)) break;
-      finish_ = run_released_flows(c_.prof, flows, c_.caches);
-      recurrence(false);
-      std::swap(flows, previous);
-    }
-    o_.total_s = *std::max_element(t_.begin(), t_.end());
-    if (ar_) o_.total_s = std::max(o_.total_s, *std::max_element(finish_.begin(), finish_.end()));
-    o_.comm_s = (p_ - 1) * step_.time_s;
-    o_.bottleneck = step_.bottleneck;
-    return o_;
-  }
-
- private:
-  int fid(int k, int h, int q) const { return (k * lanes_ + h) * p_ + q; }
-  int gid(int k, int h, int q) const { return rs_flows_ + fid(k, h, q); }
-  // The rank after and before q on ring h.
-  int next(int h, int q) const { return rank_at_[h][(pos_[h][q] + 1) % p_]; }
-  int prev(int h, int q) const { return rank_at_[h][(pos_[h][q] + p_ - 1) % p_]; }
-  // The transfer that must finish before (k, h, q) starts on its copy engine, or -1.
-  int after_of(int k, int h, int q) const {
-    if (!shared_) return k > 0 ? fid(k - 1, h, q) : -1;
-    return h == 1 ? fid(k, 0, q) : (k > 0 ? fid(k - 1, 1, q) : -1);
-  }
-  int ag_after_of(int k, int h, int q) const {
-    if (!shared_) return k > 0 ? gid(k - 1, h, q) : fid(steps_ - 1, h, q);
-    return h == 1 ? gid(k, 0, q) : (k > 0 ? gid(k - 1, 1, q) : fid(steps_ - 1, 1, q));
-  }
-
-  // GEMM work `w` on rank q's compute stream, which is free at `tq`: a fused kernel's first
-  // GEMM pays the launch, each later one a flag wait.
-  void compute(int q, double w, bool first, double& tq) {
-    if (q == 0) o_.compute_s += w;
-    const double from = tq + (first ? c_.launch : c_.flag_wait);
-    tq = slowed_end(from, w, busy_[q], c_.fg);
-    computing_[q].push_back(Window{from, tq});
-  }
-
-  // The compute recurrence: per rank, its GEMMs and adds in order, each add after its arrival
-  // (finish_), giving the transfers' releases; on the first guess the transfers' finishes too.
-  // Per rank: the windows in which its copy engines move data (its transfers from their bytes'
-  // start to their landing), ascending by start; its GEMMs advance at 1/fg inside them (the
-  // proportional rule, as the schedule's timeline and the simulator apply it); and when its
-  // GEMMs compute (after their launch or flag wait), in order.
-  void recurrence(bool first_guess) {
-    for (std::vector<Window>& b : busy_) b.clear();
-    for (std::vector<Window>& g : computing_) g.clear();
-    std::fill(t_.begin(), t_.end(), 0.0);
-    o_.compute_s = 0;
-    for (int k = 0; k < p_; ++k) {
-      const bool last = k + 1 == p_;
-      for (int q = 0; q < p_; ++q) {
-        double& tq = t_[q];
-        if (last) compute(q, chunk_gemm_, k == 0, tq);
-        for (int h = 0; h < lanes_; ++h) {
-          if (!last) compute(q, lane_gemm_[h], k == 0 && h == 0, tq);
-          if (k >= 1) {
-            tq = std::max(tq, finish_[fid(k - 1, h, prev(h, q))]) + c_.flag_wait;
-            if (q == 0) o_.compute_s += lane_add_[h];
-            tq += lane_add_[h];
-            if (last) ag_ready_[static_cast<std::size_t>(h * p_ + q)] = tq;
-          }
-          if (!last) forward(k, h, q, tq, first_guess);
+  const bool ar = c.op.kind == OpKind::gemm_ar && p > 1;
+  const int steps = p - 1;
+  const int ag_base = steps * lanes * p;  // the all-gather's first transfer
+  detail::FusedProgram pr;
+  pr.items.resize(p);
+  pr.sends.resize(static_cast<std::size_t>((ar ? 2 : 1) * ag_base));
+  for (int q = 0; q < p; ++q) {
+    std::vector<detail::FusedProgram::Item>& items = pr.items[q];
+    for (int k = 0; k < p; ++k) {
+      const bool last = k + 1 == p;
+      if (last) items.push_back({false, chunk_gemm, -1});
+      for (int h = 0; h < lanes; ++h) {
+        if (!last) items.push_back({false, lane_gemm[h], -1});
+        if (k >= 1) items.push_back({true, lane_add[h], ring.id(0, k - 1, h, ring.prev(h, q))});
+        const int ready = static_cast<int>(items.size()) - 1;
+        if (!last) {
+          pr.sends[ring.id(0, k, h, q)] = {q, ring.next(h, q), ring.after(0, k, h, q, -1, 0),
+                                           ready, -1, lane_rows[h]};
+        } else if (ar) {
+          pr.sends[ring.id(ag_base, 0, h, q)] = {
+              q, ring.next(h, q), ring.after(ag_base, 0, h, q, 0, steps - 1), ready, -1,
+              lane_rows[h]};
         }
       }
     }
+    if (ar)
+      for (int k = 1; k < steps; ++k)
+        for (int h = 0; h < lanes; ++h)
+          pr.sends[ring.id(ag_base, k, h, q)] = {
+              q, ring.next(h, q), ring.after(ag_base, k, h, q, 0, steps - 1), -1,
+              ring.id(ag_base, k - 1, h, ring.prev(h, q)), lane_rows[h]};
   }
-
-  // Rank q forwards lane h's sum of step k, ready at `tq`: its release, and on the first guess
-  // its finish (the edge alone, beside a GEMM).
-  void forward(int k, int h, int q, double tq, bool first_guess) {
-    const int f = fid(k, h, q);
-    release_[f] = tq;
-    const int a = after_of(k, h, q);
-    const double bytes_from = std::max(tq, a >= 0 ? finish_[a] : 0.0) + c_.copy_issue;
-    if (first_guess) finish_[f] = bytes_from + edge_[h][pos_[h][q]] * c_.fc;
-    if (c_.fg != 1.0) insert_window(busy_[q], Window{bytes_from, std::max(bytes_from, finish_[f])});
-  }
-
-  // Rank q's transfer of lane h to rank `to`, ready at `ready`, behind flow `after` on its copy
-  // engine. Beside a GEMM (one computing on either end as its bytes start) a transfer holds its
-  // share longer: its bytes count fc times.
-  TimedFlow ring_flow(int q, int to, int h, double ready, int after) const {
-    TimedFlow f;
-    f.src = c_.gpus[q];
-    f.dst = c_.gpus[to];
-    f.release_s = ready + c_.copy_issue;
-    f.after = after;
-    f.gap_s = c_.copy_issue;
-    const double bytes_from =
-        std::max(f.release_s, after >= 0 ? finish_[after] + c_.copy_issue : 0.0);
-    const bool beside =
-        computing_at(computing_[q], bytes_from) || computing_at(computing_[to], bytes_from);
-    f.bytes = static_cast<double>(lane_rows_[h]) * c_.op.n * c_.e * (beside ? c_.fc : 1.0);
-    return f;
-  }
-
-  // One round's flows from the releases and finishes of the previous one: the reduce-scatter's,
-  // then GEMM-AR's all-gather.
-  void round_flows(std::vector<TimedFlow>& flows) const {
-    flows.assign(finish_.size(), TimedFlow{});
-    for (int k = 0; k < steps_; ++k)
-      for (int h = 0; h < lanes_; ++h)
-        for (int q = 0; q < p_; ++q)
-          flows[fid(k, h, q)] =
-              ring_flow(q, next(h, q), h, release_[fid(k, h, q)], after_of(k, h, q));
-    if (!ar_) return;
-    for (int k = 0; k < steps_; ++k)
-      for (int h = 0; h < lanes_; ++h)
-        for (int q = 0; q < p_; ++q) {
-          const double ready = k == 0 ? ag_ready_[static_cast<std::size_t>(h * p_ + q)]
-                                      : finish_[gid(k - 1, h, prev(h, q))];
-          flows[gid(k, h, q)] = ring_flow(q, next(h, q), h, ready, ag_after_of(k, h, q));
-        }
-  }
-
-  const Ctx& c_;
-  int p_, lanes_, steps_;
-  std::int64_t chunk_rows_;
-  bool ar_;
-  int rs_flows_;
-  bool shared_;
-  std::int64_t lane_rows_[2] = {0, 0};
-  StepTime step_;
-  std::vector<int> pos_[2], rank_at_[2];  // rank -> position on ring h, and back
-  std::vector<double> edge_[2];           // per position: its edge's time on ring h
-  std::vector<double> finish_, ag_ready_, release_, t_;
-  double chunk_gemm_ = 0, lane_gemm_[2] = {0, 0}, lane_add_[2] = {0, 0};
-  std::vector<std::vector<Window>> busy_, computing_;
-  Outcome o_;
-};
-
-Outcome fused_rs_ring(const Ctx& c, bool double_ring) { return FusedRsRing(c, double_ring).run(); }
+  const detail::Followed f = follow(c, pr, c.op.n * c.e);
+  o.total_s = f.end_s;
+  o.compute_s = f.work_s;
+  return o;
+}
 
 // All-to-all: rank r computes the partials of chunks r+1, ..., r+p-1 (pushing each to its owner
 // when done, on copy engine (k-1) mod engines, one push after another per engine) and then its
 // own; after its GEMMs it adds the p-1 received partials in the order r-1, r-2, ... as they
 // land. GEMM-AR: then it pushes its reduced chunk to every peer in the same pattern, behind its
-// reduce-scatter pushes. Followed per rank like fused_rs_ring: the compute recurrence gives the
-// pushes' releases, the pushes run together (run_released_flows), iterated to the fixed point.
+// reduce-scatter pushes.
 Outcome fused_rs_all2all(const Ctx& c) {
   Outcome o;
   const workload::GemmShape s = workload::local_gemm(c.op);
@@ -908,86 +701,35 @@ Outcome fused_rs_all2all(const Ctx& c) {
   const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
   const double g = c.fused_chunk(chunk_rows, s.n, s.k);
   const double add_work = c.add(chunk_bytes);
-  o.compute_s = p * g + (p - 1) * add_work;
   const bool ar = c.op.kind == OpKind::gemm_ar && p > 1;
-  // Push (r, k) of the reduce-scatter is flow r * (p-1) + k-1; the all-gather's follow.
-  const int per = p - 1;
-  const auto n = static_cast<std::size_t>((ar ? 2 : 1) * p * per);
-  auto rs_id = [&](int r, int k) { return r * per + k - 1; };
-  auto ag_id = [&](int r, int k) { return p * per + r * per + k - 1; };
-  std::vector<int> after(n, -1), src(n), dst(n), flow_to(static_cast<std::size_t>(p * p), -1);
+  detail::FusedProgram pr;
+  pr.items.resize(p);
+  std::vector<int> flow_to(static_cast<std::size_t>(p * p), -1);
+  std::vector<std::vector<int>> last_on_engine(
+      p, std::vector<int>(static_cast<std::size_t>(c.engines), -1));
+  auto push = [&](int r, int k, int ready_item) {
+    const int to = schedule::all2all_peer(r, k, p);
+    int& last = last_on_engine[r][schedule::all2all_engine(k, c.engines)];
+    pr.sends.push_back({r, to, last, ready_item, -1, chunk_rows});
+    last = static_cast<int>(pr.sends.size()) - 1;
+    return last;
+  };
+  for (int r = 0; r < p; ++r)
+    for (int k = 1; k < p; ++k) {
+      pr.items[r].push_back({false, g, -1});
+      flow_to[r * p + schedule::all2all_peer(r, k, p)] =
+          push(r, k, static_cast<int>(pr.items[r].size()) - 1);
+    }
   for (int r = 0; r < p; ++r) {
-    std::vector<int> last_on_engine(static_cast<std::size_t>(c.engines), -1);
-    for (int phase = 0; phase < (ar ? 2 : 1); ++phase)
-      for (int k = 1; k < p; ++k) {
-        const int i = phase == 0 ? rs_id(r, k) : ag_id(r, k);
-        const int engine = schedule::all2all_engine(k, c.engines);
-        after[i] = last_on_engine[engine];
-        last_on_engine[engine] = i;
-        src[i] = r;
-        dst[i] = schedule::all2all_peer(r, k, p);
-        if (phase == 0) flow_to[r * p + dst[i]] = i;
-      }
+    pr.items[r].push_back({false, g, -1});
+    for (int k = 1; k < p; ++k)
+      pr.items[r].push_back({true, add_work, flow_to[schedule::all2all_source(r, k, p) * p + r]});
+    if (ar)
+      for (int k = 1; k < p; ++k) push(r, k, static_cast<int>(pr.items[r].size()) - 1);
   }
-  std::vector<double> release(n, 0), finish(n, 0), ends(p, 0);
-  std::vector<std::vector<Window>> busy(p), computing(p);
-  // The push i released at `t`: its bytes' start; the first guess times it alone.
-  auto push = [&](int i, double t, bool first_guess, std::vector<Window>* windows) {
-    release[i] = t;
-    const double from = std::max(t, after[i] >= 0 ? finish[after[i]] : 0.0) + c.copy_issue;
-    if (first_guess)
-      finish[i] = from + transfer_time_s(c.prof, c.gpus[src[i]], c.gpus[dst[i]], chunk_bytes * c.fc);
-    if (windows != nullptr) insert_window(*windows, Window{from, std::max(from, finish[i])});
-  };
-  auto recurrence = [&](bool first_guess) {
-    for (int r = 0; r < p; ++r) {
-      busy[r].clear();
-      computing[r].clear();
-      double t = 0;
-      // A fused kernel: its first GEMM pays the launch, each later one a flag wait; slowed
-      // while the rank's pushes move data (the proportional rule).
-      auto gemm = [&](bool first) {
-        const double from = t + (first ? c.launch : c.flag_wait);
-        t = slowed_end(from, g, busy[r], c.fg);
-        computing[r].push_back(Window{from, t});
-      };
-      for (int k = 1; k < p; ++k) {
-        gemm(k == 1);
-        push(rs_id(r, k), t, first_guess, &busy[r]);
-      }
-      gemm(p == 1);
-      for (int k = 1; k < p; ++k)
-        t = std::max(t, finish[flow_to[schedule::all2all_source(r, k, p) * p + r]]) +
-            c.flag_wait + add_work;
-      if (ar)
-        for (int k = 1; k < p; ++k) push(ag_id(r, k), t, first_guess, nullptr);
-      ends[r] = t;
-    }
-  };
-  recurrence(true);
-  std::vector<TimedFlow> flows, previous;
-  for (int iter = 0; iter < kRingFixedPointRounds && p > 1; ++iter) {
-    flows.assign(n, TimedFlow{});
-    for (std::size_t i = 0; i < n; ++i) {
-      TimedFlow& f = flows[i];
-      f.src = c.gpus[src[i]];
-      f.dst = c.gpus[dst[i]];
-      f.release_s = release[i] + c.copy_issue;
-      f.after = after[i];
-      f.gap_s = c.copy_issue;
-      // Beside a GEMM (one computing on either end as its bytes start): bytes count fc times.
-      const double from = std::max(f.release_s, f.after >= 0 ? finish[f.after] + c.copy_issue : 0.0);
-      const bool beside =
-          computing_at(computing[src[i]], from) || computing_at(computing[dst[i]], from);
-      f.bytes = chunk_bytes * (beside ? c.fc : 1.0);
-    }
-    if (iter > 0 && same_timed_flows(flows, previous)) break;
-    finish = run_released_flows(c.prof, flows, c.caches);
-    recurrence(false);
-    std::swap(flows, previous);
-  }
-  o.total_s = *std::max_element(ends.begin(), ends.end());
-  if (ar) o.total_s = std::max(o.total_s, *std::max_element(finish.begin(), finish.end()));
+  const detail::Followed f = follow(c, pr, c.op.n * c.e);
+  o.total_s = f.end_s;
+  o.compute_s = f.work_s;
   if (c.details && p > 1) {
     const std::vector<double> alone = all2all_pushes(c, chunk_bytes);
     o.comm_s = *std::max_element(alone.begin(), alone.end());
@@ -1021,7 +763,7 @@ Outcome fused_ar(const Ctx& c, StrategyKind kind) {
 
 // fuse:hier and fuse:synth (model/tree_estimate.hpp).
 Outcome fused_tree(const Ctx& c, const schedule::TreePlan& tp) {
-  detail::TreeCosts tc{c.launch, c.copy_issue, c.flag_wait, c.fg, c.fc, c.details};
+  detail::TreeCosts tc{{c.launch, c.copy_issue, c.flag_wait, c.fg, c.fc}, c.details};
   const detail::TreeOutcome t = detail::tree_estimate(c.prof, c.op, tp, c.plan, tc, c.caches);
   Outcome o;
   o.total_s = t.total_s;

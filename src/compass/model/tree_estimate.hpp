@@ -8,6 +8,7 @@
 
 #include "compass/hardware/profile.hpp"
 #include "compass/model/caches.hpp"
+#include "compass/model/program.hpp"
 #include "compass/schedule/generate.hpp"
 #include "compass/workload/operator.hpp"
 
@@ -15,10 +16,8 @@ namespace compass::model::detail {
 
 /// Costs the tree model needs from the strategy estimate (overheads and interference already
 /// switched by the estimate's knobs).
-struct TreeCosts {
-  double launch = 0, copy_issue = 0, flag_wait = 0;
-  double fg = 1, fc = 1;  ///< GEMM beside copies, copies beside GEMM
-  bool details = false;   ///< also compute TreeOutcome::comm_s (a second pass)
+struct TreeCosts : FollowCosts {
+  bool details = false;  ///< also compute TreeOutcome::comm_s (a second pass)
 };
 
 struct TreeOutcome {

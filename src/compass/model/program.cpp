@@ -1,0 +1,312 @@
+#include "compass/model/program.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace compass::model::detail {
+
+using Item = FusedProgram::Item;
+using Send = FusedProgram::Send;
+
+FusedProgram::Lists::Lists(std::size_t n, const std::vector<std::pair<int, int>>& pairs)
+    : begin(n + 1, 0) {
+  for (const auto& kv : pairs) ++begin[static_cast<std::size_t>(kv.first) + 1];
+  for (std::size_t k = 0; k < n; ++k) begin[k + 1] += begin[k];
+  std::vector<std::size_t> next(begin.begin(), begin.end() - 1);
+  at.resize(pairs.size());
+  for (const auto& kv : pairs) at[next[static_cast<std::size_t>(kv.first)]++] = kv.second;
+}
+
+void prepare_program(FusedProgram& pr, const hardware::Profile& prof, const std::vector<int>& gpus,
+                     double row_bytes) {
+  const int p = static_cast<int>(pr.items.size());
+  const std::size_t nf = pr.sends.size();
+  pr.cap = hardware::sharing::dir_capacities(prof);
+  pr.flows.assign(nf, FusedProgram::Flow{});
+  pr.paths = hardware::sharing::FlatPaths{};
+  // Routes once per (sender, receiver) pair.
+  std::vector<int> pair_flow(static_cast<std::size_t>(p) * p, -1);
+  for (std::size_t f = 0; f < nf; ++f) {
+    const Send& sd = pr.sends[f];
+    FusedProgram::Flow& fl = pr.flows[f];
+    fl.bytes = static_cast<double>(sd.rows) * row_bytes;
+    fl.moves = sd.from != sd.to && gpus[sd.from] != gpus[sd.to];
+    fl.waits = (sd.ready_item >= 0) + (sd.dep_flow >= 0) + (sd.after >= 0);
+    int& same = pair_flow[static_cast<std::size_t>(sd.from) * p + sd.to];
+    if (same >= 0) {
+      const auto from = static_cast<std::size_t>(pr.paths.offset[same]);
+      const auto to = static_cast<std::size_t>(pr.paths.offset[same + 1]);
+      for (std::size_t d = from; d < to; ++d) pr.paths.dirs.push_back(pr.paths.dirs[d]);
+      fl.latency_s = pr.flows[same].latency_s;
+    } else if (fl.moves) {
+      const int src = gpus[sd.from], dst = gpus[sd.to];
+      for (int d : hardware::sharing::route_dirs(prof, src, dst)) pr.paths.dirs.push_back(d);
+      fl.latency_s = prof.route_latency_s(src, dst);
+      same = static_cast<int>(f);
+    }
+    pr.paths.offset.push_back(static_cast<int>(pr.paths.dirs.size()));
+  }
+  pr.item_base.assign(static_cast<std::size_t>(p) + 1, 0);
+  pr.work_s = 0;
+  for (int v = 0; v < p; ++v) {
+    pr.item_base[v + 1] = pr.item_base[v] + pr.items[v].size();
+    double work = 0;
+    for (const Item& it : pr.items[v]) work += it.work;
+    pr.work_s = std::max(pr.work_s, work);
+  }
+  std::vector<std::pair<int, int>> flow_waits, item_on_flow, flow_on_item;
+  for (std::size_t f = 0; f < nf; ++f) {
+    const Send& sd = pr.sends[f];
+    for (int g : {sd.after, sd.dep_flow})
+      if (g >= 0) flow_waits.emplace_back(g, static_cast<int>(f));
+    if (sd.ready_item >= 0)
+      flow_on_item.emplace_back(static_cast<int>(pr.item_base[sd.from] + sd.ready_item),
+                                static_cast<int>(f));
+  }
+  for (int v = 0; v < p; ++v)
+    for (const Item& it : pr.items[v])
+      if (it.flow_in >= 0) item_on_flow.emplace_back(it.flow_in, v);
+  pr.flow_waiters = FusedProgram::Lists(nf, flow_waits);
+  pr.item_waiters = FusedProgram::Lists(nf, item_on_flow);
+  pr.send_waiters = FusedProgram::Lists(pr.item_base.back(), flow_on_item);
+}
+
+namespace {
+
+// follow_program's state and events (program.hpp).
+class Follower {
+ public:
+  Follower(const FusedProgram& pr, const FollowCosts& c, bool work,
+           hardware::sharing::IncrementalMaxmin& sharing)
+      : pr_(pr), c_(c), work_(work), sharing_(sharing),
+        flows_(pr.sends.size()), ranks_(pr.items.size()) {
+    for (std::size_t f = 0; f < flows_.size(); ++f) flows_[f].pending = pr.flows[f].waits;
+  }
+
+  Followed run() {
+    Followed out;
+    out.work_s = work_ ? pr_.work_s : 0.0;
+    sharing_.reset(pr_.cap, pr_.paths);
+    for (std::size_t f = 0; f < flows_.size(); ++f)
+      if (flows_[f].pending == 0) release(static_cast<int>(f));
+    for (std::size_t v = 0; v < ranks_.size(); ++v) next_item(static_cast<int>(v));
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    double now = 0;
+    const std::size_t limit = 16 * (flows_.size() + pr_.item_base.back()) + 16;
+    for (std::size_t step = 0; step < limit && !broken_; ++step) {
+      const double t = std::min({top(releases_), top(landings_), top(compute_), next_end_});
+      if (t == kInf) break;
+      now = std::max(now, t);
+      // At one instant: last bytes, then landings, then compute (a GEMM ending now is no
+      // longer running, one beginning now is), then the transfers that start.
+      if (next_end_ <= now) {
+        advance(now);
+        ended_.clear();
+        for (int f : sharing_.active())
+          if (flows_[f].remaining <= 1e-9 * flows_[f].sized) ended_.push_back(f);
+        for (int f : ended_) {
+          sharing_.remove(f);
+          push(landings_, now + pr_.flows[f].latency_s, f);
+        }
+        reshare_ = true;
+      }
+      while (top(landings_) <= now) land(pop(landings_).second, now);
+      while (top(compute_) <= now) {
+        const auto [at, ev] = pop(compute_);
+        const int v = ev / kVersions;
+        if (ev % kVersions == static_cast<int>(ranks_[v].version % kVersions)) on_compute(v, at);
+      }
+      while (top(releases_) <= now + 1e-15) start(pop(releases_).second, now);
+      if (reshare_) {
+        reshare_ = false;
+        next_end_ = kInf;
+        const std::vector<double>& rate = sharing_.rates();
+        for (int f : sharing_.active()) {
+          flows_[f].rate = rate[f];
+          if (rate[f] > 0) next_end_ = std::min(next_end_, now + flows_[f].remaining / rate[f]);
+        }
+      }
+    }
+    bool finished = !broken_;
+    for (const Flow& fl : flows_) {
+      finished = finished && fl.landed;
+      out.end_s = std::max(out.end_s, fl.landed_s);
+    }
+    for (const Rank& r : ranks_) {
+      finished = finished && r.phase == Phase::done;
+      out.end_s = std::max(out.end_s, r.prev_end);
+    }
+    if (!finished) out.end_s = std::numeric_limits<double>::quiet_NaN();
+    return out;
+  }
+
+ private:
+  enum class Phase { waiting, overhead, gemm, add, done };
+  // One transfer's state.
+  struct Flow {
+    double sized = 0, remaining = 0, rate = 0;  // its bytes (fc included), left, current rate
+    double ready_s = 0;   // the latest of what it waits for, once known
+    double landed_s = 0;
+    int pending = 0;      // what it waits for and has not happened yet
+    bool landed = false;
+  };
+  // One compute stream's state.
+  struct Rank {
+    std::size_t item = 0;
+    Phase phase = Phase::waiting;
+    bool launched = false;  // its first GEMM piece has paid the launch
+    double prev_end = 0;    // the end of its previous item
+    double left = 0, since = 0;  // the running GEMM's work left at `since`
+    int sending = 0;        // its transfers under way (started, not landed)
+    unsigned version = 0;   // its compute event in the queue
+  };
+  using Queue = std::vector<std::pair<double, int>>;  // a min-heap of (time, id)
+  static constexpr int kVersions = 1 << 20;  // compute events: rank * kVersions + version
+
+  struct Later {  // orders the min-heaps
+    bool operator()(const std::pair<double, int>& a, const std::pair<double, int>& b) const {
+      return a > b;
+    }
+  };
+  static double top(const Queue& q) {
+    return q.empty() ? std::numeric_limits<double>::infinity() : q.front().first;
+  }
+  static std::pair<double, int> pop(Queue& q) {
+    std::pop_heap(q.begin(), q.end(), Later{});
+    const std::pair<double, int> e = q.back();
+    q.pop_back();
+    return e;
+  }
+  void push(Queue& q, double at, int id) {
+    if (std::isnan(at)) {  // a cost that is not a number: the program never finishes
+      broken_ = true;
+      return;
+    }
+    q.emplace_back(at, id);
+    std::push_heap(q.begin(), q.end(), Later{});
+  }
+  double work_of(const Item& it) const { return work_ ? it.work : 0.0; }
+  bool gemm_running(int v) const { return ranks_[v].phase == Phase::gemm; }
+  int compute_id(int v) const {
+    return v * kVersions + static_cast<int>(ranks_[v].version % kVersions);
+  }
+  // Brings the moving transfers' remaining bytes to `now` (their rates held since the last
+  // change of the sharing).
+  void advance(double now) {
+    const double dt = now - clock_;
+    if (dt > 0)
+      for (int f : sharing_.active()) flows_[f].remaining -= flows_[f].rate * dt;
+    clock_ = now;
+  }
+  // A rank's transfers under way change: its running GEMM's speed may change with them.
+  void sending(int v, int delta, double now) {
+    Rank& r = ranks_[v];
+    const bool was = r.sending > 0;
+    r.sending += delta;
+    if (was == (r.sending > 0) || r.phase != Phase::gemm || c_.fg == 1.0) return;
+    r.left = std::max(0.0, r.left - (was ? (now - r.since) / c_.fg : now - r.since));
+    r.since = now;
+    ++r.version;
+    push(compute_, now + (r.sending > 0 ? r.left * c_.fg : r.left), compute_id(v));
+  }
+  // Everything a transfer waits for has happened: it leaves one copy issue later.
+  void release(int f) { push(releases_, flows_[f].ready_s + c_.copy_issue, f); }
+  void resolved(int f, double at) {
+    Flow& fl = flows_[f];
+    fl.ready_s = std::max(fl.ready_s, at);
+    if (--fl.pending == 0) release(f);
+  }
+  void start(int f, double now) {
+    Flow& fl = flows_[f];
+    const Send& sd = pr_.sends[f];
+    fl.sized = pr_.flows[f].bytes * (gemm_running(sd.from) || gemm_running(sd.to) ? c_.fc : 1.0);
+    if (!pr_.flows[f].moves || !(fl.sized > 0)) {
+      land(f, now);  // moves nothing: lands the moment it starts
+      return;
+    }
+    advance(now);
+    fl.remaining = fl.sized;
+    sharing_.add(f);
+    reshare_ = true;
+    sending(sd.from, +1, now);
+  }
+  void land(int f, double now) {
+    Flow& fl = flows_[f];
+    fl.landed = true;
+    fl.landed_s = now;
+    if (pr_.flows[f].moves && fl.sized > 0) sending(pr_.sends[f].from, -1, now);
+    for (int w : pr_.flow_waiters.of(static_cast<std::size_t>(f))) resolved(w, now);
+    for (int v : pr_.item_waiters.of(static_cast<std::size_t>(f))) {
+      Rank& r = ranks_[v];
+      if (r.phase == Phase::waiting && r.item < pr_.items[v].size() &&
+          pr_.items[v][r.item].flow_in == f)
+        begin_item(v, std::max(r.prev_end, now));
+    }
+  }
+  // The rank's next item, if what it waits for has landed.
+  void next_item(int v) {
+    Rank& r = ranks_[v];
+    if (r.item >= pr_.items[v].size()) {
+      r.phase = Phase::done;
+      return;
+    }
+    const Item& it = pr_.items[v][r.item];
+    if (it.flow_in >= 0 && !flows_[it.flow_in].landed) {
+      r.phase = Phase::waiting;
+      return;
+    }
+    begin_item(v, it.flow_in >= 0 ? std::max(r.prev_end, flows_[it.flow_in].landed_s) : r.prev_end);
+  }
+  void begin_item(int v, double ready) {
+    Rank& r = ranks_[v];
+    const Item& it = pr_.items[v][r.item];
+    ++r.version;
+    if (it.add) {
+      r.phase = Phase::add;
+      push(compute_, ready + c_.flag_wait + work_of(it), compute_id(v));
+    } else {
+      r.phase = Phase::overhead;
+      push(compute_, ready + (r.launched ? c_.flag_wait : c_.launch), compute_id(v));
+      r.launched = true;
+    }
+  }
+  void on_compute(int v, double now) {
+    Rank& r = ranks_[v];
+    if (r.phase == Phase::overhead) {
+      const double work = work_of(pr_.items[v][r.item]);
+      r.phase = Phase::gemm;
+      r.left = work;
+      r.since = now;
+      ++r.version;
+      push(compute_, r.sending > 0 && c_.fg != 1.0 ? now + work * c_.fg : now + work,
+           compute_id(v));
+      return;
+    }
+    // A GEMM piece or an add ends.
+    r.prev_end = now;
+    for (int f : pr_.send_waiters.of(pr_.item_base[v] + r.item)) resolved(f, now);
+    ++r.item;
+    next_item(v);
+  }
+
+  const FusedProgram& pr_;
+  const FollowCosts& c_;
+  bool work_;
+  hardware::sharing::IncrementalMaxmin& sharing_;
+  std::vector<Flow> flows_;
+  std::vector<Rank> ranks_;
+  Queue releases_, landings_, compute_;
+  std::vector<int> ended_;
+  double clock_ = 0, next_end_ = std::numeric_limits<double>::infinity();
+  bool reshare_ = false, broken_ = false;
+};
+
+}  // namespace
+
+Followed follow_program(const FusedProgram& pr, const FollowCosts& costs, bool work,
+                        hardware::sharing::IncrementalMaxmin& sharing) {
+  return Follower(pr, costs, work, sharing).run();
+}
+
+}  // namespace compass::model::detail
