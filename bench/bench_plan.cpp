@@ -1,8 +1,8 @@
 // Planner speed: the whole paper grid (288 configurations, every strategy, ODP and choice) and
 // one operator's estimates. The target is the grid well under 100 ms.
 //
-// The model memoises through a model::Caches the caller owns (ring-step patterns, every run of
-// released flows by its exact inputs, all-to-all congestion, tree estimates and programs), so
+// The model memoises through a model::Caches the caller owns (ring-step patterns, released-flow
+// patterns, all-to-all congestion, tree estimates and programs), so
 // planning the same thing again with the same Caches is mostly hits. BM_SweepPaperGrid and
 // BM_ChooseOneOperator construct a fresh Caches for every iteration (a first plan, as one
 // `compass sweep` or `compass op` does); BM_SweepPaperGridWarm keeps one across iterations (the

@@ -1,6 +1,6 @@
 // The fast paths of the flow model against straightforward re-computations, bit for bit:
 // max-min over a subset of flows (maxmin_of), max-min re-computed per changed component
-// (IncrementalMaxmin), and the event loop of run_released_flows with its memo. The references
+// (IncrementalMaxmin), and the event loop of run_released_flows. The references
 // below are the plain versions: progressive filling over every flow and every direction, and an
 // event loop that scans every flow and re-shares every flow at every event.
 
@@ -281,7 +281,7 @@ TEST(IncrementalSharing, ReleasedFlowsMatchTheScanAllEventLoop) {
     for (int trial = 0; trial < 40; ++trial) {
       const std::vector<TimedFlow> flows = random_timed_flows(rng, p.gpu_count(), 1 + trial % 50);
       const std::vector<double> want = reference_released(p, flows);
-      // The first call runs the event loop; the second is answered by the memo.
+      // The second call reuses the first one's buffers.
       for (int call = 0; call < 2; ++call) {
         const std::vector<double> got = run_released_flows(p, flows, caches);
         ASSERT_EQ(got.size(), want.size());
@@ -295,91 +295,7 @@ TEST(IncrementalSharing, ReleasedFlowsMatchTheScanAllEventLoop) {
   EXPECT_EQ(runs, 160);
 }
 
-// The rounds of a fixed point: the same routes again and again with some releases and sizes
-// changed, early or late, by a little or a lot. Each run starts from the state its
-// predecessor's run shares with it (released_events' trace) and must still give the bits of a
-// run from scratch.
-TEST(IncrementalSharing, RunsResumedFromThePreviousRunMatchFreshRuns) {
-  std::vector<hardware::Profile> machines{uniform_switch(4, 10e9, 1e-6)};
-  for (const char* name : {"a6000x8", "h100x8"}) {
-    Result<hardware::Profile> p = hardware::make_preset(name);
-    ASSERT_TRUE(p.ok()) << name;
-    machines.push_back(std::move(p).value());
-  }
-  std::mt19937 rng(5);
-  const double sizes[] = {0.0, 1e6, 4e6, 3.3e6};
-  int runs = 0;
-  Caches caches;
-  for (const hardware::Profile& p : machines) {
-    for (int trial = 0; trial < 30; ++trial) {
-      std::vector<TimedFlow> flows = random_timed_flows(rng, p.gpu_count(), 2 + trial % 60);
-      for (int round = 0; round < 8; ++round) {
-        if (round > 0) {
-          // Change one to three flows, most of them among the last ones.
-          const int k = 1 + static_cast<int>(rng() % 3);
-          for (int c = 0; c < k; ++c) {
-            const std::size_t n = flows.size();
-            const std::size_t i = rng() % 4 == 0 ? rng() % n : n - 1 - rng() % ((n + 3) / 4);
-            switch (rng() % 4) {
-              case 0: flows[i].release_s += 7e-6; break;
-              case 1: flows[i].release_s = std::nextafter(flows[i].release_s, -1.0); break;
-              case 2: flows[i].bytes = sizes[rng() % 4]; break;
-              default: flows[i].bytes *= 1.25; break;
-            }
-          }
-        }
-        const std::vector<double> want = reference_released(p, flows);
-        for (bool memoise : {false, true}) {
-          const std::vector<double> got = run_released_flows(p, flows, caches, memoise);
-          ASSERT_EQ(got.size(), want.size());
-          for (std::size_t i = 0; i < want.size(); ++i)
-            ASSERT_EQ(bits(got[i]), bits(want[i])) << p.name << " trial " << trial << " round "
-                                                   << round << " memoise " << memoise
-                                                   << " flow " << i;
-        }
-        ++runs;
-      }
-    }
-  }
-  EXPECT_EQ(runs, 720);
-}
-
-// Two fixed points of the same size but other chains, their rounds in pairs (A, A', B, B', A'',
-// ...): a resumed run keeps the waiting lists of the run it resumes, so these must never be
-// those of the other set's run, nor of a run the memo answered in between.
-TEST(IncrementalSharing, RunsResumedAfterOtherShapesMatchFreshRuns) {
-  Result<hardware::Profile> machine = hardware::make_preset("a6000x8");
-  ASSERT_TRUE(machine.ok());
-  const hardware::Profile& p = machine.value();
-  std::mt19937 rng(11);
-  int runs = 0, resumable_pairs = 0;
-  Caches caches;
-  for (int trial = 0; trial < 20; ++trial) {
-    const int n = 4 + trial * 3;
-    std::vector<TimedFlow> sets[2] = {random_timed_flows(rng, p.gpu_count(), n),
-                                      random_timed_flows(rng, p.gpu_count(), n)};
-    for (int round = 0; round < 12; ++round) {
-      std::vector<TimedFlow>& flows = sets[(round / 2) % 2];
-      if (round % 2 == 1) {
-        // The second of a pair: a late flow later, which the first run's trace can resume.
-        flows[flows.size() - 1 - rng() % 2].release_s += 3e-6;
-        ++resumable_pairs;
-      }
-      const std::vector<double> want = reference_released(p, flows);
-      const bool memoise = rng() % 3 == 0;
-      const std::vector<double> got = run_released_flows(p, flows, caches, memoise);
-      ASSERT_EQ(got.size(), want.size());
-      for (std::size_t i = 0; i < want.size(); ++i)
-        ASSERT_EQ(bits(got[i]), bits(want[i]))
-            << "trial " << trial << " round " << round << " flow " << i;
-      ++runs;
-    }
-  }
-  EXPECT_EQ(runs, 240);
-  EXPECT_EQ(resumable_pairs, 120);
-}
-
-TEST(IncrementalSharing, MemoTellsInputsOneBitApart) {
+TEST(IncrementalSharing, InputsOneBitApartGiveTheirOwnRuns) {
   const hardware::Profile p = uniform_switch(4, 10e9, 1e-6);
   std::vector<TimedFlow> flows{{0, 3, 1e6, 0.0}, {1, 3, 1e6, 50e-6}, {2, 3, 2e6, 0.0, 0, 2e-6}};
   Caches caches;

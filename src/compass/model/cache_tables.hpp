@@ -80,28 +80,6 @@ struct TreeMemo {
   std::vector<std::pair<std::vector<std::uint64_t>, std::shared_ptr<const FusedProgram>>> programs;
 };
 
-/// The last event loop of run_released_flows (comm_model.cpp), kept so that the next run can
-/// start from the state of the last event that no changed input reaches: the rounds of a fixed
-/// point differ from the previous round only in some releases and sizes. Iteration k's entries
-/// describe the state at its start.
-struct ReleasedTrace {
-  bool valid = false;  // a whole run is recorded
-  // Its inputs: the flows, the capacities and the paths and latencies derived from them.
-  std::vector<TimedFlow> flows;
-  std::vector<double> cap, latency;
-  hardware::sharing::FlatPaths paths;
-  // Per flow: its finish, and the iterations in which it was released and finished.
-  std::vector<double> finish;
-  std::vector<int> released_at, finished_at;
-  // Per iteration: the time, the latest release time it read, the earliest end of its active
-  // flows from now (see resumable), and the remaining bytes of its active flows (snap_ids,
-  // snap_left from snap_begin[k]).
-  std::vector<double> now, bound, step;
-  std::vector<std::size_t> snap_begin;
-  std::vector<int> snap_ids;
-  std::vector<double> snap_left;
-};
-
 /// Buffers of run_released_flows, kept so the planner's event loops do not allocate.
 struct ReleasedWorkspace {
   hardware::sharing::FlatPaths paths;
@@ -113,15 +91,11 @@ struct ReleasedWorkspace {
   std::vector<int> also_next_of, also_first_next;  // the same through also_after
   std::vector<int> pending;                  // per flow: predecessors not finished yet
   std::vector<std::pair<double, int>> heap;  // (release, index) of known, not yet released flows
-  std::vector<std::uint64_t> key;
-  ReleasedTrace trace;
 };
 
 struct CacheTables {
   std::map<std::vector<double>, ScaledStep> steps;     // cached_ring_step_time
   std::map<std::vector<double>, ScaledRun> patterns;   // cached_released_flows
-  std::unordered_map<std::vector<std::uint64_t>, std::vector<double>, KeyHash> runs;  // run_released_flows
-  std::size_t run_words = 0;                           // words the runs memo holds
   std::map<std::vector<double>, Congestion> congestion;  // all-to-all congestion per pattern
   TreeMemo trees;                                      // tree-pattern estimates
   ReleasedWorkspace released;                          // scratch, not a memo

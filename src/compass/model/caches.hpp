@@ -1,6 +1,6 @@
 #pragma once
 // The model's memo tables as an object the caller owns (the planner, a sweep, a benchmark
-// iteration), instead of process-wide state: ring-step patterns, runs of released flows, the
+// iteration), instead of process-wide state: ring-step patterns, released-flow patterns, the
 // all-to-all congestion of a pattern, the tree patterns' estimates (per profile), and the event
 // loop's buffers.
 

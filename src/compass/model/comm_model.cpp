@@ -152,84 +152,18 @@ StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int
 
 namespace {
 
-using detail::ReleasedTrace;
 using detail::ReleasedWorkspace;
-
-using detail::key_bits;
-
-constexpr int kNever = std::numeric_limits<int>::max();  // no such iteration in the trace
-
-bool same_bits(double a, double b) { return key_bits(a) == key_bits(b); }
-
-// How many leading iterations of the trace's run a run of `flows` repeats exactly (0 when the
-// trace is of another set of routes). Flows may differ from the traced ones only in bytes and
-// release time. Such a changed flow is read first when it is released, so at the earlier of
-// the two release times the runs give it (its predecessor finishes at the same time in both
-// runs as long as they agree). Iteration k reads the releases up to now + 1e-15 and the next
-// one after them (bound[k] is the largest of these); the next one only to bound its step, so
-// when the active flows' earliest end (step[k], from now) comes first, a later release it
-// reads instead changes nothing: the step is the same. The iterations that read no changed
-// release repeat the traced ones.
-std::size_t resumable(const std::vector<double>& cap, const std::vector<TimedFlow>& flows,
-                      const ReleasedWorkspace& ws) {
-  const ReleasedTrace& tr = ws.trace;
-  const std::size_t n = flows.size();
-  if (!tr.valid || tr.flows.size() != n || tr.cap.size() != cap.size() ||
-      tr.paths.offset != ws.paths.offset || tr.paths.dirs != ws.paths.dirs)
-    return 0;
-  for (std::size_t d = 0; d < cap.size(); ++d)
-    if (!same_bits(tr.cap[d], cap[d])) return 0;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  double first_read = kInf;
-  const auto lower = [&](double t) {
-    if (t < first_read) first_read = t;  // a release that never comes (NaN) is never read
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    const TimedFlow& was = tr.flows[i];
-    const TimedFlow& f = flows[i];
-    if (was.src != f.src || was.dst != f.dst || was.after != f.after ||
-        was.also_after != f.also_after || !same_bits(was.gap_s, f.gap_s) ||
-        !same_bits(tr.latency[i], ws.latency[i]))
-      return 0;
-    if (same_bits(was.bytes, f.bytes) && same_bits(was.release_s, f.release_s)) continue;
-    if (f.after < 0 && f.also_after < 0) {
-      lower(was.release_s);
-      lower(f.release_s);
-    } else {
-      // Read when the later of its predecessors ends (the same in both runs until then).
-      double before = -kInf;
-      for (const int a : {f.after, f.also_after})
-        if (a >= 0) before = std::max(before, tr.finish[a]);
-      lower(std::max(was.release_s, before + was.gap_s));
-      lower(std::max(f.release_s, before + f.gap_s));
-    }
-  }
-  std::size_t k = 0;
-  while (k < tr.bound.size() &&
-         (tr.bound[k] < first_read ||
-          (tr.now[k] + 1e-15 < first_read && first_read - tr.now[k] >= tr.step[k])))
-    ++k;
-  return k;
-}
 
 // The event loop of the straightforward version (each event: scan every flow for releases,
 // max-min over all flows, scan every flow for dt and progress) with the same arithmetic in the
 // same order, but bookkeeping that touches only what changes: a heap of known release times,
 // the ascending list of active flows, and max-min re-computed only where flows came or went
 // (hardware::sharing::IncrementalMaxmin, bit-identical to maxmin over all flows with these
-// active). Reads ws.paths and ws.latency. The run is recorded in ws.trace, and a run that
-// repeats the traced one's first iterations (resumable) starts from the state after them: the
-// finished flows with their finishes, the released ones with their remaining bytes, the known
-// releases of the rest (max-min rates depend only on the active set, so they are re-computed
-// from it).
+// active). Reads ws.paths and ws.latency.
 std::vector<double> released_events(const std::vector<double>& cap,
                                     const std::vector<TimedFlow>& flows, ReleasedWorkspace& ws) {
   const std::size_t n = flows.size();
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  ReleasedTrace& tr = ws.trace;
-  const std::size_t resume = resumable(cap, flows, ws);
-  if (resume > 0 && resume == tr.bound.size()) return tr.finish;  // the same flows, bit for bit
-  tr.valid = false;
   std::vector<double> finish(n, kInf);
   ws.remaining.resize(n);
   ws.sharing.reset(cap, ws.paths);
@@ -241,22 +175,23 @@ std::vector<double> released_events(const std::vector<double>& cap,
     // Relative tolerance: the finishing flow's own remainder is rounding noise.
     ws.done_below[i] = 1e-9 * flows[i].bytes;
   }
-  if (resume == 0) {
-    // Waiting lists, each in ascending index order (pushed from the back). A resumed run keeps
-    // the traced run's: its flows wait for the same flows (resumable).
-    ws.first_next.assign(n, -1);
-    ws.next_of.assign(n, -1);
-    ws.also_first_next.assign(n, -1);
-    ws.also_next_of.assign(n, -1);
-    for (std::size_t i = n; i-- > 0;) {
-      if (const int a = flows[i].after; a >= 0) {
-        ws.next_of[i] = ws.first_next[a];
-        ws.first_next[a] = static_cast<int>(i);
-      }
-      if (const int a = flows[i].also_after; a >= 0) {
-        ws.also_next_of[i] = ws.also_first_next[a];
-        ws.also_first_next[a] = static_cast<int>(i);
-      }
+  // Waiting lists, each in ascending index order (pushed from the back), and per flow its
+  // predecessors not finished yet.
+  ws.first_next.assign(n, -1);
+  ws.next_of.assign(n, -1);
+  ws.also_first_next.assign(n, -1);
+  ws.also_next_of.assign(n, -1);
+  ws.pending.assign(n, 0);
+  for (std::size_t i = n; i-- > 0;) {
+    if (const int a = flows[i].after; a >= 0) {
+      ws.next_of[i] = ws.first_next[a];
+      ws.first_next[a] = static_cast<int>(i);
+      ++ws.pending[i];
+    }
+    if (const int a = flows[i].also_after; a >= 0) {
+      ws.also_next_of[i] = ws.also_first_next[a];
+      ws.also_first_next[a] = static_cast<int>(i);
+      ++ws.pending[i];
     }
   }
   const auto later = [](const std::pair<double, int>& x, const std::pair<double, int>& y) {
@@ -277,10 +212,8 @@ std::vector<double> released_events(const std::vector<double>& cap,
     if (f.also_after >= 0) rel = std::max(rel, finish[f.also_after] + f.gap_s);
     known(j, rel);
   };
-  int iteration = 0;
   const auto finished = [&](int i, double at_s) {
     finish[i] = at_s;
-    tr.finished_at[i] = iteration;
     for (int j = ws.first_next[i]; j >= 0; j = ws.next_of[j])
       if (--ws.pending[j] == 0) ready(j);
     for (int j = ws.also_first_next[i]; j >= 0; j = ws.also_next_of[j])
@@ -288,69 +221,15 @@ std::vector<double> released_events(const std::vector<double>& cap,
   };
   double now = 0;
   std::size_t left = n;
-  if (resume == 0) {
-    tr.released_at.assign(n, kNever);
-    tr.finished_at.assign(n, kNever);
-    tr.now.clear();
-    tr.bound.clear();
-    tr.step.clear();
-    tr.snap_begin.clear();
-    tr.snap_ids.clear();
-    tr.snap_left.clear();
-    for (std::size_t i = 0; i < n; ++i)
-      if (flows[i].after < 0 && flows[i].also_after < 0)
-        known(static_cast<int>(i), flows[i].release_s);
-  } else {
-    // The state at the start of iteration `resume`, which both runs reach alike.
-    const int at = static_cast<int>(resume);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (tr.finished_at[i] < at) {
-        finish[i] = tr.finish[i];
-        --left;
-      } else {
-        tr.finished_at[i] = kNever;
-      }
-      if (tr.released_at[i] >= at) tr.released_at[i] = kNever;
-    }
-    const std::size_t snap_end =
-        resume + 1 < tr.snap_begin.size() ? tr.snap_begin[resume + 1] : tr.snap_ids.size();
-    for (std::size_t s = tr.snap_begin[resume]; s < snap_end; ++s) {
-      ws.remaining[tr.snap_ids[s]] = tr.snap_left[s];
-      ws.sharing.add(tr.snap_ids[s]);
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      if (tr.released_at[i] != kNever) continue;
-      const int a = flows[i].after, b = flows[i].also_after;
-      if ((a >= 0 && tr.finished_at[a] == kNever) || (b >= 0 && tr.finished_at[b] == kNever))
-        continue;
-      ready(static_cast<int>(i));
-    }
-    now = tr.now[resume];
-    tr.now.resize(resume);
-    tr.bound.resize(resume);
-    tr.step.resize(resume);
-    tr.snap_ids.resize(tr.snap_begin[resume]);
-    tr.snap_left.resize(tr.snap_begin[resume]);
-    tr.snap_begin.resize(resume);
-  }
-  // Per flow: its predecessors not finished yet.
-  ws.pending.assign(n, 0);
   for (std::size_t i = 0; i < n; ++i)
-    for (const int a : {flows[i].after, flows[i].also_after})
-      if (a >= 0 && tr.finished_at[a] == kNever) ++ws.pending[i];
-  for (std::size_t guard = resume; left > 0 && guard < 8 * n + 8; ++guard) {
-    iteration = static_cast<int>(guard);
-    tr.now.push_back(now);
-    tr.snap_begin.push_back(tr.snap_ids.size());
-    tr.snap_ids.insert(tr.snap_ids.end(), active.begin(), active.end());
-    for (int i : active) tr.snap_left.push_back(ws.remaining[i]);
+    if (flows[i].after < 0 && flows[i].also_after < 0) known(static_cast<int>(i), flows[i].release_s);
+  for (std::size_t guard = 0; left > 0 && guard < 8 * n + 8; ++guard) {
     // Releases up to now (and what a flow that moves nothing releases at once).
     bool nothing_moved = false;
     while (!ws.heap.empty() && ws.heap.front().first <= now + 1e-15) {
       std::pop_heap(ws.heap.begin(), ws.heap.end(), later);
       const auto [rel, i] = ws.heap.back();
       ws.heap.pop_back();
-      tr.released_at[i] = iteration;
       if (flows[i].src == flows[i].dst || flows[i].bytes <= 0) {
         // Moves nothing: finishes the moment it is released (may release a successor).
         finished(i, std::max(now, rel));
@@ -360,27 +239,21 @@ std::vector<double> released_events(const std::vector<double>& cap,
       }
       ws.sharing.add(i);
     }
-    tr.bound.push_back(std::max(now + 1e-15, ws.heap.empty() ? -kInf : ws.heap.front().first));
     const double next_release = nothing_moved     ? now
                                 : ws.heap.empty() ? kInf
                                                   : ws.heap.front().first;
     if (active.empty()) {
-      tr.step.push_back(kInf);  // the next release is the step
       if (next_release == kInf) break;
       now = std::max(now, next_release);
       continue;
     }
     const std::vector<double>& rate = ws.sharing.rates();
     double dt = next_release - now;
-    double earliest_end = kInf;
     for (int i : active) {
       if (!(rate[i] > 0)) continue;
       const double t = ws.remaining[i] / rate[i];
       if (t < dt) dt = t;  // std::min(dt, t)
-      if (t < earliest_end) earliest_end = t;
     }
-    // With nothing moved the step is 0 whatever comes next.
-    tr.step.push_back(nothing_moved ? -kInf : earliest_end);
     COMPASS_CHECK(dt < kInf, "flows with no bandwidth");
     dt = std::max(dt, 0.0);
     now += dt;
@@ -396,37 +269,24 @@ std::vector<double> released_events(const std::vector<double>& cap,
     }
   }
   COMPASS_CHECK(left == 0, "{} flows never finished", left);
-  tr.flows = flows;
-  tr.cap = cap;
-  // The workspace's paths and latencies are built afresh for every run: the trace takes them.
-  std::swap(tr.latency, ws.latency);
-  std::swap(tr.paths, ws.paths);
-  tr.finish = finish;
-  tr.valid = true;
   return finish;
 }
 
 }  // namespace
 
 std::vector<double> run_released_flows(const hardware::Profile& p,
-                                       const std::vector<TimedFlow>& flows, Caches& caches,
-                                       bool memoise) {
+                                       const std::vector<TimedFlow>& flows, Caches& caches) {
   const std::size_t n = flows.size();
   for (std::size_t i = 0; i < n; ++i)
     COMPASS_CHECK((flows[i].after < 0 || static_cast<std::size_t>(flows[i].after) < i) &&
                       (flows[i].also_after < 0 ||
                        static_cast<std::size_t>(flows[i].also_after) < i),
                   "flow {} waits for a later flow", i);
-  detail::CacheTables& tables = caches.tables();
-  ReleasedWorkspace& ws = tables.released;
+  ReleasedWorkspace& ws = caches.tables().released;
   const std::vector<double> cap = hardware::sharing::dir_capacities(p);
-  // Paths and latencies, and the memo key: every input the event loop reads, bit for bit (the
-  // flows with their paths and latencies, and the capacity of every direction).
   ws.paths.offset.assign(1, 0);
   ws.paths.dirs.clear();
   ws.latency.assign(n, 0.0);
-  ws.key.assign({0, n});  // key[0]: the hash, filled in below
-  for (double c : cap) ws.key.push_back(key_bits(c));
   for (std::size_t i = 0; i < n; ++i) {
     const TimedFlow& f = flows[i];
     const std::size_t b = ws.paths.dirs.size();
@@ -449,30 +309,8 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
       ws.latency[i] = p.route_latency_s(f.src, f.dst);
     }
     ws.paths.offset.push_back(static_cast<int>(ws.paths.dirs.size()));
-    if (!memoise) continue;
-    ws.key.insert(
-        ws.key.end(),
-        {(static_cast<std::uint64_t>(static_cast<std::uint32_t>(f.src)) << 32) |
-             static_cast<std::uint32_t>(f.dst),
-         static_cast<std::uint64_t>(static_cast<std::int64_t>(f.after)),
-         static_cast<std::uint64_t>(static_cast<std::int64_t>(f.also_after)), key_bits(f.bytes),
-         key_bits(f.release_s), key_bits(f.gap_s), key_bits(ws.latency[i]),
-         ws.paths.dirs.size() - b});
-    for (std::size_t d = b; d < ws.paths.dirs.size(); ++d) ws.key.push_back(ws.paths.dirs[d]);
   }
-  if (!memoise) return released_events(cap, flows, ws);
-  detail::seal_key(ws.key);
-  // The memo: the planner asks for the same runs again (the breakdown of a chosen strategy
-  // repeats its estimate; grids repeat shapes). Bounded by the words it holds.
-  if (auto it = tables.runs.find(ws.key); it != tables.runs.end()) return it->second;
-  std::vector<double> finish = released_events(cap, flows, ws);
-  constexpr std::size_t kMaxMemoWords = std::size_t{1} << 21;  // 16 MiB
-  if (tables.run_words + ws.key.size() + n > kMaxMemoWords) {
-    tables.runs.clear();
-    tables.run_words = 0;
-  }
-  if (tables.runs.emplace(ws.key, finish).second) tables.run_words += ws.key.size() + n;
-  return finish;
+  return released_events(cap, flows, ws);
 }
 
 int collective_steps(Collective kind, int p) {
@@ -488,18 +326,6 @@ double ring_collective_time_s(const hardware::Profile& p, const std::vector<int>
   // Every step moves one shard per rank to its successor; all steps are alike.
   const double step = ring_step_time(p, ring_gpus, total_bytes / n).time_s;
   return steps * step + (with_launch ? p.overheads.collective_launch_s : 0.0);
-}
-
-bool same_timed_flows(const std::vector<TimedFlow>& a, const std::vector<TimedFlow>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].src != b[i].src || a[i].dst != b[i].dst || a[i].after != b[i].after ||
-        a[i].also_after != b[i].also_after ||
-        key_bits(a[i].bytes) != key_bits(b[i].bytes) ||
-        key_bits(a[i].release_s) != key_bits(b[i].release_s) ||
-        key_bits(a[i].gap_s) != key_bits(b[i].gap_s))
-      return false;
-  return true;
 }
 
 }  // namespace compass::model

@@ -52,22 +52,12 @@ struct TimedFlow {
   int also_after = -1;  ///< a second earlier flow that must finish first (its data), or -1
 };
 
-/// Bit for bit equal flow lists (0.0 and -0.0 differ, a NaN equals itself): equal inputs of
-/// run_released_flows give equal outputs, so a fixed-point iteration over releases has converged
-/// once a round repeats the previous one.
-bool same_timed_flows(const std::vector<TimedFlow>& a, const std::vector<TimedFlow>& b);
-
 /// Finish time (route latency included) of each flow when flows join the max-min sharing at
 /// their release times; rates are re-shared at every release and every finish. A flow starts at
 /// its release, and not before `after` and `also_after` finished plus `gap_s`; both must point
-/// to earlier indices. Results are memoised in `caches` by their exact inputs (the
-/// flows bit for bit, their routes, latencies and link capacities); a hit returns the same bits
-/// a run would. With `memoise` false the run neither reads nor fills the memo (runs nobody asks
-/// for again, such as the rounds of a fixed point whose answer is memoised whole); the answer
-/// is the same.
+/// to earlier indices. `caches` lends the event loop its buffers.
 std::vector<double> run_released_flows(const hardware::Profile& p,
-                                       const std::vector<TimedFlow>& flows, Caches& caches,
-                                       bool memoise = true);
+                                       const std::vector<TimedFlow>& flows, Caches& caches);
 
 /// run_released_flows for flows that are all released at 0 with no gaps and no `also_after`,
 /// through `caches`: such
