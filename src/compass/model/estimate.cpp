@@ -438,15 +438,18 @@ detail::Followed follow(const Ctx& c, detail::FusedProgram& pr, double row_bytes
                                 c.caches.tables().following);
 }
 
-// The ranks around one or two rings (Ctx::ring_ranks, ring2_ranks) and the engine each lane's
-// transfers queue on, as the generator issues them (schedule/generate.cpp).
+// The ranks around one or two rings (Ctx::ring_ranks, ring2_ranks), the rows each lane moves
+// per step (a block of `rows`, halved on the double ring) and the engine each lane's transfers
+// queue on, as the generator issues them (schedule/generate.cpp).
 class RingLanes {
  public:
-  RingLanes(const Ctx& c, bool double_ring)
+  RingLanes(const Ctx& c, bool double_ring, std::int64_t rows)
       : p_(c.p), lanes_(double_ring ? 2 : 1),
         // With one copy engine both lanes queue on it (lane 0's transfer, then lane 1's, per
         // step).
         shared_(double_ring && c.lanes_share_engine()) {
+    rows_[0] = double_ring ? ceil_div(rows, 2) : rows;
+    rows_[1] = rows - rows_[0];
     for (int h = 0; h < lanes_; ++h) {
       pos_[h] = schedule::ring_positions(h == 0 ? c.ring_ranks : c.ring2_ranks);
       rank_at_[h].assign(p_, 0);
@@ -454,6 +457,13 @@ class RingLanes {
     }
   }
   int lanes() const { return lanes_; }
+  std::int64_t rows(int h) const { return rows_[h]; }
+  // The communication alone, (p-1) ring steps of the block of `bytes`, and its bottleneck.
+  static void comm_alone(const Ctx& c, bool double_ring, double bytes, Outcome& o) {
+    const StepTime st = double_ring ? c.dring_step(bytes / 2) : c.ring_step(bytes);
+    o.comm_s = (c.p - 1) * st.time_s;
+    o.bottleneck = st.bottleneck;
+  }
   // The rank after and before q on ring h.
   int next(int h, int q) const { return rank_at_[h][(pos_[h][q] + 1) % p_]; }
   int prev(int h, int q) const { return rank_at_[h][(pos_[h][q] + p_ - 1) % p_]; }
@@ -474,6 +484,7 @@ class RingLanes {
  private:
   int p_, lanes_;
   bool shared_;
+  std::int64_t rows_[2] = {0, 0};
   std::vector<int> pos_[2], rank_at_[2];  // rank -> position on ring h, and back
 };
 
@@ -486,17 +497,12 @@ Outcome fused_ag_ring(const Ctx& c, bool double_ring) {
   Outcome o;
   const int p = c.p;
   const std::int64_t shard_rows = workload::shard_rows(c.op);
-  const double shard_bytes = static_cast<double>(shard_rows) * c.op.k * c.e;
-  const StepTime st = double_ring ? c.dring_step(shard_bytes / 2) : c.ring_step(shard_bytes);
-  o.comm_s = (p - 1) * st.time_s;
-  o.bottleneck = st.bottleneck;
-  const RingLanes ring(c, double_ring);
-  const std::int64_t half = double_ring ? ceil_div(shard_rows, 2) : shard_rows;
-  const std::int64_t lane_rows[2] = {half, shard_rows - half};
+  RingLanes::comm_alone(c, double_ring, static_cast<double>(shard_rows) * c.op.k * c.e, o);
+  const RingLanes ring(c, double_ring, shard_rows);
   const workload::GemmShape s = workload::local_gemm(c.op);
   const double own_gemm = c.fused_chunk(shard_rows, s.n, s.k);
-  const double lane_gemm[2] = {c.fused_chunk(lane_rows[0], s.n, s.k),
-                               c.fused_chunk(lane_rows[1], s.n, s.k)};
+  const double lane_gemm[2] = {c.fused_chunk(ring.rows(0), s.n, s.k),
+                               c.fused_chunk(ring.rows(1), s.n, s.k)};
   detail::FusedProgram pr;
   pr.items.resize(p);
   for (int q = 0; q < p; ++q) {
@@ -509,7 +515,7 @@ Outcome fused_ag_ring(const Ctx& c, bool double_ring) {
     for (int h = 0; h < ring.lanes(); ++h)
       for (int q = 0; q < p; ++q)
         pr.sends.push_back({q, ring.next(h, q), ring.after(0, k, h, q, -1, 0), -1,
-                            k > 0 ? ring.id(0, k - 1, h, ring.prev(h, q)) : -1, lane_rows[h]});
+                            k > 0 ? ring.id(0, k - 1, h, ring.prev(h, q)) : -1, ring.rows(h)});
   const detail::Followed f = follow(c, pr, c.op.k * c.e);
   o.total_s = f.end_s;
   o.compute_s = f.work_s;
@@ -635,20 +641,15 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
   Outcome o;
   const int p = c.p;
   const std::int64_t chunk_rows = workload::max_row_share(c.op);
-  const double chunk_bytes = static_cast<double>(chunk_rows) * c.op.n * c.e;
-  const StepTime st = double_ring ? c.dring_step(chunk_bytes / 2) : c.ring_step(chunk_bytes);
-  o.comm_s = (p - 1) * st.time_s;
-  o.bottleneck = st.bottleneck;
-  const RingLanes ring(c, double_ring);
+  RingLanes::comm_alone(c, double_ring, static_cast<double>(chunk_rows) * c.op.n * c.e, o);
+  const RingLanes ring(c, double_ring, chunk_rows);
   const int lanes = ring.lanes();
-  const std::int64_t half = double_ring ? ceil_div(chunk_rows, 2) : chunk_rows;
-  const std::int64_t lane_rows[2] = {half, chunk_rows - half};
   const workload::GemmShape s = workload::local_gemm(c.op);
   const double chunk_gemm = c.fused_chunk(chunk_rows, s.n, s.k);
   double lane_gemm[2], lane_add[2];
   for (int h = 0; h < 2; ++h) {
-    lane_gemm[h] = c.fused_chunk(lane_rows[h], s.n, s.k);
-    lane_add[h] = c.add(static_cast<double>(lane_rows[h]) * c.op.n * c.e);
+    lane_gemm[h] = c.fused_chunk(ring.rows(h), s.n, s.k);
+    lane_add[h] = c.add(static_cast<double>(ring.rows(h)) * c.op.n * c.e);
   }
   const bool ar = c.op.kind == OpKind::gemm_ar && p > 1;
   const int steps = p - 1;
@@ -667,11 +668,11 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
         const int ready = static_cast<int>(items.size()) - 1;
         if (!last) {
           pr.sends[ring.id(0, k, h, q)] = {q, ring.next(h, q), ring.after(0, k, h, q, -1, 0),
-                                           ready, -1, lane_rows[h]};
+                                           ready, -1, ring.rows(h)};
         } else if (ar) {
           pr.sends[ring.id(ag_base, 0, h, q)] = {
               q, ring.next(h, q), ring.after(ag_base, 0, h, q, 0, steps - 1), ready, -1,
-              lane_rows[h]};
+              ring.rows(h)};
         }
       }
     }
@@ -680,7 +681,7 @@ Outcome fused_rs_ring(const Ctx& c, bool double_ring) {
         for (int h = 0; h < lanes; ++h)
           pr.sends[ring.id(ag_base, k, h, q)] = {
               q, ring.next(h, q), ring.after(ag_base, k, h, q, 0, steps - 1), -1,
-              ring.id(ag_base, k - 1, h, ring.prev(h, q)), lane_rows[h]};
+              ring.id(ag_base, k - 1, h, ring.prev(h, q)), ring.rows(h)};
   }
   const detail::Followed f = follow(c, pr, c.op.n * c.e);
   o.total_s = f.end_s;
