@@ -158,10 +158,9 @@ TEST(Timeline, RingAllGatherByHand) {
 }
 
 // The fused rings and the all-to-all (every operator) follow the schedule's timeline within 1%
-// in every row: the estimates run the transfers as released flows (the reduce-scatters
-// iterated to their fixed point with the compute recurrence), queue both lanes on one copy
-// engine when a rank has only one, charge the schedule's launches and slow GEMMs and transfers
-// by the timeline's rules.
+// in every row: the estimates follow each strategy's fused program in one pass
+// (model/program.hpp), queue both lanes on one copy engine when a rank has only one, charge the
+// schedule's launches and slow GEMMs and transfers by the timeline's rules.
 void expect_fused_agree(const std::map<std::string, std::vector<Row>>& rows) {
   for (const char* strategy : {"fuse:all2all", "fuse:ring", "fuse:double-ring"}) {
     for (const Row& r : rows.at(strategy)) {
