@@ -3,10 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <functional>
-#include <iterator>
-#include <numeric>
-#include <tuple>
 #include <span>
 #include <utility>
 

@@ -1,13 +1,10 @@
 #include "compass/model/tree_estimate.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
-#include <span>
 
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/synthesis.hpp"
