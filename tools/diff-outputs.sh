@@ -3,6 +3,9 @@
 # show that they did not change.
 #   tools/diff-outputs.sh capture <compass-binary> <dir>   writes one file per command into dir
 #   tools/diff-outputs.sh diff <dir-a> <dir-b>             diffs two captures (exit 1 on a difference)
+#   tools/diff-outputs.sh numbers <dir-a> <dir-b>          compares the sweeps' JSON number by number:
+#     per preset, how many numbers differ and the largest relative difference (exit 1 when a
+#     non-number differs, such as a choice)
 set -u
 mode=${1:-}
 case "$mode" in
@@ -40,5 +43,38 @@ case "$mode" in
   diff)
     diff -r "$2" "$3" && echo "identical: $(ls "$2" | wc -l) files"
     ;;
-  *) echo "usage: $0 capture <bin> <dir> | diff <a> <b>" >&2; exit 2;;
+  numbers)
+    python3 - "$2" "$3" <<'PY'
+import glob, json, os, sys
+a_dir, b_dir = sys.argv[1], sys.argv[2]
+other = 0
+def walk(a, b, path, diffs):
+    global other
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        for k in a:
+            walk(a[k], b[k], f"{path}.{k}", diffs)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            walk(x, y, f"{path}[{i}]", diffs)
+    elif isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        if a != b:
+            diffs.append((abs(a - b) / max(abs(a), abs(b)), path))
+    elif a != b:
+        other += 1
+        print(f"  differs: {path}: {a!r} -> {b!r}")
+for fa in sorted(glob.glob(os.path.join(a_dir, "sweep_*.json"))):
+    name = os.path.basename(fa)
+    fb = os.path.join(b_dir, name)
+    if not os.path.exists(fb):
+        print(f"{name}: missing in {b_dir}")
+        other += 1
+        continue
+    diffs = []
+    walk(json.load(open(fa)), json.load(open(fb)), "", diffs)
+    worst = max(diffs, default=(0.0, "-"))
+    print(f"{name}: {len(diffs)} numbers differ, largest relative difference {worst[0]:.2g} ({worst[1]})")
+sys.exit(1 if other else 0)
+PY
+    ;;
+  *) echo "usage: $0 capture <bin> <dir> | diff <a> <b> | numbers <a> <b>" >&2; exit 2;;
 esac
