@@ -331,6 +331,20 @@ std::vector<TreeRsStep> tree_reduce_scatter_program(
   int rounds = 0;
   for (int j = 0; j < p; ++j)
     for (const TreePiece& pc : pieces[j]) rounds = std::max(rounds, round_of(pc, j) + 1);
+  // Every (rank, owner, piece) step, bucketed by its round in (owner, piece, rank) order.
+  struct Step {
+    int v, to, owner, piece;
+    std::pair<int, int> order;  // tree_step_order(p, v, to, owner)
+  };
+  std::vector<std::vector<Step>> by_round(static_cast<std::size_t>(rounds));
+  for (int j = 0; j < p; ++j)
+    for (std::size_t i = 0; i < pieces[j].size(); ++i) {
+      const TreePiece& pc = pieces[j][i];
+      for (int v = 0; v < p; ++v)
+        if (const int rho = round_of(pc, v); rho >= 0 && rho < rounds)
+          by_round[static_cast<std::size_t>(rho)].push_back(
+              Step{v, v == j ? j : shapes[pc.tree].parent[v], j, static_cast<int>(i), {}});
+    }
   std::vector<TreeRsStep> out;
   using Kind = TreeRsStep::Kind;
   for (int rho = 0; rho < rounds; ++rho) {
@@ -338,24 +352,12 @@ std::vector<TreeRsStep> tree_reduce_scatter_program(
     // leaves as soon as its own part and its children's are in. (Issuing the next round's GEMMs
     // first, or more rounds ahead, simulates slower on the paper grid: docs/results.md,
     // "Reduce-scatter program order".)
-    for (int j = 0; j < p; ++j)
-      for (std::size_t i = 0; i < pieces[j].size(); ++i)
-        for (int v = 0; v < p; ++v)
-          if (round_of(pieces[j][i], v) == rho)
-            out.push_back(TreeRsStep{Kind::gemm, v, j, static_cast<int>(i), rho, -1});
-    struct Step {
-      int v, to, owner, piece;
-    };
-    std::vector<Step> steps;
-    for (int j = 0; j < p; ++j)
-      for (std::size_t i = 0; i < pieces[j].size(); ++i)
-        for (int v = 0; v < p; ++v)
-          if (round_of(pieces[j][i], v) == rho)
-            steps.push_back(Step{v, v == j ? j : shapes[pieces[j][i].tree].parent[v], j,
-                                 static_cast<int>(i)});
-    std::stable_sort(steps.begin(), steps.end(), [&](const Step& a, const Step& b) {
-      return tree_step_order(p, a.v, a.to, a.owner) < tree_step_order(p, b.v, b.to, b.owner);
-    });
+    std::vector<Step>& steps = by_round[static_cast<std::size_t>(rho)];
+    for (const Step& st : steps)
+      out.push_back(TreeRsStep{Kind::gemm, st.v, st.owner, st.piece, rho, -1});
+    for (Step& st : steps) st.order = tree_step_order(p, st.v, st.to, st.owner);
+    std::stable_sort(steps.begin(), steps.end(),
+                     [](const Step& a, const Step& b) { return a.order < b.order; });
     for (const Step& st : steps) {
       const TreePiece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
       for (int u : shapes[pc.tree].children[st.v])
