@@ -7,6 +7,8 @@
 #include <tuple>
 
 #include "compass/hardware/presets.hpp"
+#include "compass/hardware/task_costs.hpp"
+#include "compass/workload/operator.hpp"
 #include "compass/schedule/patterns.hpp"
 #include "schedule_cases.hpp"
 
@@ -187,43 +189,27 @@ TEST(CommPlan, AllGatherProgramFollowsExpectedArrival) {
   EXPECT_FALSE(validate_tree_plan(short_routes, p).ok());
 }
 
-// The reduce-scatter's program, which the generator emits and the model follows: every rank
-// computes its partial of every piece once, adds each child's partial once after that child
-// sent it, and sends its complete sum to its parent once (the owner keeps it); round by round,
-// a round's GEMMs come before its adds and sends.
-TEST(CommPlan, ReduceScatterProgramSumsUpTheTrees) {
-  auto a6000 = hardware::make_preset("a6000x8");
-  ASSERT_TRUE(a6000.ok());
-  auto plan = comm_plan_for(*a6000, {0, 1, 2, 3, 4, 5, 6, 7});
-  ASSERT_TRUE(plan.ok()) << plan.error().message;
-  const int p = 8;
-  const TreePlan& tp = plan->hier;
-  const std::vector<TreeShape> shapes = tree_shapes(tp, p);
-  std::vector<std::vector<TreePiece>> pieces(p);
-  for (int j = 0; j < p; ++j) pieces[j] = tree_pieces(tp, j, 512, 3);
+// The dataflow every reduce-scatter program keeps: every rank computes its partial of every
+// piece once, adds each child's partial once after its own GEMM of the piece and after that
+// child sent it, and sends its complete sum to its parent once (the owner keeps it).
+void expect_sums_up_the_trees(const std::vector<TreeRsStep>& program,
+                              const std::vector<TreeShape>& shapes,
+                              const std::vector<std::vector<TreePiece>>& pieces, int p) {
   using Kind = TreeRsStep::Kind;
   // (rank, owner, piece) -> position of its GEMM / its send; (rank, owner, piece, child) -> add.
   std::map<std::tuple<int, int, int>, std::size_t> gemm_at, sent_at;
   std::map<std::tuple<int, int, int, int>, std::size_t> added_at;
-  int round = 0;
-  bool round_has_adds = false;
-  const std::vector<TreeRsStep> program = tree_reduce_scatter_program(shapes, pieces);
   for (std::size_t k = 0; k < program.size(); ++k) {
     const TreeRsStep& st = program[k];
-    ASSERT_GE(st.round, round) << "rounds go forward, at " << k;
-    if (st.round > round) round_has_adds = false;
-    round = st.round;
     const auto key = std::make_tuple(st.rank, st.owner, st.piece);
     const TreePiece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
     const TreeShape& sh = shapes[pc.tree];
     EXPECT_EQ(st.round, pc.chunk + sh.height - sh.depth[st.rank]);
     switch (st.kind) {
       case Kind::gemm:
-        EXPECT_FALSE(round_has_adds) << "a GEMM after the round's adds or sends, at " << k;
         EXPECT_TRUE(gemm_at.emplace(key, k).second) << "two GEMMs of one piece, at " << k;
         break;
       case Kind::add:
-        round_has_adds = true;
         ASSERT_EQ(sh.parent[st.peer], st.rank) << "an add from a rank that is not a child";
         EXPECT_TRUE(gemm_at.count(key)) << "an add before the rank's own GEMM, at " << k;
         EXPECT_TRUE(sent_at.count({st.peer, st.owner, st.piece}))
@@ -231,7 +217,6 @@ TEST(CommPlan, ReduceScatterProgramSumsUpTheTrees) {
         EXPECT_TRUE(added_at.emplace(std::make_tuple(st.rank, st.owner, st.piece, st.peer), k).second);
         break;
       case Kind::send:
-        round_has_adds = true;
         EXPECT_NE(st.rank, st.owner) << "the owner keeps its sum";
         EXPECT_EQ(st.peer, sh.parent[st.rank]);
         EXPECT_TRUE(gemm_at.count(key)) << "a send before the rank's own GEMM, at " << k;
@@ -247,6 +232,83 @@ TEST(CommPlan, ReduceScatterProgramSumsUpTheTrees) {
   EXPECT_EQ(gemm_at.size(), pieces_total * p);        // every rank, every piece
   EXPECT_EQ(sent_at.size(), pieces_total * (p - 1));  // every rank but the owner
   EXPECT_EQ(added_at.size(), pieces_total * (p - 1)); // one add per tree edge
+}
+
+// Without compute costs (a plan made for no machine) the program goes round by round: a
+// round's GEMMs come before its adds and sends.
+TEST(CommPlan, UntimedReduceScatterProgramGoesRoundByRound) {
+  auto a6000 = hardware::make_preset("a6000x8");
+  ASSERT_TRUE(a6000.ok());
+  auto plan = comm_plan_for(*a6000, {0, 1, 2, 3, 4, 5, 6, 7});
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  const int p = 8;
+  const TreePlan& tp = plan->hier;
+  const std::vector<TreeShape> shapes = tree_shapes(tp, p);
+  std::vector<std::vector<TreePiece>> pieces(p);
+  for (int j = 0; j < p; ++j) pieces[j] = tree_pieces(tp, j, 512, 3);
+  const std::vector<TreeRsStep> program = tree_reduce_scatter_program(
+      tp, shapes, pieces, 1e4, TreeRsCosts{}, plan->copy_engines);
+  expect_sums_up_the_trees(program, shapes, pieces, p);
+  int round = 0;
+  bool round_has_adds = false;
+  for (std::size_t k = 0; k < program.size(); ++k) {
+    const TreeRsStep& st = program[k];
+    ASSERT_GE(st.round, round) << "rounds go forward, at " << k;
+    if (st.round > round) round_has_adds = false;
+    round = st.round;
+    if (st.kind == TreeRsStep::Kind::gemm)
+      EXPECT_FALSE(round_has_adds) << "a GEMM after the round's adds or sends, at " << k;
+    else
+      round_has_adds = true;
+  }
+  EXPECT_EQ(tree_rs_costs(default_comm_plan(p), workload::OperatorSpec{
+                                                    workload::OpKind::gemm_rs, 4096, 5120, 5120,
+                                                    p, DType::bf16, ""})
+                .gemm_row_s,
+            0.0);
+}
+
+// With the machine's costs the program is a list schedule: the same dataflow, and a compute
+// stream computes GEMM pieces of later rounds where the round order would wait for a partial
+// (a GEMM-heavy reduce-scatter on a6000x8).
+TEST(CommPlan, TimedReduceScatterProgramComputesAheadOfPartials) {
+  auto a6000 = hardware::make_preset("a6000x8");
+  ASSERT_TRUE(a6000.ok());
+  auto plan = comm_plan_for(*a6000, {0, 1, 2, 3, 4, 5, 6, 7});
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  const int p = 8;
+  const workload::OperatorSpec op{workload::OpKind::gemm_rs, 2048, 5120, 20480, p, DType::bf16, ""};
+  const TreeRsCosts costs = tree_rs_costs(*plan, op);
+  // Per row: the fused kernel's share of the local GEMM, slowed beside the copy engines.
+  const workload::GemmShape local = workload::local_gemm(op);
+  EXPECT_NEAR(costs.gemm_row_s * static_cast<double>(local.m),
+              hardware::fused_chunk_compute_s(*a6000, local.m, local.m, local.n, local.k,
+                                              op.dtype, 0) *
+                  hardware::gemm_slowdown(*a6000, true, p),
+              1e-12);
+  EXPECT_GT(costs.add_row_s, 0.0);
+  EXPECT_EQ(costs.item_s, a6000->overheads.flag_wait_s);
+  const TreePlan& tp = plan->hier;
+  const std::vector<TreeShape> shapes = tree_shapes(tp, p);
+  std::vector<std::vector<TreePiece>> pieces(p);
+  for (int j = 0; j < p; ++j)
+    pieces[j] = tree_pieces(tp, j, workload::row_share(op, j).len, 4);
+  const double row_bytes = static_cast<double>(op.n) * dtype_bytes(op.dtype);
+  const std::vector<TreeRsStep> program =
+      tree_reduce_scatter_program(tp, shapes, pieces, row_bytes, costs, plan->copy_engines);
+  expect_sums_up_the_trees(program, shapes, pieces, p);
+  // Some rank computes a GEMM piece of a later round before an add of an earlier one.
+  bool ahead = false;
+  std::vector<int> latest_gemm_round(p, -1);
+  for (const TreeRsStep& st : program) {
+    if (st.kind == TreeRsStep::Kind::gemm)
+      latest_gemm_round[st.rank] = std::max(latest_gemm_round[st.rank], st.round);
+    else if (st.kind == TreeRsStep::Kind::add && latest_gemm_round[st.rank] > st.round)
+      ahead = true;
+  }
+  EXPECT_TRUE(ahead);
+  EXPECT_NE(program, tree_reduce_scatter_program(tp, shapes, pieces, row_bytes, TreeRsCosts{},
+                                                 plan->copy_engines));
 }
 
 TEST(CommPlan, BadGroupIsAnError) {

@@ -97,7 +97,8 @@ FusedProgram program_of(const workload::OperatorSpec& op, const schedule::TreePl
   // Reduce-scatter up the trees, in the order of schedule::tree_reduce_scatter_program.
   const std::vector<int> up = engine_table(schedule::tree_engines(tp, plan.copy_engines, true), p);
   PieceTable sent(p, max_pieces);  // (sender, owner, piece) -> transfer
-  for (const schedule::TreeRsStep& st : schedule::tree_reduce_scatter_program(sh, pieces)) {
+  for (const schedule::TreeRsStep& st : schedule::tree_reduce_scatter_program(
+           tp, sh, pieces, row_bytes, schedule::tree_rs_costs(plan, op), plan.copy_engines)) {
     const schedule::TreePiece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
     const int v = st.rank, j = st.owner, pi = st.piece;
     switch (st.kind) {
@@ -193,8 +194,11 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   seal_key(key);
   std::vector<std::uint64_t> comm_key;
   if (c.details) {
+    // The reduce-scatter's order depends on its estimated compute costs too.
+    const schedule::TreeRsCosts rc = ag ? schedule::TreeRsCosts{} : schedule::tree_rs_costs(plan, op);
     comm_key = {0, static_cast<std::uint64_t>(op.kind), static_cast<std::uint64_t>(op.m),
-                key_bits(row_bytes)};
+                key_bits(row_bytes), key_bits(rc.gemm_row_s), key_bits(rc.add_row_s),
+                key_bits(rc.item_s)};
     append_pattern(tp, plan, comm_key);
     seal_key(comm_key);
   }

@@ -677,7 +677,7 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
       const TreePlan& tp = strategy.kind == StrategyKind::fuse_hier ? plan.hier : plan.synth;
       if (Status st = validate_tree_plan(tp, p); !st.ok())
         return make_error("comm plan: {}: {}", to_string(strategy), st.error().message);
-      detail::tree_pattern_graph(b, op, tp, plan.copy_engines);
+      detail::tree_pattern_graph(b, op, tp, plan.copy_engines, tree_rs_costs(plan, op));
       break;
     }
   }

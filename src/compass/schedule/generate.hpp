@@ -1,6 +1,7 @@
 #pragma once
 // One generator per strategy, for each operator kind.
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct CommPlan {
   int copy_engines = 2;    ///< copy engines per rank available to transfers
   TreePlan hier;           ///< fuse:hier's trees (hardware::hierarchical_pattern)
   TreePlan synth;          ///< fuse:synth's trees (hardware::synthesize_pattern)
+  /// The machine the plan was made for, whose GEMM and add costs the tree reduce-scatter's
+  /// compute order estimates (schedule::tree_rs_costs); null: that order is not timed.
+  std::shared_ptr<const hardware::Profile> profile;
 };
 
 /// Ranks 0..p-1 on GPUs 0..p-1, ring in rank order, second ring its reverse; both tree

@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <queue>
 #include <tuple>
 
 #include "compass/schedule/patterns.hpp"
+#include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/task_costs.hpp"
 #include "compass/schedule/comm_order.hpp"
 #include "compass/schedule/tree_graph.hpp"
@@ -28,6 +30,14 @@ namespace {
 // Largest shard bytes per pipeline chunk of the automatic chunk count, and its limit.
 constexpr double kTreeChunkBytes = 1.0 * 1024 * 1024;
 constexpr int kTreeMaxChunks = 32;
+// The reduce-scatter's list schedule (rs_list_order) expects a partial sum at its parent this
+// many times its estimated transfer time after the send starts. The estimate lets a link
+// direction carry one send at a time, so of k equal sends started together the first is
+// expected after 1/k of the time that max-min sharing (the simulator, the model) gives them
+// all; expecting partials later makes a compute stream take a GEMM piece rather than block on
+// an add whose partial is still on its way. 1.5 is the mean of the two sends' ratios for k = 2;
+// measured against 1, 1.25 and 2 in docs/results.md, "Reduce-scatter by list schedule".
+constexpr double kArrivalSlack = 1.5;
 }  // namespace
 
 namespace {
@@ -77,6 +87,38 @@ int tree_chunks(const TreePlan& plan, double shard_bytes) {
   const double c = std::ceil(shard_bytes / kTreeChunkBytes);
   return static_cast<int>(std::clamp(c, 1.0, static_cast<double>(kTreeMaxChunks)));
 }
+
+namespace {
+
+// When estimated sends end (tree_allgather_program): a send ends its route's fixed cost after
+// its bytes have crossed every link direction of its route, each direction carrying one send
+// at a time in the order the sends start; without routes, its bytes at one byte per second.
+class SendClock {
+ public:
+  explicit SendClock(const TreePlan& plan) : plan_(plan) {
+    int directions = 0;
+    for (const RouteCost& rc : plan.routes)
+      for (auto [dir, bw] : rc.links) directions = std::max(directions, dir + 1);
+    link_free_.assign(static_cast<std::size_t>(directions), 0.0);
+  }
+  double end(int p, int from, int to, double start, double bytes) {
+    if (plan_.routes.empty()) return start + bytes;
+    const RouteCost& rc = plan_.routes[static_cast<std::size_t>(from) * p + to];
+    double moved = start;
+    for (auto [dir, bw] : rc.links) {
+      double& lf = link_free_[static_cast<std::size_t>(dir)];
+      lf = std::max(lf, start) + bytes / bw;
+      moved = std::max(moved, lf);
+    }
+    return moved + rc.fixed_s;
+  }
+
+ private:
+  const TreePlan& plan_;
+  std::vector<double> link_free_;  // link direction -> when it finishes its last send
+};
+
+}  // namespace
 
 std::pair<int, int> tree_step_order(int p, int from, int to, int owner) {
   if (from == owner && to == owner) return {p, 0};
@@ -237,11 +279,7 @@ std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
   };
   for (std::size_t f = 0; f < sends.size(); ++f)
     if (sends[f].dep < 0) known[engine_of(static_cast<int>(f))].push(static_cast<int>(f));
-  // Link direction -> when it finishes its last send.
-  int directions = 0;
-  for (const RouteCost& rc : plan.routes)
-    for (auto [dir, bw] : rc.links) directions = std::max(directions, dir + 1);
-  std::vector<double> link_free(static_cast<std::size_t>(directions), 0.0);
+  SendClock clock(plan);
   // The engine's next send and its start: when it comes free, the ready send of the highest
   // priority; when none is ready then, the first to arrive. (A send moves to `ready` once it
   // has arrived by the engine's free time, which no later event moves earlier.)
@@ -276,18 +314,7 @@ std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
       known[best_e].pop();
     Send& sd = sends[static_cast<std::size_t>(f)];
     sd.start = best.first;
-    if (plan.routes.empty()) {
-      sd.end = sd.start + sd.bytes;
-    } else {
-      const RouteCost& rc = plan.routes[static_cast<std::size_t>(sd.step.from) * p + sd.step.to];
-      double moved = sd.start;
-      for (auto [dir, bw] : rc.links) {
-        double& lf = link_free[static_cast<std::size_t>(dir)];
-        lf = std::max(lf, sd.start) + sd.bytes / bw;
-        moved = std::max(moved, lf);
-      }
-      sd.end = moved + rc.fixed_s;
-    }
+    sd.end = clock.end(p, sd.step.from, sd.step.to, sd.start, sd.bytes);
     free_at[best_e] = sd.end;
     order.push_back(f);
     for (int g : next[static_cast<std::size_t>(f)]) {
@@ -322,8 +349,27 @@ std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
   return out;
 }
 
-std::vector<TreeRsStep> tree_reduce_scatter_program(
-    const std::vector<TreeShape>& shapes, const std::vector<std::vector<TreePiece>>& pieces) {
+TreeRsCosts tree_rs_costs(const CommPlan& plan, const workload::OperatorSpec& op) {
+  TreeRsCosts c;
+  if (!plan.profile || plan.gpus.empty()) return c;
+  const hardware::Profile& prof = *plan.profile;
+  const int gpu = plan.gpus.front();
+  const workload::GemmShape local = workload::local_gemm(op);
+  if (hardware::check_peak_flops(prof, op.dtype).ok() && local.m > 0)
+    c.gemm_row_s = hardware::fused_chunk_compute_s(prof, local.m, local.m, local.n, local.k,
+                                                   op.dtype, gpu) /
+                   static_cast<double>(local.m) * hardware::gemm_slowdown(prof, true, op.tp);
+  c.add_row_s = hardware::add_s(prof, gpu, static_cast<double>(op.n) * dtype_bytes(op.dtype));
+  c.item_s = prof.overheads.flag_wait_s;
+  return c;
+}
+
+namespace {
+
+// Round by round: the GEMMs whose sums complete in the round, then, in tree_step_order, each
+// rank's adds and its send.
+std::vector<TreeRsStep> rs_round_order(const std::vector<TreeShape>& shapes,
+                                       const std::vector<std::vector<TreePiece>>& pieces) {
   const int p = static_cast<int>(pieces.size());
   auto round_of = [&](const TreePiece& pc, int v) {
     return pc.chunk + shapes[pc.tree].height - shapes[pc.tree].depth[v];
@@ -367,6 +413,214 @@ std::vector<TreeRsStep> tree_reduce_scatter_program(
     }
   }
   return out;
+}
+
+// A list schedule: each compute stream and copy engine, when it comes free, takes its step of
+// the highest priority that is ready by the estimate (patterns.hpp).
+std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<TreeShape>& shapes,
+                                      const std::vector<std::vector<TreePiece>>& pieces,
+                                      double row_bytes, const TreeRsCosts& costs, int engines) {
+  using Kind = TreeRsStep::Kind;
+  const int p = static_cast<int>(pieces.size());
+  const int ne = std::max(1, engines);
+  std::vector<int> eng(static_cast<std::size_t>(p) * p, 0);  // child * p + parent -> engine
+  for (const auto& [edge, e] : tree_engines(plan, ne, true))
+    eng[static_cast<std::size_t>(edge.first) * p + edge.second] = e;
+  // Every (owner, piece, rank): its sum's state; ids are (base[owner] + piece) * p + rank.
+  std::vector<int> base(static_cast<std::size_t>(p) + 1, 0);
+  for (int j = 0; j < p; ++j) base[j + 1] = base[j] + static_cast<int>(pieces[j].size());
+  struct Sum {
+    int owner = 0, piece = 0, rank = 0, round = 0, parent = -1;
+    int left = 0;           // its GEMM and adds not yet scheduled
+    double complete = 0;    // when the last of them ends
+    double gemm_end = -1;   // when its GEMM ends (-1: not scheduled)
+    double arrival = -1;    // when its send lands at the parent (-1: not scheduled)
+    double bytes = 0;
+    std::pair<int, int> order;  // tree_step_order of its send
+  };
+  std::vector<Sum> sums(static_cast<std::size_t>(base[p]) * p);
+  for (int j = 0; j < p; ++j)
+    for (std::size_t i = 0; i < pieces[j].size(); ++i) {
+      const TreePiece& pc = pieces[j][i];
+      const TreeShape& sh = shapes[pc.tree];
+      for (int v = 0; v < p; ++v) {
+        Sum& s = sums[(static_cast<std::size_t>(base[j]) + i) * p + v];
+        s = Sum{j, static_cast<int>(i), v, pc.chunk + sh.height - sh.depth[v],
+                v == j ? -1 : sh.parent[v], 1 + static_cast<int>(sh.children[v].size()),
+                0, -1, -1, static_cast<double>(pc.len) * row_bytes, {}};
+        if (s.parent >= 0) s.order = tree_step_order(p, v, s.parent, j);
+      }
+    }
+  auto child_sum = [&](const Sum& s, int u) {
+    return (static_cast<std::size_t>(base[s.owner]) + s.piece) * p + u;
+  };
+  // A compute item: a GEMM piece (child -1) or the add of child `child`'s partial.
+  struct Item {
+    int sum = 0, child = -1;
+  };
+  auto rows = [&](const Sum& s) {
+    return static_cast<double>(pieces[s.owner][static_cast<std::size_t>(s.piece)].len);
+  };
+  // Priorities (smaller first): the round, adds before GEMMs, then owner (rotated after the
+  // rank), piece and child.
+  auto item_key = [&](const Item& it) {
+    const Sum& s = sums[static_cast<std::size_t>(it.sum)];
+    return std::make_tuple(s.round, it.child < 0, (s.owner - s.rank + p) % p, s.piece, it.child);
+  };
+  auto send_key = [&](int id) {
+    const Sum& s = sums[static_cast<std::size_t>(id)];
+    return std::make_tuple(s.round, s.order, s.piece);
+  };
+  // Per rank: its GEMM pieces not scheduled (by priority), its adds whose partial's arrival is
+  // known (by arrival) and those that have arrived by the time the stream is free (by priority).
+  auto later_item = [&](const Item& a, const Item& b) {
+    return std::make_tuple(item_key(a), a.sum) > std::make_tuple(item_key(b), b.sum);
+  };
+  auto later_arrival = [&](const Item& a, const Item& b) {
+    const double ta = sums[child_sum(sums[static_cast<std::size_t>(a.sum)], a.child)].arrival;
+    const double tb = sums[child_sum(sums[static_cast<std::size_t>(b.sum)], b.child)].arrival;
+    return std::make_tuple(ta, item_key(a), a.sum) > std::make_tuple(tb, item_key(b), b.sum);
+  };
+  using ItemHeap = std::priority_queue<Item, std::vector<Item>, decltype(later_item)>;
+  using ArrivalHeap = std::priority_queue<Item, std::vector<Item>, decltype(later_arrival)>;
+  std::vector<ItemHeap> gemms(p, ItemHeap(later_item)), ready_adds(p, ItemHeap(later_item));
+  std::vector<ArrivalHeap> known_adds(p, ArrivalHeap(later_arrival));
+  std::vector<double> stream_free(p, 0.0);
+  for (std::size_t id = 0; id < sums.size(); ++id)
+    gemms[sums[id].rank].push(Item{static_cast<int>(id), -1});
+  // Per copy engine: sums complete at a known time (by that time) and those complete by the
+  // time the engine is free (by priority).
+  auto later_send = [&](int a, int b) {
+    return std::make_tuple(send_key(a), a) > std::make_tuple(send_key(b), b);
+  };
+  auto later_complete = [&](int a, int b) {
+    return std::make_tuple(sums[a].complete, send_key(a), a) >
+           std::make_tuple(sums[b].complete, send_key(b), b);
+  };
+  using SendHeap = std::priority_queue<int, std::vector<int>, decltype(later_send)>;
+  using CompleteHeap = std::priority_queue<int, std::vector<int>, decltype(later_complete)>;
+  const std::size_t engines_total = static_cast<std::size_t>(p) * ne;
+  std::vector<SendHeap> ready_sends(engines_total, SendHeap(later_send));
+  std::vector<CompleteHeap> known_sends(engines_total, CompleteHeap(later_complete));
+  std::vector<double> engine_free(engines_total, 0.0);
+  auto engine_of = [&](const Sum& s) {
+    return static_cast<std::size_t>(s.rank) * ne +
+           eng[static_cast<std::size_t>(s.rank) * p + s.parent];
+  };
+  // An add can be scheduled once its rank's GEMM of the piece is and the partial's arrival is.
+  auto add_known = [&](int id, int child) {
+    known_adds[sums[static_cast<std::size_t>(id)].rank].push(Item{id, child});
+  };
+  SendClock clock(plan);
+  std::vector<TreeRsStep> out;
+  std::size_t steps = 0;
+  for (const Sum& s : sums) steps += static_cast<std::size_t>(s.left) + (s.parent >= 0);
+  out.reserve(steps);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  while (out.size() < steps) {
+    // Each stream's and each engine's next step and its start; the earliest is scheduled (ties:
+    // streams before engines, lower ranks first), so nothing scheduled later starts earlier.
+    double best_t = kInf;
+    int best_rank = -1;
+    std::size_t best_engine = engines_total;
+    Item best_item;
+    for (int v = 0; v < p; ++v) {
+      while (!known_adds[v].empty() &&
+             sums[child_sum(sums[static_cast<std::size_t>(known_adds[v].top().sum)],
+                            known_adds[v].top().child)]
+                     .arrival <= stream_free[v]) {
+        ready_adds[v].push(known_adds[v].top());
+        known_adds[v].pop();
+      }
+      double t = kInf;
+      Item it;
+      if (!ready_adds[v].empty() &&
+          (gemms[v].empty() || later_item(gemms[v].top(), ready_adds[v].top()))) {
+        t = stream_free[v];
+        it = ready_adds[v].top();
+      } else if (!gemms[v].empty()) {
+        t = stream_free[v];
+        it = gemms[v].top();
+      } else if (!known_adds[v].empty()) {
+        it = known_adds[v].top();
+        t = sums[child_sum(sums[static_cast<std::size_t>(it.sum)], it.child)].arrival;
+      }
+      if (t < best_t) {
+        best_t = t;
+        best_rank = v;
+        best_item = it;
+      }
+    }
+    for (std::size_t e = 0; e < engines_total; ++e) {
+      while (!known_sends[e].empty() && sums[known_sends[e].top()].complete <= engine_free[e]) {
+        ready_sends[e].push(known_sends[e].top());
+        known_sends[e].pop();
+      }
+      double t = kInf;
+      if (!ready_sends[e].empty()) t = engine_free[e];
+      else if (!known_sends[e].empty()) t = sums[known_sends[e].top()].complete;
+      if (t < best_t) {
+        best_t = t;
+        best_rank = -1;
+        best_engine = e;
+      }
+    }
+    if (best_rank < 0 && best_engine == engines_total) break;  // nothing can run: not a tree
+    if (best_rank >= 0) {
+      const int v = best_rank;
+      Sum& s = sums[static_cast<std::size_t>(best_item.sum)];
+      double end = best_t;
+      if (best_item.child < 0) {
+        gemms[v].pop();
+        end += costs.item_s + costs.gemm_row_s * rows(s);
+        s.gemm_end = end;
+        out.push_back(TreeRsStep{Kind::gemm, v, s.owner, s.piece, s.round, -1});
+        for (int u : shapes[pieces[s.owner][static_cast<std::size_t>(s.piece)].tree].children[v])
+          if (sums[child_sum(s, u)].arrival >= 0) add_known(best_item.sum, u);
+      } else {
+        if (!ready_adds[v].empty() && ready_adds[v].top().sum == best_item.sum &&
+            ready_adds[v].top().child == best_item.child)
+          ready_adds[v].pop();
+        else
+          known_adds[v].pop();
+        end += costs.item_s + costs.add_row_s * rows(s);
+        out.push_back(TreeRsStep{Kind::add, v, s.owner, s.piece, s.round, best_item.child});
+      }
+      stream_free[v] = end;
+      s.complete = std::max(s.complete, end);
+      if (--s.left == 0 && s.parent >= 0) known_sends[engine_of(s)].push(best_item.sum);
+    } else {
+      const std::size_t e = best_engine;
+      int id;
+      if (!ready_sends[e].empty()) {
+        id = ready_sends[e].top();
+        ready_sends[e].pop();
+      } else {
+        id = known_sends[e].top();
+        known_sends[e].pop();
+      }
+      Sum& s = sums[static_cast<std::size_t>(id)];
+      const double landed = clock.end(p, s.rank, s.parent, best_t, s.bytes);
+      s.arrival = best_t + (landed - best_t) * kArrivalSlack;
+      engine_free[e] = landed;
+      out.push_back(TreeRsStep{Kind::send, s.rank, s.owner, s.piece, s.round, s.parent});
+      const std::size_t at_parent =
+          (static_cast<std::size_t>(base[s.owner]) + s.piece) * p + s.parent;
+      if (sums[at_parent].gemm_end >= 0) add_known(static_cast<int>(at_parent), s.rank);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<TreeRsStep> tree_reduce_scatter_program(
+    const TreePlan& plan, const std::vector<TreeShape>& shapes,
+    const std::vector<std::vector<TreePiece>>& pieces, double row_bytes, const TreeRsCosts& costs,
+    int engines) {
+  if (costs.gemm_row_s <= 0 && costs.add_row_s <= 0 && costs.item_s <= 0)
+    return rs_round_order(shapes, pieces);
+  return rs_list_order(plan, shapes, pieces, row_bytes, costs, engines);
 }
 
 std::vector<TreePiece> tree_pieces(const TreePlan& plan, int root, std::int64_t len, int chunks) {
@@ -434,6 +688,7 @@ struct Graph {
   int engines;
   double row_bytes;
   std::map<std::pair<int, int>, int> eng_up;  // (child, parent): reduce-scatter sends
+  TreeRsCosts rs_costs;                       // the reduce-scatter's compute order
 
   Rows chunk_rows(int j) const { return workload::row_share(op, j); }
 };
@@ -513,7 +768,9 @@ void rs_graph(Graph& g) {
     if (v == j) return g.b.rows(v, "y", ar ? global(j, r) : r);
     return g.b.rows(v, ar ? "y" : "part", global(j, r));
   };
-  for (const TreeRsStep& st : tree_reduce_scatter_program(g.shapes, as_tree_pieces(pieces))) {
+  for (const TreeRsStep& st :
+       tree_reduce_scatter_program(g.plan, g.shapes, as_tree_pieces(pieces), g.row_bytes,
+                                   g.rs_costs, g.engines)) {
     const Piece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
     const int v = st.rank, j = st.owner, rho = st.round;
     switch (st.kind) {
@@ -547,7 +804,7 @@ void rs_graph(Graph& g) {
 }  // namespace
 
 void tree_pattern_graph(Builder& b, const workload::OperatorSpec& op, const TreePlan& plan,
-                        int engines, bool gemms) {
+                        int engines, const TreeRsCosts& rs_costs, bool gemms) {
   const int p = op.tp;
   const double cols = op.kind == OpKind::ag_gemm ? op.k : op.n;
   const double shard_bytes =
@@ -560,7 +817,8 @@ void tree_pattern_graph(Builder& b, const workload::OperatorSpec& op, const Tree
           tree_shapes(plan, p),
           engines,
           cols * dtype_bytes(op.dtype),
-          tree_engines(plan, engines, true)};
+          tree_engines(plan, engines, true),
+          rs_costs};
   if (op.kind == OpKind::ag_gemm) {
     ag_graph(g, gemms);
   } else if (p == 1) {
@@ -583,7 +841,7 @@ Result<Schedule> tree_allgather(const TreePlan& plan, const std::vector<int>& gp
   COMPASS_TRY(validate_tree_plan(plan, p));
   workload::OperatorSpec op{OpKind::ag_gemm, shard_rows * p, p, cols, p, DType::bf16, ""};
   Builder b(op, Strategy{StrategyKind::fuse_synth, 0}, gpus);
-  detail::tree_pattern_graph(b, op, plan, copy_engines, /*gemms=*/false);
+  detail::tree_pattern_graph(b, op, plan, copy_engines, TreeRsCosts{}, /*gemms=*/false);
   Schedule s = std::move(b).finish();
   COMPASS_TRY(validate(s));
   return s;

@@ -97,15 +97,38 @@ struct TreeRsStep {
   Kind kind = Kind::gemm;
   int rank = 0, owner = 0, piece = 0, round = 0;
   int peer = -1;
+  bool operator==(const TreeRsStep&) const = default;
 };
 
-/// The program order of a reduce-scatter up a plan's trees over p ranks (shapes:
-/// tree_shapes(plan, p); pieces[owner]: tree_pieces of that owner's rows), round by round: the
-/// GEMMs whose sums complete in the round, then, step by step in tree_step_order, a rank's adds
-/// of what its children sent and its send to its parent (the owner keeps its sum). The
-/// generator emits, and the model follows, the reduce-scatters in this order.
+/// What the reduce-scatter's program estimates a rank's compute items to cost: per row of a
+/// GEMM piece (a fused kernel's share of the local GEMM, slowed beside the copy engines) and of
+/// an add, and per item (the flag wait before it).
+struct TreeRsCosts {
+  double gemm_row_s = 0;
+  double add_row_s = 0;
+  double item_s = 0;
+};
+/// The costs of `op` on plan.profile's first GPU of the group (all zero without a profile or
+/// when the profile lists no peak for op.dtype).
+TreeRsCosts tree_rs_costs(const CommPlan& plan, const workload::OperatorSpec& op);
+
+/// The program order of a reduce-scatter up `plan`'s trees over p ranks (shapes:
+/// tree_shapes(plan, p); pieces[owner]: tree_pieces of that owner's rows; rows of `row_bytes`
+/// bytes; send engines per tree_engines(plan, engines, true)): every rank computes a GEMM piece
+/// for every piece, adds the partial sum each child sends it and sends its sum to its parent
+/// (the owner keeps its sum). A list schedule orders them by estimated time: a compute stream,
+/// when it comes free, takes the add (of a partial that has arrived) or GEMM piece of the
+/// earliest round (chunk + tree height - the rank's depth; adds first), so it computes ahead
+/// rather than wait for a partial; a copy engine, when it comes free, takes the complete sum of
+/// the earliest round (then tree_step_order), else waits for the first sum to complete. GEMM
+/// pieces and adds cost `costs` per row, sends as in tree_allgather_program. Steps are in the
+/// order they are decided, which is each stream's and each engine's order and puts every step
+/// after what it needs. Deterministic. The generator emits, and the model follows, the
+/// reduce-scatters in this order.
 std::vector<TreeRsStep> tree_reduce_scatter_program(
-    const std::vector<TreeShape>& shapes, const std::vector<std::vector<TreePiece>>& pieces);
+    const TreePlan& plan, const std::vector<TreeShape>& shapes,
+    const std::vector<std::vector<TreePiece>>& pieces, double row_bytes, const TreeRsCosts& costs,
+    int engines);
 
 /// The cost of every ordered pair of ranks' route on `profile` (TreePlan::routes; rank i runs
 /// on gpus[i]).
