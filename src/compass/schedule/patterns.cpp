@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <queue>
@@ -436,7 +437,17 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
     double gemm_end = -1;   // when its GEMM ends (-1: not scheduled)
     double arrival = -1;    // when its send lands at the parent (-1: not scheduled)
     double bytes = 0;
-    std::pair<int, int> order;  // tree_step_order of its send
+    std::uint64_t item_key = 0;  // its GEMM's and adds' priority, less the kind and the child
+    std::uint64_t send_key = 0;  // its send's priority
+  };
+  // Priorities, smaller first, packed into one word each: a compute item by its round, adds
+  // before GEMMs, owner (rotated after the rank), piece and child; a send by its round,
+  // tree_step_order and piece.
+  std::size_t most_pieces = 0;
+  for (const std::vector<TreePiece>& pc : pieces) most_pieces = std::max(most_pieces, pc.size());
+  COMPASS_CHECK(p < 4096 && most_pieces < 65536, "tree reduce-scatter: too many ranks or pieces");
+  auto pack = [](std::uint64_t round, std::uint64_t mid, std::uint64_t piece) {
+    return round << 41 | mid << 28 | piece << 12;
   };
   std::vector<Sum> sums(static_cast<std::size_t>(base[p]) * p);
   for (int j = 0; j < p; ++j)
@@ -447,8 +458,14 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
         Sum& s = sums[(static_cast<std::size_t>(base[j]) + i) * p + v];
         s = Sum{j, static_cast<int>(i), v, pc.chunk + sh.height - sh.depth[v],
                 v == j ? -1 : sh.parent[v], 1 + static_cast<int>(sh.children[v].size()),
-                0, -1, -1, static_cast<double>(pc.len) * row_bytes, {}};
-        if (s.parent >= 0) s.order = tree_step_order(p, v, s.parent, j);
+                0, -1, -1, static_cast<double>(pc.len) * row_bytes, 0, 0};
+        const auto round = static_cast<std::uint64_t>(s.round);
+        s.item_key = pack(round, static_cast<std::uint64_t>((j - v + p) % p), i);
+        if (s.parent >= 0) {
+          const auto [first, second] = tree_step_order(p, v, s.parent, j);
+          s.send_key = round << 41 | static_cast<std::uint64_t>(first) << 28 |
+                       static_cast<std::uint64_t>(second) << 16 | i;
+        }
       }
     }
   auto child_sum = [&](const Sum& s, int u) {
@@ -457,37 +474,37 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   // A compute item: a GEMM piece (child -1) or the add of child `child`'s partial.
   struct Item {
     int sum = 0, child = -1;
+    double arrival = 0;  // an add's: when the child's partial lands
   };
   auto rows = [&](const Sum& s) {
     return static_cast<double>(pieces[s.owner][static_cast<std::size_t>(s.piece)].len);
   };
-  // Priorities (smaller first): the round, adds before GEMMs, then owner (rotated after the
-  // rank), piece and child.
   auto item_key = [&](const Item& it) {
-    const Sum& s = sums[static_cast<std::size_t>(it.sum)];
-    return std::make_tuple(s.round, it.child < 0, (s.owner - s.rank + p) % p, s.piece, it.child);
+    return sums[static_cast<std::size_t>(it.sum)].item_key |
+           static_cast<std::uint64_t>(it.child < 0) << 40 | static_cast<std::uint64_t>(it.child + 1);
   };
-  auto send_key = [&](int id) {
-    const Sum& s = sums[static_cast<std::size_t>(id)];
-    return std::make_tuple(s.round, s.order, s.piece);
-  };
+  auto send_key = [&](int id) { return sums[static_cast<std::size_t>(id)].send_key; };
   // Per rank: its GEMM pieces not scheduled (by priority), its adds whose partial's arrival is
   // known (by arrival) and those that have arrived by the time the stream is free (by priority).
   auto later_item = [&](const Item& a, const Item& b) {
     return std::make_tuple(item_key(a), a.sum) > std::make_tuple(item_key(b), b.sum);
   };
   auto later_arrival = [&](const Item& a, const Item& b) {
-    const double ta = sums[child_sum(sums[static_cast<std::size_t>(a.sum)], a.child)].arrival;
-    const double tb = sums[child_sum(sums[static_cast<std::size_t>(b.sum)], b.child)].arrival;
-    return std::make_tuple(ta, item_key(a), a.sum) > std::make_tuple(tb, item_key(b), b.sum);
+    return std::make_tuple(a.arrival, item_key(a), a.sum) >
+           std::make_tuple(b.arrival, item_key(b), b.sum);
   };
   using ItemHeap = std::priority_queue<Item, std::vector<Item>, decltype(later_item)>;
   using ArrivalHeap = std::priority_queue<Item, std::vector<Item>, decltype(later_arrival)>;
-  std::vector<ItemHeap> gemms(p, ItemHeap(later_item)), ready_adds(p, ItemHeap(later_item));
+  std::vector<ItemHeap> ready_adds(p, ItemHeap(later_item));
   std::vector<ArrivalHeap> known_adds(p, ArrivalHeap(later_arrival));
   std::vector<double> stream_free(p, 0.0);
+  // Per rank, its GEMM pieces in priority order and the next one not scheduled.
+  std::vector<std::vector<Item>> gemms(p);
+  std::vector<std::size_t> next_gemm(p, 0);
   for (std::size_t id = 0; id < sums.size(); ++id)
-    gemms[sums[id].rank].push(Item{static_cast<int>(id), -1});
+    gemms[sums[id].rank].push_back(Item{static_cast<int>(id), -1, 0});
+  for (std::vector<Item>& g : gemms)
+    std::sort(g.begin(), g.end(), [&](const Item& a, const Item& b) { return later_item(b, a); });
   // Per copy engine: sums complete at a known time (by that time) and those complete by the
   // time the engine is free (by priority).
   auto later_send = [&](int a, int b) {
@@ -509,69 +526,75 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   };
   // An add can be scheduled once its rank's GEMM of the piece is and the partial's arrival is.
   auto add_known = [&](int id, int child) {
-    known_adds[sums[static_cast<std::size_t>(id)].rank].push(Item{id, child});
+    const Sum& s = sums[static_cast<std::size_t>(id)];
+    known_adds[s.rank].push(Item{id, child, sums[child_sum(s, child)].arrival});
   };
   SendClock clock(plan);
   std::vector<TreeRsStep> out;
   std::size_t steps = 0;
   for (const Sum& s : sums) steps += static_cast<std::size_t>(s.left) + (s.parent >= 0);
   out.reserve(steps);
+  // Each stream's and each engine's next step and its start (kept up to date whenever what the
+  // resource can take changes); the earliest is scheduled (ties: streams before engines, lower
+  // ranks first), so nothing scheduled later starts earlier.
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  while (out.size() < steps) {
-    // Each stream's and each engine's next step and its start; the earliest is scheduled (ties:
-    // streams before engines, lower ranks first), so nothing scheduled later starts earlier.
-    double best_t = kInf;
-    int best_rank = -1;
-    std::size_t best_engine = engines_total;
-    Item best_item;
-    for (int v = 0; v < p; ++v) {
-      while (!known_adds[v].empty() &&
-             sums[child_sum(sums[static_cast<std::size_t>(known_adds[v].top().sum)],
-                            known_adds[v].top().child)]
-                     .arrival <= stream_free[v]) {
+  struct Next {
+    double t = kInf;
+    Item item;  // a stream's
+  };
+  const int resources = p + static_cast<int>(engines_total);  // streams, then engines
+  std::vector<Next> next(static_cast<std::size_t>(resources));
+  std::vector<unsigned> version(static_cast<std::size_t>(resources), 0);
+  using Entry = std::tuple<double, int, unsigned>;  // (start, resource, version)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> starts;
+  auto refresh = [&](int r) {
+    Next n;
+    if (r < p) {
+      const int v = r;
+      while (!known_adds[v].empty() && known_adds[v].top().arrival <= stream_free[v]) {
         ready_adds[v].push(known_adds[v].top());
         known_adds[v].pop();
       }
-      double t = kInf;
-      Item it;
+      const bool gemm_left = next_gemm[v] < gemms[v].size();
       if (!ready_adds[v].empty() &&
-          (gemms[v].empty() || later_item(gemms[v].top(), ready_adds[v].top()))) {
-        t = stream_free[v];
-        it = ready_adds[v].top();
-      } else if (!gemms[v].empty()) {
-        t = stream_free[v];
-        it = gemms[v].top();
+          (!gemm_left || later_item(gemms[v][next_gemm[v]], ready_adds[v].top()))) {
+        n = Next{stream_free[v], ready_adds[v].top()};
+      } else if (gemm_left) {
+        n = Next{stream_free[v], gemms[v][next_gemm[v]]};
       } else if (!known_adds[v].empty()) {
-        it = known_adds[v].top();
-        t = sums[child_sum(sums[static_cast<std::size_t>(it.sum)], it.child)].arrival;
+        n = Next{known_adds[v].top().arrival, known_adds[v].top()};
       }
-      if (t < best_t) {
-        best_t = t;
-        best_rank = v;
-        best_item = it;
-      }
-    }
-    for (std::size_t e = 0; e < engines_total; ++e) {
+    } else {
+      const std::size_t e = static_cast<std::size_t>(r - p);
       while (!known_sends[e].empty() && sums[known_sends[e].top()].complete <= engine_free[e]) {
         ready_sends[e].push(known_sends[e].top());
         known_sends[e].pop();
       }
-      double t = kInf;
-      if (!ready_sends[e].empty()) t = engine_free[e];
-      else if (!known_sends[e].empty()) t = sums[known_sends[e].top()].complete;
-      if (t < best_t) {
-        best_t = t;
-        best_rank = -1;
-        best_engine = e;
-      }
+      if (!ready_sends[e].empty()) n.t = engine_free[e];
+      else if (!known_sends[e].empty()) n.t = sums[known_sends[e].top()].complete;
     }
-    if (best_rank < 0 && best_engine == engines_total) break;  // nothing can run: not a tree
+    next[static_cast<std::size_t>(r)] = n;
+    ++version[static_cast<std::size_t>(r)];
+    if (n.t < kInf) starts.emplace(n.t, r, version[static_cast<std::size_t>(r)]);
+  };
+  for (int r = 0; r < resources; ++r) refresh(r);
+  while (out.size() < steps) {
+    while (!starts.empty() &&
+           std::get<2>(starts.top()) != version[static_cast<std::size_t>(std::get<1>(starts.top()))])
+      starts.pop();
+    if (starts.empty()) break;  // nothing can run: not a tree
+    const int r = std::get<1>(starts.top());
+    starts.pop();
+    const double best_t = next[static_cast<std::size_t>(r)].t;
+    const int best_rank = r < p ? r : -1;
+    const std::size_t best_engine = r < p ? engines_total : static_cast<std::size_t>(r - p);
+    const Item best_item = next[static_cast<std::size_t>(r)].item;
     if (best_rank >= 0) {
       const int v = best_rank;
       Sum& s = sums[static_cast<std::size_t>(best_item.sum)];
       double end = best_t;
       if (best_item.child < 0) {
-        gemms[v].pop();
+        ++next_gemm[v];
         end += costs.item_s + costs.gemm_row_s * rows(s);
         s.gemm_end = end;
         out.push_back(TreeRsStep{Kind::gemm, v, s.owner, s.piece, s.round, -1});
@@ -588,7 +611,11 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
       }
       stream_free[v] = end;
       s.complete = std::max(s.complete, end);
-      if (--s.left == 0 && s.parent >= 0) known_sends[engine_of(s)].push(best_item.sum);
+      refresh(v);
+      if (--s.left == 0 && s.parent >= 0) {
+        known_sends[engine_of(s)].push(best_item.sum);
+        refresh(p + static_cast<int>(engine_of(s)));
+      }
     } else {
       const std::size_t e = best_engine;
       int id;
@@ -606,7 +633,11 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
       out.push_back(TreeRsStep{Kind::send, s.rank, s.owner, s.piece, s.round, s.parent});
       const std::size_t at_parent =
           (static_cast<std::size_t>(base[s.owner]) + s.piece) * p + s.parent;
-      if (sums[at_parent].gemm_end >= 0) add_known(static_cast<int>(at_parent), s.rank);
+      refresh(r);
+      if (sums[at_parent].gemm_end >= 0) {
+        add_known(static_cast<int>(at_parent), s.rank);
+        refresh(s.parent);
+      }
     }
   }
   return out;
