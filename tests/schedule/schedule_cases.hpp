@@ -2,11 +2,13 @@
 // The operator x strategy x p x shape x plan grid shared by the schedule property tests.
 
 #include <algorithm>
+#include <memory>
 #include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "compass/hardware/presets.hpp"
 #include "compass/schedule/generate.hpp"
 
 namespace compass::schedule::testing {
@@ -120,6 +122,9 @@ inline void shuffled_trees(CommPlan& plan, std::mt19937& rng) {
                              {2 * b + 1, down[static_cast<std::size_t>(b)]}}};
   plan.hier.routes = routes;
   plan.synth.routes = routes;
+  // A machine's GEMM and add costs, so that the reduce-scatter's order is the list schedule
+  // (tree_reduce_scatter_program) rather than the untimed round order of the default plan.
+  plan.profile = std::make_shared<const hardware::Profile>(hardware::make_preset("a6000x8").value());
 }
 
 /// Default plan; a shuffled ring with an unrelated shuffled second ring; one copy engine.

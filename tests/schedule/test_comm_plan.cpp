@@ -311,6 +311,33 @@ TEST(CommPlan, TimedReduceScatterProgramComputesAheadOfPartials) {
                                                  plan->copy_engines));
 }
 
+// The property grid's shuffled plans carry a machine, so its tree reduce-scatters run the list
+// schedule (here it differs from the round order for some shape).
+TEST(CommPlan, PropertyGridCoversTheTimedReduceScatterOrder) {
+  for (int p : {3, 8}) {
+    bool differs = false;
+    for (const auto& [name, plan] : testing::plans(p)) {
+      if (name != "shuffled") continue;
+      ASSERT_TRUE(plan.profile);
+      const std::vector<TreeShape> shapes = tree_shapes(plan.hier, p);
+      for (const workload::OperatorSpec& op : testing::shapes(workload::OpKind::gemm_rs, p)) {
+        std::vector<std::vector<TreePiece>> pieces(p);
+        for (int j = 0; j < p; ++j)
+          pieces[j] = tree_pieces(plan.hier, j, workload::row_share(op, j).len,
+                                  tree_chunks(plan.hier, 0));
+        const double row_bytes = static_cast<double>(op.n) * dtype_bytes(op.dtype);
+        const std::vector<TreeRsStep> timed = tree_reduce_scatter_program(
+            plan.hier, shapes, pieces, row_bytes, tree_rs_costs(plan, op), plan.copy_engines);
+        expect_sums_up_the_trees(timed, shapes, pieces, p);
+        differs = differs || timed != tree_reduce_scatter_program(plan.hier, shapes, pieces,
+                                                                  row_bytes, TreeRsCosts{},
+                                                                  plan.copy_engines);
+      }
+    }
+    EXPECT_TRUE(differs) << "p = " << p;
+  }
+}
+
 TEST(CommPlan, BadGroupIsAnError) {
   auto profile = hardware::make_preset("a6000x8");
   ASSERT_TRUE(profile.ok());
