@@ -37,13 +37,6 @@ class PieceTable {
   std::vector<int> v_;
 };
 
-// The engine of every edge of tree_engines, as a p x p table (-1: no edge).
-std::vector<int> engine_table(const std::map<std::pair<int, int>, int>& engines, int p) {
-  std::vector<int> t(static_cast<std::size_t>(p) * p, -1);
-  for (const auto& [edge, engine] : engines) t[edge.first * p + edge.second] = engine;
-  return t;
-}
-
 // The program of `op` along `tp`, in the generator's order (schedule/patterns.cpp): the same
 // rounds, pieces, engines and compute order.
 template <class Gemm, class Add>
@@ -95,7 +88,7 @@ FusedProgram program_of(const workload::OperatorSpec& op, const schedule::TreePl
     return pr;
   }
   // Reduce-scatter up the trees, in the order of schedule::tree_reduce_scatter_program.
-  const std::vector<int> up = engine_table(schedule::tree_engines(tp, plan.copy_engines, true), p);
+  const std::vector<int> up = schedule::tree_engine_table(tp, p, plan.copy_engines, true);
   PieceTable sent(p, max_pieces);  // (sender, owner, piece) -> transfer
   for (const schedule::TreeRsStep& st : schedule::tree_reduce_scatter_program(
            tp, sh, pieces, row_bytes, schedule::tree_rs_costs(plan, op), plan.copy_engines)) {

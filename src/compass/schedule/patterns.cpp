@@ -215,15 +215,20 @@ std::map<std::pair<int, int>, int> tree_engines(const TreePlan& plan, int engine
   return eng;
 }
 
+std::vector<int> tree_engine_table(const TreePlan& plan, int p, int engines, bool up) {
+  std::vector<int> t(static_cast<std::size_t>(p) * p, -1);
+  for (const auto& [edge, e] : tree_engines(plan, engines, up))
+    t[static_cast<std::size_t>(edge.first) * p + edge.second] = e;
+  return t;
+}
+
 std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
                                                const std::vector<TreeShape>& shapes,
                                                const std::vector<std::vector<TreePiece>>& pieces,
                                                double row_bytes, int engines) {
   const int p = static_cast<int>(pieces.size());
   const int ne = std::max(1, engines);
-  std::vector<int> eng(static_cast<std::size_t>(p) * p, 0);  // from * p + to -> engine
-  for (const auto& [edge, e] : tree_engines(plan, ne, false))
-    eng[static_cast<std::size_t>(edge.first) * p + edge.second] = e;
+  const std::vector<int> eng = tree_engine_table(plan, p, ne, false);  // from * p + to
   // Every send, with the send that brings its piece to its sender (-1: the root's own).
   struct Send {
     TreeAgStep step;
@@ -423,9 +428,7 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   using Kind = TreeRsStep::Kind;
   const int p = static_cast<int>(pieces.size());
   const int ne = std::max(1, engines);
-  std::vector<int> eng(static_cast<std::size_t>(p) * p, 0);  // child * p + parent -> engine
-  for (const auto& [edge, e] : tree_engines(plan, ne, true))
-    eng[static_cast<std::size_t>(edge.first) * p + edge.second] = e;
+  const std::vector<int> eng = tree_engine_table(plan, p, ne, true);  // child * p + parent
   // Every (owner, piece, rank): its sum's state; ids are (base[owner] + piece) * p + rank.
   std::vector<int> base(static_cast<std::size_t>(p) + 1, 0);
   for (int j = 0; j < p; ++j) base[j + 1] = base[j] + static_cast<int>(pieces[j].size());
@@ -433,7 +436,7 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
     int owner = 0, piece = 0, rank = 0, round = 0, parent = -1;
     int left = 0;           // its GEMM and adds not yet scheduled
     double complete = 0;    // when the last of them ends
-    double gemm_end = -1;   // when its GEMM ends (-1: not scheduled)
+    bool gemm_done = false; // its GEMM is scheduled
     double arrival = -1;    // when its send lands at the parent (-1: not scheduled)
     double bytes = 0;
     std::uint64_t item_key = 0;  // its GEMM's and adds' priority, less the kind and the child
@@ -457,7 +460,7 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
         Sum& s = sums[(static_cast<std::size_t>(base[j]) + i) * p + v];
         s = Sum{j, static_cast<int>(i), v, pc.chunk + sh.height - sh.depth[v],
                 v == j ? -1 : sh.parent[v], 1 + static_cast<int>(sh.children[v].size()),
-                0, -1, -1, static_cast<double>(pc.len) * row_bytes, 0, 0};
+                0, false, -1, static_cast<double>(pc.len) * row_bytes, 0, 0};
         const auto round = static_cast<std::uint64_t>(s.round);
         s.item_key = pack(round, static_cast<std::uint64_t>((j - v + p) % p), i);
         if (s.parent >= 0) {
@@ -595,7 +598,7 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
       if (best_item.child < 0) {
         ++next_gemm[v];
         end += costs.item_s + costs.gemm_row_s * rows(s);
-        s.gemm_end = end;
+        s.gemm_done = true;
         out.push_back(TreeRsStep{Kind::gemm, v, s.owner, s.piece, s.round, -1});
         for (int u : shapes[pieces[s.owner][static_cast<std::size_t>(s.piece)].tree].children[v])
           if (sums[child_sum(s, u)].arrival >= 0) add_known(best_item.sum, u);
@@ -633,7 +636,7 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
       const std::size_t at_parent =
           (static_cast<std::size_t>(base[s.owner]) + s.piece) * p + s.parent;
       refresh(r);
-      if (sums[at_parent].gemm_end >= 0) {
+      if (sums[at_parent].gemm_done) {
         add_known(static_cast<int>(at_parent), s.rank);
         refresh(s.parent);
       }

@@ -35,6 +35,8 @@ std::vector<TreePiece> tree_pieces(const TreePlan& plan, int root, std::int64_t 
 /// its `engines` engines in turn, in the order they first appear; `up` reverses every edge
 /// (reduce-scatter sends go child -> parent).
 std::map<std::pair<int, int>, int> tree_engines(const TreePlan& plan, int engines, bool up);
+/// The same as a p x p table, sender * p + receiver -> engine (-1: not an edge of the plan).
+std::vector<int> tree_engine_table(const TreePlan& plan, int p, int engines, bool up);
 
 /// The shape of one tree over p ranks, indexed by rank: its depth (edges from the root; -1 for
 /// a rank the tree does not reach), its parent (-1 for the root and unreached ranks) and its
