@@ -30,7 +30,7 @@ fi
 if [ -z "${FROM:-}" ]; then
 # The simulator (SimGrid pulls in ns-3, boost and gsl: tens of MB) is not needed on the device.
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCOMPASS_WITH_CUDA=ON -DCOMPASS_CUDA_ARCHS="$ARCHS" -DCOMPASS_WITH_SIM=OFF \
+  -DCOMPASS_WITH_CUDA=ON -DCOMPASS_CUDA_ARCHS="$ARCHS" -DCOMPASS_WITH_SIM=OFF -DCOMPASS_FUSED_KERNELS=ON \
   -DCOMPASS_BUILD_BENCH=ON -DCOMPASS_BUILD_FUZZ=OFF -DCOMPASS_BUILD_TESTS=ON \
   -DCOMPASS_FUSED_SM80_ARCHS="$(echo "$ARCHS" | sed 's/\([0-9]\+\)/\1-real/g')" \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null

@@ -6,6 +6,7 @@ compass binary named by COMPASS_CLI, as CTest sets it)."""
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -124,15 +125,30 @@ def test_records_convert_to_pandas():
     assert len(edf) == 10
 
 
-def test_plot(tmp_path):
+def test_plot_returns_a_figure(tmp_path):
+    plan = tpcompass.plan()
+    fig = tpcompass.plot(plan)
+    assert type(fig).__name__ == "Figure"
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [o["op"]["role"] for o in plan.ops]
+    assert ax.get_ylabel() == "predicted time per operator (ms)"
+    sweep = tpcompass.sweep(limit=8)
+    sfig = tpcompass.plot(sweep)
+    assert sfig.axes[0].get_title() == f"8 configurations on {sweep.profile}"
+    assert sfig.axes[0].get_xticklabels()[-1].get_text() == "choice"
+    # out= saves the figure too, never over an existing file without force.
     out = tmp_path / "plan.png"
-    assert tpcompass.plot(tpcompass.plan(), str(out)) == "plan"
+    tpcompass.plot(plan, str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10000
-    assert tpcompass.plot(tpcompass.sweep(limit=8), str(tmp_path / "s.png")) == "sweep"
-    sweep_png = (tmp_path / "s.png").read_bytes()
-    assert sweep_png[:8] == b"\x89PNG\r\n\x1a\n" and len(sweep_png) > 10000
-    with pytest.raises(tpcompass.CompassError, match="--force"):
-        tpcompass.plot(tpcompass.plan(), str(out))
+    with pytest.raises(tpcompass.CompassError, match="force"):
+        tpcompass.plot(plan, str(out))
+    tpcompass.plot(sweep, str(out), force=True)
+    # A path is read; a document of another kind is one error line.
+    doc = tmp_path / "plan.json"
+    doc.write_text(json.dumps(plan.data))
+    assert tpcompass.plot(str(doc)).axes[0].get_ylabel() == ax.get_ylabel()
+    with pytest.raises(tpcompass.CompassError, match="not a plan, sweep or simulation trace"):
+        tpcompass.plot({"something": 1})
 
 
 def _public_callables():
@@ -175,19 +191,27 @@ def test_native_module_stub_matches_the_module():
     stub = ast.parse((pathlib.Path(tpcompass.__file__).parent / "_core.pyi").read_text())
     names = {n.name for n in stub.body if isinstance(n, ast.FunctionDef)}
     names |= {n.target.id for n in stub.body if isinstance(n, ast.AnnAssign)}
-    assert names == {"run", "version"}
+    assert names == {"run", "version", "planning_only"}
     core = pytest.importorskip("tpcompass._core")  # built only by pip install .
     public = {n for n in dir(core) if not n.startswith("_")}
     assert public == names
 
 
+def _has_simulator():
+    """False only for the planning build with no compass binary on PATH to fall back on."""
+    from tpcompass import _api
+
+    return not _api._planning_only() or _api.shutil.which("compass") is not None
+
+
 def test_sweep_progress(capsys):
     steps = []
-    s = tpcompass.sweep(limit=3, sim=True, progress=lambda *step: steps.append(step))
+    sim = _has_simulator()
+    s = tpcompass.sweep(limit=3, sim=sim, progress=lambda *step: steps.append(step))
     assert len(s.rows) == 3
     # Every row is planned, then simulated, in order.
-    assert steps == [("planning", 1, 3), ("planning", 2, 3), ("planning", 3, 3),
-                     ("simulating", 1, 3), ("simulating", 2, 3), ("simulating", 3, 3)]
+    assert steps == [("planning", 1, 3), ("planning", 2, 3), ("planning", 3, 3)] + (
+        [("simulating", 1, 3), ("simulating", 2, 3), ("simulating", 3, 3)] if sim else [])
     # progress=True draws tqdm bars on stderr even when it is not a terminal; the default does
     # not when stderr is not a terminal (as here, under pytest's capture).
     capsys.readouterr()
@@ -209,3 +233,91 @@ def test_native_progress_streams_lines():
     assert lines == ["planning 1/2", "planning 2/2"] and err == ""
     rc, _, err = core.run(["sweep", "--limit", "-1", "--progress", "lines"], lines.append)
     assert rc == 2 and err.startswith("compass: error:") and "--limit" in err
+
+
+def _python(script):
+    """Runs a Python script in a child with the real descriptors 1 and 2 (no pytest capture),
+    on the same tpcompass backend as this process; returns the completed process."""
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=dict(os.environ), timeout=300, check=False)
+
+
+def test_a_printing_progress_callback_keeps_the_result():
+    child = _python(
+        "import sys, tpcompass\n"
+        "def cb(label, done, total):\n"
+        "    print(f'step {label} {done}/{total}')\n"
+        "    print(f'err {done}', file=sys.stderr)\n"
+        "s = tpcompass.sweep(limit=3, progress=cb)\n"
+        "print('rows', len(s.rows), sum(s.summary['wins'].values()))\n")
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines() == ["step planning 1/3", "step planning 2/3",
+                                         "step planning 3/3", "rows 3 3"]
+    assert child.stderr.splitlines() == ["err 1", "err 2", "err 3"]
+
+
+def test_progress_bar_reaches_stderr():
+    child = _python("import tpcompass\n"
+                    "print(len(tpcompass.sweep(limit=3, progress=True).rows))\n")
+    assert child.returncode == 0, child.stderr
+    assert child.stdout == "3\n"
+    assert "planning" in child.stderr and "3/3" in child.stderr
+
+
+def test_progress_callback_errors_are_raised():
+    def fail(label, done, total):
+        raise RuntimeError(f"stop at {done}")
+
+    with pytest.raises(RuntimeError, match="stop at 1"):
+        tpcompass.sweep(limit=3, progress=fail)
+    assert len(tpcompass.sweep(limit=2).rows) == 2  # the next call runs normally
+
+
+def test_planning_build_refuses_what_it_leaves_out(monkeypatch):
+    """The planning build (pip install . by default) runs simulate/run on a compass binary
+    when one is on PATH, and otherwise refuses with one line saying how to get them."""
+    from tpcompass import _api
+
+    calls = []
+
+    class PlanningCore:
+        planning_only = True
+
+        @staticmethod
+        def run(args, on_progress=None):
+            calls.append(args[0])
+            if args[0] == "sweep":  # what the module's simulator stub answers
+                return (2, "", "compass: error: --sim: this build has no simulator "
+                        "(configure with -DCOMPASS_WITH_SIM=ON)\n")
+            raise AssertionError(f"{args[0]} must not run in the planning build")
+
+    binary = os.environ.get("COMPASS_CLI")
+    monkeypatch.setattr(_api, "_core", PlanningCore)
+    monkeypatch.delenv("COMPASS_CLI", raising=False)
+    monkeypatch.setattr(_api.shutil, "which", lambda name: None)
+    refusals = [lambda: tpcompass.simulate("ag_gemm", m=1024, n=512, k=256, tp=2),
+                lambda: tpcompass.run(["run", "--op", "ag_gemm"]),
+                lambda: tpcompass.sweep(limit=2, sim=True)]
+    for call in refusals:
+        with pytest.raises(tpcompass.CompassError, match="planning build") as e:
+            call()
+        assert "\n" not in str(e.value) and "COMPASS_PLANNING_ONLY=OFF" in str(e.value)
+    assert calls == ["sweep"]
+    if binary:  # with a compass binary on PATH the same calls run there
+        monkeypatch.setattr(_api.shutil, "which", lambda name: binary)
+        assert len(tpcompass.sweep(limit=2, sim=True).rows) == 2
+        assert tpcompass.simulate("ag_gemm", m=1024, n=512, k=256, tp=2, strategy="sequential")
+
+
+def test_native_run_output_stays_in_memory(capfd):
+    """The native module never writes the run's output to descriptors 1 and 2."""
+    core = pytest.importorskip("tpcompass._core")  # built only by pip install .
+    capfd.readouterr()
+    rc, out, err = core.run(["list", "presets", "--json"])
+    assert rc == 0 and any(p["name"] == "a6000x8" for p in json.loads(out))
+    rc, _, err = core.run(["plan", "--tp", "16"])
+    assert rc == 2 and err == "compass: error: --tp 16 exceeds the 8 GPUs of 'a6000x8'\n"
+    assert capfd.readouterr() == ("", "")
+    with pytest.raises(RuntimeError, match="cannot start another"):
+        core.run(["sweep", "--limit", "1", "--progress", "lines"],
+                 lambda line: core.run(["list", "presets"]))

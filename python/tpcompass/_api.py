@@ -16,7 +16,10 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
+
+if TYPE_CHECKING:  # matplotlib is needed by plot() only (the "plot" extra)
+    from matplotlib.figure import Figure
 
 try:  # the native module, built by `pip install .`
     from . import _core  # type: ignore[attr-defined]
@@ -65,8 +68,31 @@ def _binary() -> str:
 
 _PROGRESS_PREFIX = "compass: progress: "
 
-#: ``progress=`` of the long calls: None (a bar when stderr is a terminal), True (always a
-#: bar), False (none), or a function called with (label, done, total) at every step.
+#: Verbs the planning build (the default of ``pip install .``) cannot run at all.
+_FULL_BUILD_VERBS = ("run", "simulate", "validate")
+#: How a build says that a part is left out ("this build has no simulator", "... no BLAS").
+_NOT_IN_BUILD = "this build has no "
+
+
+def _planning_only() -> bool:
+    """True when the native module is the planning build (no simulator, executor or MPI)."""
+    return _core is not None and bool(getattr(_core, "planning_only", False))
+
+
+def _full_binary(args: Sequence[str]) -> str:
+    """The compass binary that runs what the planning build leaves out, or CompassError."""
+    path = shutil.which("compass")
+    if path:
+        return path
+    verb = args[0] if args else "this call"
+    raise CompassError(
+        f"{verb}: the tpcompass planning build has no simulator or executor; build the full "
+        "package (pip install . -C cmake.define.COMPASS_PLANNING_ONLY=OFF) or put a compass "
+        "binary on PATH (tools/setup.sh builds build/release/compass)")
+
+#: ``progress=`` of the long calls: None (a bar when stderr is a terminal or in a notebook),
+#: True (always a bar), False (none), or a function called with (label, done, total) at every
+#: step; the function may print (its output never mixes with the result).
 ProgressArg = Union[None, bool, Callable[[str, int, int], None]]
 
 
@@ -83,18 +109,19 @@ def _parse_progress(text: str) -> Optional[tuple[str, int, int]]:
 
 
 class _Bars:
-    """tqdm bars on stderr, one per label, as a long call reports its steps."""
+    """tqdm bars, one per label, as a long call reports its steps: text on stderr in a
+    terminal, a widget in a notebook (tqdm.auto picks)."""
 
     def __init__(self) -> None:
         self._bar: Any = None
         self._label = ""
 
     def __call__(self, label: str, done: int, total: int) -> None:
-        from tqdm import tqdm  # a dependency of the package (pyproject.toml)
+        from tqdm.auto import tqdm  # a dependency of the package (pyproject.toml)
 
         if self._bar is None or label != self._label:
             self.close()
-            self._bar = tqdm(total=total, desc=label, leave=False, file=sys.stderr)
+            self._bar = tqdm(total=total, desc=label)
             self._label = label
         self._bar.update(done - self._bar.n)
 
@@ -104,11 +131,18 @@ class _Bars:
             self._bar = None
 
 
+def _in_notebook() -> bool:
+    """True inside a Jupyter kernel (IPython's ZMQ shell), where bars are widgets."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
 def _progress_sink(progress: ProgressArg) -> Optional[Callable[[str, int, int], None]]:
     if callable(progress):
         return progress
     if progress is None:
-        progress = sys.stderr is not None and sys.stderr.isatty()
+        progress = (sys.stderr is not None and sys.stderr.isatty()) or _in_notebook()
     return _Bars() if progress else None
 
 
@@ -137,13 +171,23 @@ def run(args: Sequence[str], progress: ProgressArg = False) -> str:
             sink(*step)
 
     try:
-        if backend() == "native":  # the in-process run reads os.environ through getenv
+        native = backend() == "native"
+        if native and _planning_only() and args and args[0] in _FULL_BUILD_VERBS:
+            native = False
+            _full_binary(args)  # raises when there is no compass binary to run it
+        if native:  # the in-process run reads os.environ through getenv
             rc, out, err = _core.run(args, on_line if sink is not None else None)
-        elif sink is None:
-            proc = subprocess.run([_binary(), *args], capture_output=True, text=True, check=False)
-            rc, out, err = proc.returncode, proc.stdout, proc.stderr
-        else:
-            rc, out, err = _run_streaming([_binary(), *args], on_line)
+            if rc != 0 and _planning_only() and _NOT_IN_BUILD in err:
+                native = False
+                _full_binary(args)
+        if not native:
+            binary = _full_binary(args) if backend() == "native" else _binary()
+            if sink is None:
+                proc = subprocess.run([binary, *args], capture_output=True, text=True,
+                                      check=False)
+                rc, out, err = proc.returncode, proc.stdout, proc.stderr
+            else:
+                rc, out, err = _run_streaming([binary, *args], on_line)
     finally:
         if isinstance(sink, _Bars):
             sink.close()
@@ -159,17 +203,25 @@ def run(args: Sequence[str], progress: ProgressArg = False) -> str:
 
 
 def _run_streaming(argv: list[str], on_line: Callable[[str], None]) -> tuple[int, str, str]:
-    """Runs the binary, passing its progress lines to on_line as they come."""
+    """Runs the binary, passing its progress lines to on_line as they come. An exception
+    on_line raises skips its later calls and is raised when the run ends (as in the native
+    module)."""
     with tempfile.TemporaryFile(mode="w+") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True)
         err = []
+        failure: Optional[Exception] = None
         assert proc.stderr is not None
         for line in proc.stderr:
-            if line.startswith(_PROGRESS_PREFIX):
-                on_line(line[len(_PROGRESS_PREFIX):].rstrip("\n"))
-            else:
+            if not line.startswith(_PROGRESS_PREFIX):
                 err.append(line)
+            elif failure is None:
+                try:
+                    on_line(line[len(_PROGRESS_PREFIX):].rstrip("\n"))
+                except Exception as e:  # noqa: BLE001 - raised below, after the run
+                    failure = e
         rc = proc.wait()
+        if failure is not None:
+            raise failure
         out.seek(0)
         return rc, out.read(), "".join(err)
 
@@ -470,38 +522,43 @@ def export_te(profile: ProfileArg = None, model: Optional[str] = None, tp: Optio
                     _plan_args=tuple(plan_args))
 
 
-def plot(data: Union[str, dict, "Plan", "Sweep"], out: str, force: bool = False) -> str:
-    """Draws a plan, a sweep or a simulation trace into an image with ``compass plot`` and
-    returns the kind drawn (``"plan"``, ``"sweep"`` or ``"timeline"``). ``data`` is a result of
-    :func:`plan` or :func:`sweep`, a parsed JSON document, or the path of one.
+def plot(data: Union[str, dict, "Plan", "Sweep"], out: Optional[str] = None,
+         force: bool = False) -> "Figure":
+    """Draws a plan, a sweep or a simulation trace (``compass simulate --trace``) and returns
+    the matplotlib Figure, which a notebook shows as a cell's value. ``data`` is a result of
+    :func:`plan` or :func:`sweep`, a parsed JSON document, or the path of one. With ``out`` the
+    figure is also saved there (the format from the name's extension), never over an existing
+    file without ``force``. Needs matplotlib (``pip install tpcompass[plot]``).
 
-    >>> import tpcompass, tempfile, os
-    >>> out = os.path.join(tempfile.mkdtemp(), "plan.png")
-    >>> tpcompass.plot(tpcompass.plan(), out)  # doctest: +SKIP
-    'plan'
+    >>> import tpcompass
+    >>> fig = tpcompass.plot(tpcompass.plan())
+    >>> type(fig).__name__, fig.axes[0].get_ylabel()
+    ('Figure', 'predicted time per operator (ms)')
     """
     if isinstance(data, Plan):
         data = data.data
     elif isinstance(data, Sweep):
         data = {"profile": data.profile, "rows": data.rows, "summary": data.summary}
-    env_key = "COMPASS_TOOLS_DIR"
-    here = os.path.dirname(os.path.abspath(__file__))
-    previous = os.environ.get(env_key)
-    os.environ[env_key] = here  # plots.py ships in this package
-    src = None
+    elif isinstance(data, str):
+        try:
+            with open(data) as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            raise CompassError(f"{data}: {e}") from None
+    from . import plots
+
     try:
-        if isinstance(data, str):
-            path = data
-        else:
-            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-                json.dump(data, f)
-                src = path = f.name
-        return json.loads(run(["plot", path, "--out", out, "--json",
-                               *(["--force"] if force else [])]))["kind"]
-    finally:
-        if src:
-            os.unlink(src)
-        if previous is None:
-            os.environ.pop(env_key, None)
-        else:
-            os.environ[env_key] = previous
+        plots.kind_of(data)
+    except ValueError as e:
+        raise CompassError(str(e)) from None
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CompassError("plot needs matplotlib (pip install matplotlib, or tpcompass[plot]; "
+                           "Debian: apt install python3-matplotlib)") from None
+    fig = plots.figure(data)
+    if out is not None:
+        if os.path.exists(out) and not force:
+            raise CompassError(f"'{out}' exists (force=True overwrites it, like the CLI's --force)")
+        fig.savefig(out, dpi=120)
+    return fig

@@ -9,7 +9,7 @@ The kind is recognised from the JSON document:
 * ``compass simulate --trace``: the simulated timeline, one row per rank and resource.
 
 Usage as a script (what ``compass plot`` runs): ``plots.py DATA.json OUT.png``.
-From Python: ``tpcompass.plot(data_or_path, "out.png")``.
+From Python: ``tpcompass.plot(data_or_path)`` returns the Figure (``out=`` also saves it).
 """
 
 from __future__ import annotations
@@ -31,23 +31,22 @@ def kind_of(data: Any) -> str:
     raise ValueError("not a plan, sweep or simulation trace JSON document")
 
 
-def _pyplot():
-    import matplotlib
+def _new_figure(figsize: tuple) -> Any:
+    """A matplotlib Figure outside pyplot: no display backend is chosen or needed, and a
+    notebook shows it when it is a cell's value."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(figsize=figsize)
 
 
-def _plan(data: dict, out: str) -> None:
-    plt = _pyplot()
+def _plan(data: dict) -> Any:
     configs = [("megatron", "Megatron-LM"), ("te_default", "TE defaults"), (None, "Compass")]
     parts = [("compute_s", "GEMM"), ("exposed_comm_s", "exposed communication"),
              ("overhead_s", "overheads"), ("interference_s", "interference")]
     ops = data["ops"]
     roles = [o["op"]["role"] for o in ops]
-    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(ops) * 1.6), 5))
+    fig = _new_figure((max(8, 1.1 * len(ops) * 1.6), 5))
+    ax = fig.subplots()
     width = 0.27
     colors = ["#4c72b0", "#dd8452", "#8c8c8c", "#c44e52"]
     for ci, (key, label) in enumerate(configs):
@@ -73,11 +72,10 @@ def _plan(data: dict, out: str) -> None:
                  "M = Megatron-LM, T = TE defaults, C = Compass")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    return fig
 
 
-def _sweep(data: dict, out: str) -> None:
-    plt = _pyplot()
+def _sweep(data: dict) -> Any:
     names = ["decompose:d*", "decompose:4", "fuse:all2all", "fuse:ring", "fuse:double-ring"]
     series, labels = [], []
     for n in names:
@@ -94,7 +92,8 @@ def _sweep(data: dict, out: str) -> None:
         choice.append(t["sequential"] / t[key])
     series.append(choice)
     labels.append("choice")
-    fig, ax = plt.subplots(figsize=(9, 5))
+    fig = _new_figure((9, 5))
+    ax = fig.subplots()
     ax.boxplot(series, showmeans=True)
     ax.set_xticks(range(1, len(labels) + 1))
     ax.set_xticklabels(labels, rotation=20)
@@ -102,11 +101,12 @@ def _sweep(data: dict, out: str) -> None:
     ax.set_ylabel("speedup over sequential")
     ax.set_title(f"{len(data['rows'])} configurations on {data['profile']}")
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    return fig
 
 
-def _timeline(data: dict, out: str) -> None:
-    plt = _pyplot()
+def _timeline(data: dict) -> Any:
+    from matplotlib.patches import Rectangle
+
     events = data["traceEvents"]
     names = {}
     for e in events:
@@ -117,7 +117,8 @@ def _timeline(data: dict, out: str) -> None:
     spans = [e for e in events if e.get("ph") == "X"]
     rows = sorted({(e["pid"], e["tid"]) for e in spans})
     index = {r: i for i, r in enumerate(rows)}
-    fig, ax = plt.subplots(figsize=(11, max(3, 0.35 * len(rows) + 1)))
+    fig = _new_figure((11, max(3, 0.35 * len(rows) + 1)))
+    ax = fig.subplots()
     palette = {}
     for e in spans:
         cat = e.get("cat") or e.get("name", "").split(" ")[0]
@@ -129,18 +130,23 @@ def _timeline(data: dict, out: str) -> None:
                         f"{names.get((p, t), f'resource {t}')}" for p, t in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in palette.values()]
+    handles = [Rectangle((0, 0), 1, 1, color=c) for c in palette.values()]
     if handles:
         ax.legend(handles, list(palette), fontsize=7, loc="upper right")
     ax.set_title("simulated timeline per rank and resource")
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    return fig
+
+
+def figure(data: Any) -> Any:
+    """The matplotlib Figure of ``data`` (a parsed plan, sweep or trace JSON document)."""
+    return {"plan": _plan, "sweep": _sweep, "timeline": _timeline}[kind_of(data)](data)
 
 
 def plot(data: Any, out: str) -> str:
     """Draws ``data`` (a parsed JSON document) into the image file ``out``; returns the kind."""
     kind = kind_of(data)
-    {"plan": _plan, "sweep": _sweep, "timeline": _timeline}[kind](data, out)
+    figure(data).savefig(out, dpi=120)
     return kind
 
 
@@ -156,7 +162,7 @@ def main(argv: list) -> int:
         print(f"{argv[1]}: {e}", file=sys.stderr)
         return 2
     try:
-        _pyplot()
+        import matplotlib  # noqa: F401
     except ImportError:
         print("matplotlib is missing (Debian: apt install python3-matplotlib)", file=sys.stderr)
         return 2

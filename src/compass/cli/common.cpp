@@ -322,7 +322,11 @@ std::string find_script(const std::string& name, const std::string& relative,
   throw UsageError(fmt::format("{}: {} not found (set COMPASS_TOOLS_DIR)", flag, relative));
 }
 
-bool stderr_is_terminal() { return isatty(STDERR_FILENO) != 0; }
+bool stderr_is_terminal() {
+  // The C stream, not descriptor 2: the Python module points `stderr` at a stream of its own.
+  const int fd = fileno(stderr);
+  return fd >= 0 && isatty(fd) != 0;
+}
 
 void add_progress_flags(CLI::App* sub, ProgressFlags& flags) {
   sub->add_option("--progress", flags.mode,

@@ -1,5 +1,6 @@
 // GPU tests of the fused kernels (CTest label "gpu"): standalone AG-GEMM and GEMM-RS runs
-// against cuBLASLt. They skip, with a message, when no CUDA device is present.
+// against cuBLASLt. They skip, with a message, when no CUDA device is present or the kernels
+// are not built into this binary (COMPASS_FUSED_KERNELS=OFF, or AUTO without a GPU).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,6 +14,7 @@ namespace {
 #define COMPASS_REQUIRE_GPU()                                                         \
   do {                                                                                \
     if (Status st = device_available(); !st.ok()) GTEST_SKIP() << st.error().message; \
+    if (!fused_kernels_built()) GTEST_SKIP() << "the fused kernels are not built";     \
   } while (0)
 
 FusedCheckOptions ag(std::int64_t m, std::int64_t n, std::int64_t k, int p, DType t) {

@@ -108,7 +108,8 @@ Status check_kernel_request(const schedule::Schedule& s, const RunOptions& optio
     if (!asked) return Status::success();
     return make_error(
         "the fused kernels are not built into this binary ({}); use the chunked kernel",
-        compiled_in() ? "no CUTLASS headers were found when it was configured"
+        compiled_in() ? "configure with -DCOMPASS_FUSED_KERNELS=ON and the CUTLASS headers, "
+                        "e.g. tools/setup.sh --fused"
                       : "it was built without CUDA");
   }
   COMPASS_ASSIGN(const std::vector<FusedGroup> groups, fused_groups(s));

@@ -67,8 +67,8 @@ Status check_fused_request(const FusedCheckOptions& o) {
 Result<std::string> fused_kernel_for(std::string_view requested, const FusedKernelTarget& t) {
   if (!t.sm80_built)
     return make_error(
-        "the fused kernels were not built (no CUTLASS headers when compass was configured: "
-        "pip install nvidia-cutlass, then reconfigure)");
+        "the fused kernels were not built (configure with -DCOMPASS_FUSED_KERNELS=ON and the "
+        "CUTLASS headers, e.g. tools/setup.sh --fused)");
   if (requested == "sm90" || (requested == "auto" && t.cc == 90 && t.sm90_built)) {
     if (t.cc != 90)
       return make_error("the sm90 fused kernel needs an sm_90 GPU; this is {} {}", t.name, t.arch);
