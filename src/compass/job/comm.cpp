@@ -73,6 +73,7 @@ double JobComm::dp_collective_s(const Placement& pl, int tp, double total_bytes,
 double JobComm::p2p_s(const Placement& pl, double bytes) const {
   if (bytes <= 0) return 0;
   if (pl.pp_crosses_nodes) return model::transfer_time_s(rail_, 0, 1, bytes);
+  if (pl.pp_peer_offset == 0) return 0;
   return model::transfer_time_s(cluster_->node, 0, pl.pp_peer_offset, bytes);
 }
 

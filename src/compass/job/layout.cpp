@@ -1,6 +1,7 @@
 #include "compass/job/layout.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -47,6 +48,12 @@ Status check(const Layout& l, const workload::ModelConfig& m) {
   if (std::int64_t{l.pp} * l.vpp > m.layers)
     return make_error("PP {} x virtual stages {} exceeds the {} layers of {}", l.pp, l.vpp,
                       m.layers, m.name);
+  if (l.vpp > 1 && m.layers % (l.pp * l.vpp) != 0)
+    return make_error("interleaved schedule: PP {} x virtual stages {} does not divide the {} "
+                      "layers of {}", l.pp, l.vpp, m.layers, m.name);
+  if (layers_per_virtual_stage(m.layers, l.pp, l.vpp).empty())
+    return make_error("PP {} cannot split the {} layers of {} (middle stages of ceil(layers / PP) "
+                      "leave the first and last stage none)", l.pp, m.layers, m.name);
   if (m.heads % l.tp != 0 || m.kv_heads % l.tp != 0 || m.ffn % l.tp != 0)
     return make_error("TP {} does not divide the heads ({}), KV heads ({}) and FFN ({}) of {}",
                       l.tp, m.heads, m.kv_heads, m.ffn, m.name);
@@ -59,18 +66,14 @@ Status check(const Layout& l, const workload::ModelConfig& m) {
 
 std::vector<int> layers_per_virtual_stage(int layers, int pp, int vpp) {
   const int v = pp * vpp;
-  std::vector<int> out(v, layers / v);
-  int extra = layers % v;
-  // Order of the stages that take an extra layer: middle stages outwards, the first and the
-  // last stage last.
-  std::vector<int> order;
-  for (int i = 1; i + 1 < v; ++i) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [v](int a, int b) {
-    return std::abs(2 * a - (v - 1)) < std::abs(2 * b - (v - 1));
-  });
-  order.push_back(v - 1);
-  order.push_back(0);
-  for (int i = 0; extra > 0 && i < static_cast<int>(order.size()); ++i, --extra) ++out[order[i]];
+  if (layers % v == 0) return std::vector<int>(v, layers / v);
+  if (vpp != 1 || pp < 2) return {};
+  const int middle = (layers + pp - 1) / pp;
+  const int rest = layers - (pp - 2) * middle;
+  if (rest < 2) return {};
+  std::vector<int> out(pp, middle);
+  out.front() = rest / 2;
+  out.back() = rest - rest / 2;
   return out;
 }
 
@@ -85,7 +88,7 @@ Placement place(const Layout& l, int gpus_per_node) {
   p.dp_nodes = (l.dp + p.dp_per_node - 1) / p.dp_per_node;
   const std::int64_t stage_stride = std::int64_t{l.tp} * l.dp;
   p.pp_crosses_nodes = l.pp > 1 && stage_stride >= gpus_per_node;
-  p.pp_peer_offset = p.pp_crosses_nodes ? 0 : static_cast<int>(stage_stride);
+  p.pp_peer_offset = (l.pp == 1 || p.pp_crosses_nodes) ? 0 : static_cast<int>(stage_stride);
   return p;
 }
 

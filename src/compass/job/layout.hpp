@@ -42,13 +42,14 @@ struct Layout {
 std::string describe(const Layout& l);
 
 /// Checks the layout on its own and against the model: positive sizes, global batch a
-/// multiple of micro-batch x dp, vpp > 1 only with pp > 1 and micro-batches a multiple of pp,
-/// layers >= pp x vpp, heads, kv heads and FFN divisible by tp, SP only with tp > 1.
+/// multiple of micro-batch x dp, vpp > 1 only with pp > 1, micro-batches a multiple of pp and
+/// layers a multiple of pp x vpp, a layer split layers_per_virtual_stage can make, heads, kv heads and FFN divisible by tp, SP only with tp > 1.
 Status check(const Layout& l, const workload::ModelConfig& m);
 
-/// Layers of each virtual stage (chunk c of stage s is entry c * pp + s), split as evenly as
-/// possible; the extra layers go to the middle stages first (the first stage holds the
-/// embedding and the most activations, the last the LM head).
+/// Layers of each virtual stage (chunk c of stage s is entry c * pp + s). Even when pp x vpp
+/// divides the layers; else (vpp 1 only) as Megatron-LM's --decoder-first/last-pipeline-num-layers
+/// allow: the middle stages take ceil(layers / pp) each and the first and last stage split the
+/// rest (the first the smaller half). Empty when that leaves the first or last stage no layer.
 std::vector<int> layers_per_virtual_stage(int layers, int pp, int vpp);
 
 /// Where ranks sit: rank = tp_rank + tp * (dp_rank + dp * pp_rank) (Megatron-LM's default
@@ -58,7 +59,7 @@ struct Placement {
   int dp_per_node = 1;         ///< members of one DP group inside one node
   int dp_nodes = 1;            ///< nodes one DP group spans
   bool pp_crosses_nodes = false;  ///< adjacent stages sit on different nodes
-  int pp_peer_offset = 0;      ///< within a node: GPU distance between adjacent stages
+  int pp_peer_offset = 0;      ///< within a node: GPU distance between adjacent stages (0: none)
 };
 Placement place(const Layout& l, int gpus_per_node);
 
