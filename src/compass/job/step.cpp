@@ -13,11 +13,14 @@ using model::Collective;
 
 LayerTimes layer_times(const plan::LayerPlan& lp, plan::Config c) {
   LayerTimes t;
+  // Without TP there is nothing to overlap: every setting runs the GEMMs as Megatron-LM does.
+  const bool tp = lp.parallel.tp > 1;
+  if (!tp) c = plan::Config::megatron;
   for (const plan::PlannedOp& op : lp.ops) {
     const model::Estimate& e = c == plan::Config::megatron ? op.megatron
                                : c == plan::Config::te_default ? op.te
                                                                : op.compass();
-    const double exposed = std::max(0.0, e.total_s - e.compute_s);
+    const double exposed = tp ? std::max(0.0, e.total_s - e.compute_s) : 0.0;
     if (op.layer_op.pass == workload::Pass::forward) {
       t.forward_s += e.total_s;
       t.tp_exposed_forward_s += exposed;

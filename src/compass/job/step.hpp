@@ -23,7 +23,8 @@ struct LayerTimes {
   double tp_exposed_backward_s = 0;
   double attention_forward_s = 0;    ///< the part selective recomputation repeats
 };
-/// The layer's times from a layer plan (TP operators under `c`, plus OtherWork).
+/// The layer's times from a layer plan (TP operators under `c`, plus OtherWork); with TP 1 every
+/// setting is Megatron-LM's and nothing counts as TP exposure.
 LayerTimes layer_times(const plan::LayerPlan& lp, plan::Config c);
 
 struct StepOptions {
