@@ -43,18 +43,20 @@ TEST(Memory, KorthikantiActivationsPerLayer) {
   const workload::ModelConfig m = tiny();
   Layout l = tiny_layout();
   // s b h = 32 * 2 * 64 = 4096; 5 a s / h = 5 * 4 * 32 / 64 = 10.
-  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l), 4096.0 / 2 * (34 + 10));  // TP + SP
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l, false), 4096.0 / 2 * (34 + 10));  // TP + SP
   l.sequence_parallel = false;
-  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l), 4096.0 * (10 + 24.0 / 2 + 10.0 / 2));
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l, false), 4096.0 * (10 + 24.0 / 2 + 10.0 / 2));
   l.recompute = Recompute::selective;
-  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l), 4096.0 * (10 + 24.0 / 2));
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l, false), 4096.0 * (10 + 24.0 / 2));
   l.sequence_parallel = true;
   l.recompute = Recompute::full;
-  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l), 2 * 4096.0 / 2);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l, false), 2 * 4096.0 / 2);
   l.tp = 1;
   l.sequence_parallel = false;
   l.recompute = Recompute::none;
-  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l), 4096.0 * 44);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l, false), 4096.0 * 44);
+  // FlashAttention never stores the scores: 34 sbh.
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l, true), 4096.0 * 34);
 }
 
 TEST(Memory, StagesWithDistributedOptimizer) {
@@ -62,6 +64,7 @@ TEST(Memory, StagesWithDistributedOptimizer) {
   MemoryOptions o;
   o.fixed_allowance_bytes = 0;
   o.fragmentation = 0;
+  o.flash_attention = false;
   const MemoryReport r = memory_per_gpu(m, tiny_layout(), plan::Config::megatron, 1e9, o);
   ASSERT_EQ(r.stages.size(), 2u);
   // Stage 0: 2 layers + embedding over TP 2 = (2 * 49280 + 6400) / 2 = 52480 parameters.
@@ -89,6 +92,7 @@ TEST(Memory, InterleavingHoldsMoreOnTheFirstStage) {
   MemoryOptions o;
   o.fixed_allowance_bytes = 0;
   o.fragmentation = 0;
+  o.flash_attention = false;
   const MemoryReport r = memory_per_gpu(m, l, plan::Config::megatron, 1e9, o);
   // Warm-up (p - 1) * 2 + (v - 1) * p = 4, plus one, capped at m * v = 4 chunk-micro-batches of
   // one layer each.

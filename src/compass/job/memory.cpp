@@ -13,12 +13,14 @@ ParamCounts param_counts(const workload::ModelConfig& m) {
   return c;
 }
 
-double layer_activation_bytes(const workload::ModelConfig& m, const Layout& l) {
+double layer_activation_bytes(const workload::ModelConfig& m, const Layout& l,
+                              bool flash_attention) {
   const double s = static_cast<double>(l.seq), b = l.micro_batch, h = static_cast<double>(m.hidden);
   const double a = m.heads, t = l.tp;
   const bool sp = l.sequence_parallel && l.tp > 1;
   if (l.recompute == Recompute::full) return 2 * s * b * h / (sp ? t : 1);
-  const double attention = l.recompute == Recompute::selective ? 0 : 5 * a * s / h;
+  const double attention =
+      (flash_attention || l.recompute == Recompute::selective) ? 0 : 5 * a * s / h;
   if (l.tp == 1) return s * b * h * (34 + attention);
   if (sp) return s * b * h / t * (34 + attention);
   return s * b * h * (10 + 24 / t + attention / t);
@@ -41,11 +43,11 @@ MemoryReport memory_per_gpu(const workload::ModelConfig& m, const Layout& l, pla
   const std::vector<int> layers = layers_per_virtual_stage(m.layers, l.pp, l.vpp);
   const double t = l.tp;
   const double s = static_cast<double>(l.seq), b = l.micro_batch, h = static_cast<double>(m.hidden);
-  const double per_layer_act = layer_activation_bytes(m, l);
+  const double per_layer_act = layer_activation_bytes(m, l, o.flash_attention);
   // Full recomputation re-creates one layer's activations during its backward.
   Layout no_rc = l;
   no_rc.recompute = Recompute::none;
-  const double recompute_peak = l.recompute == Recompute::full ? layer_activation_bytes(m, no_rc) : 0;
+  const double recompute_peak = l.recompute == Recompute::full ? layer_activation_bytes(m, no_rc, o.flash_attention) : 0;
   MemoryReport r;
   r.capacity_bytes = capacity_bytes;
   for (int st = 0; st < l.pp; ++st) {

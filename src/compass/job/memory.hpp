@@ -30,6 +30,9 @@ struct MemoryOptions {
   double optimizer_bytes = 12;        ///< sharded over DP by the distributed optimizer
   double fixed_allowance_bytes = 2.0 * (1 << 30);
   double fragmentation = 0.05;        ///< of everything else
+  /// FlashAttention (what the step model prices): the s x s attention scores, softmax and its
+  /// dropout mask (Korthikanti's 5as/h term) are never stored, with or without recomputation.
+  bool flash_attention = true;
 };
 
 /// One pipeline stage's memory on one GPU.
@@ -59,8 +62,9 @@ struct MemoryReport {
 /// Activation bytes of one layer for one micro-batch on one GPU (Korthikanti et al.):
 /// sbh(34 + 5as/h) without TP; sbh(10 + 24/t + 5as/(ht)) with TP; sbh/t(34 + 5as/h) with TP and
 /// SP; selective recomputation drops the 5as/h term; full recomputation keeps the layer input,
-/// 2sbh (/t with SP).
-double layer_activation_bytes(const workload::ModelConfig& m, const Layout& l);
+/// 2sbh (/t with SP). `flash_attention` drops the 5as/h term in every case.
+double layer_activation_bytes(const workload::ModelConfig& m, const Layout& l,
+                              bool flash_attention);
 
 /// The memory of every stage of `l`, under TP overlap `overlap`, against `capacity_bytes`.
 MemoryReport memory_per_gpu(const workload::ModelConfig& m, const Layout& l, plan::Config overlap,

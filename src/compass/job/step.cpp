@@ -220,7 +220,7 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
   r.model_tflops_per_gpu = model_flops_per_token(m, l.seq) * r.tokens_per_s_per_gpu / 1e12;
   r.hardware_tflops_per_gpu =
       hardware_flops_per_token(m, l.seq, l.recompute) * r.tokens_per_s_per_gpu / 1e12;
-  r.mfu = r.model_tflops_per_gpu * 1e12 / hardware::peak_flops(cl.node, DType::bf16);
+  r.mfu = r.model_tflops_per_gpu * 1e12 / hardware::peak_flops(cl.node, lp.parallel.dtype);
   r.memory = memory_per_gpu(m, l, c, cl.node.gpu_device(0).memory_bytes, o.memory);
   return r;
 }

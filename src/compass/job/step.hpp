@@ -52,7 +52,7 @@ struct StepResult {
   double tokens_per_s_per_gpu = 0;
   double model_tflops_per_gpu = 0;     ///< model FLOPs (recomputation excluded) per second
   double hardware_tflops_per_gpu = 0;  ///< with recomputation
-  double mfu = 0;                      ///< model FLOP/s over the GPU's dense BF16 peak
+  double mfu = 0;                      ///< model FLOP/s over the dense peak of the GEMMs' dtype
   int critical_stage = 0;
   StepBreakdown breakdown;
   MemoryReport memory;
