@@ -10,8 +10,10 @@ True
 """
 
 from ._api import (CompassError, Plan, Sweep, TeExport, backend, export_te, models, op, plan,
-                   plot, presets, profile_dump, profile_load, run, simulate, sweep, topo)
+                   plot, presets, profile_dump, profile_load, run, search, simulate, sweep,
+                   topo)
 
 __all__ = ["CompassError", "Plan", "Sweep", "TeExport", "backend", "export_te", "models", "op",
-           "plan", "plot", "presets", "profile_dump", "profile_load", "run", "simulate", "sweep", "topo"]
+           "plan", "plot", "presets", "profile_dump", "profile_load", "run", "search", "simulate", "sweep",
+           "topo"]
 __version__ = "0.1.0"

@@ -562,3 +562,32 @@ def plot(data: Union[str, dict, "Plan", "Sweep"], out: Optional[str] = None,
             raise CompassError(f"'{out}' exists (force=True overwrites it, like the CLI's --force)")
         fig.savefig(out, dpi=120)
     return fig
+
+
+def search(model: Optional[str] = None, cluster: Optional[str] = None, gpus: Optional[int] = None,
+           global_batch: Optional[int] = None, seq: Optional[int] = None, top: int = 5,
+           **fixed: Any) -> "Any":
+    """Training layouts of a model on a cluster, best first, as a pandas DataFrame: one row per
+    layout and TP overlap setting (``overlap`` is megatron, te-default or compass) with the
+    iteration time, tokens/s/GPU, MFU, the breakdown and the memory peak. ``fixed`` takes the
+    other flags of ``compass search`` (``tp=8``, ``pp=4``, ``recompute="selective"``,
+    ``sp="on"``, ``fp8=True``, ...). The whole JSON result is in ``df.attrs["search"]``.
+
+    >>> import tpcompass
+    >>> df = tpcompass.search(model="llama2-7b", gpus=16, global_batch=64, seq=2048, top=2)
+    >>> len(df), sorted(set(df["overlap"]))
+    (6, ['compass', 'megatron', 'te-default'])
+    """
+    import pandas  # only this function needs it
+
+    j = _json(["search", *_flags(model=model, cluster=cluster, gpus=gpus,
+                                 global_batch=global_batch, seq=seq, top=top, **fixed)])
+    rows = []
+    for rank, cand in enumerate(j["top"], start=1):
+        for overlap in ("megatron", "te-default", "compass"):
+            row = {"rank": rank, "layout": cand["describe"], "overlap": overlap, **cand["layout"]}
+            row.update(_records([cand[overlap]])[0])
+            rows.append(row)
+    df = pandas.DataFrame(rows)
+    df.attrs["search"] = j
+    return df

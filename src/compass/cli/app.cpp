@@ -55,6 +55,7 @@ int run_app(int argc, char** argv) {
   add_doctor_verb(app);
   add_export_verb(app);
   add_plot_verb(app);
+  add_search_verb(app);
 
   // Name an unknown verb ourselves: CLI11 would only say that a subcommand is required.
   if (argc > 1 && argv[1][0] != '-') {

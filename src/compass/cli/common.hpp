@@ -228,5 +228,6 @@ void add_discover_verb(CLI::App& app);
 void add_doctor_verb(CLI::App& app);
 void add_export_verb(CLI::App& app);
 void add_plot_verb(CLI::App& app);
+void add_search_verb(CLI::App& app);
 
 }  // namespace compass::cli

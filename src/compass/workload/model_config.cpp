@@ -41,6 +41,7 @@ std::vector<ModelConfig> builtin_models() {
       make("llama2-70b", 8192, 28672, 64, 8, 80, 32000, true),
       make("llama3-8b", 4096, 14336, 32, 8, 32, 128256, true),
       make("llama3-70b", 8192, 28672, 64, 8, 80, 128256, true),
+      make("llama3-405b", 16384, 53248, 128, 8, 126, 128256, true),
   };
 }
 

@@ -28,7 +28,7 @@ struct ModelConfig {
 };
 
 /// Built-in models: gpt3-2.7b, gpt3-6.7b, gpt3-13b, gpt3-175b, llama2-7b, llama2-13b,
-/// llama2-70b, llama3-8b, llama3-70b.
+/// llama2-70b, llama3-8b, llama3-70b, llama3-405b.
 std::vector<ModelConfig> builtin_models();
 /// A built-in model by name, or a JSON file path; the error lists the known names.
 Result<ModelConfig> resolve_model(const std::string& name_or_path);

@@ -1,0 +1,245 @@
+// compass search --model M --cluster C --gpus N --global-batch B --seq S [--tp/--pp/--vpp/--mbs/
+// --sp/--recompute to fix a dimension] [--top K] [--json]: the training layouts of a model on a
+// cluster that fit in memory, ranked by iteration time, with the breakdown under the three TP
+// overlap settings and the winner as Megatron-LM arguments. With every dimension fixed it
+// prices one layout.
+
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "compass/cli/common.hpp"
+#include "compass/job/search.hpp"
+
+namespace compass::cli {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr plan::Config kConfigs[] = {plan::Config::megatron, plan::Config::te_default,
+                                     plan::Config::compass};
+
+struct SearchOptions {
+  std::string model = "llama2-13b";
+  std::string cluster = "dgx-h100";
+  std::int64_t gpus = 8;
+  int global_batch = 8;
+  std::int64_t seq = 4096;
+  int top = 3;
+  std::optional<int> tp, pp, vpp, mbs;
+  std::string sp = "any";
+  std::string recompute = "any";
+  bool no_dist_opt = false;
+  bool no_dp_overlap = false;
+  bool fp8 = false;
+  bool ignore_memory = false;
+  int max_vpp = 4;
+  std::string te_config = "tp_comm_overlap.yaml";
+  bool force = false;
+  JsonOutput json;
+};
+
+job::SearchRequest request_from(const SearchOptions& o) {
+  job::SearchRequest r;
+  r.gpus = o.gpus;
+  r.global_batch = o.global_batch;
+  r.seq = o.seq;
+  r.tp = o.tp;
+  r.pp = o.pp;
+  r.vpp = o.vpp;
+  r.micro_batch = o.mbs;
+  if (o.sp == "on") r.sequence_parallel = true;
+  else if (o.sp == "off") r.sequence_parallel = false;
+  else if (o.sp != "any")
+    throw UsageError(fmt::format("--sp: expected on, off or any, got '{}'", o.sp));
+  if (o.recompute != "any") {
+    const auto rc = job::parse_recompute(o.recompute);
+    if (!rc)
+      throw UsageError(fmt::format(
+          "--recompute: expected none, selective, full or any, got '{}'", o.recompute));
+    r.recompute = *rc;
+  }
+  r.distributed_optimizer = !o.no_dist_opt;
+  r.dp_overlap = !o.no_dp_overlap;
+  r.fp8 = o.fp8;
+  r.max_vpp = o.max_vpp;
+  r.top = o.top;
+  r.ignore_memory = o.ignore_memory;
+  return r;
+}
+
+nlohmann::ordered_json step_json(const job::StepResult& s) {
+  const job::StageMemory& peak = s.memory.stages[s.memory.peak_stage];
+  return {{"iteration_s", s.iteration_s},
+          {"tokens_per_s_per_gpu", s.tokens_per_s_per_gpu},
+          {"model_tflops_per_gpu", s.model_tflops_per_gpu},
+          {"hardware_tflops_per_gpu", s.hardware_tflops_per_gpu},
+          {"mfu", s.mfu},
+          {"compute_s", s.breakdown.compute_s},
+          {"tp_exposed_s", s.breakdown.tp_exposed_s},
+          {"bubble_s", s.breakdown.bubble_s},
+          {"dp_exposed_s", s.breakdown.dp_exposed_s},
+          {"optimizer_s", s.breakdown.optimizer_s},
+          {"critical_stage", s.critical_stage},
+          {"memory_peak_bytes", s.memory.peak_bytes},
+          {"memory_peak_stage", s.memory.peak_stage},
+          {"memory_fits", s.memory.fits()},
+          {"memory", {{"weights_bytes", peak.weights_bytes},
+                      {"grads_bytes", peak.grads_bytes},
+                      {"optimizer_bytes", peak.optimizer_bytes},
+                      {"activations_bytes", peak.activations_bytes},
+                      {"comm_buffers_bytes", peak.comm_buffers_bytes},
+                      {"allowance_bytes", peak.allowance_bytes}}}};
+}
+
+nlohmann::ordered_json layout_json(const job::Layout& l) {
+  return {{"tp", l.tp},
+          {"pp", l.pp},
+          {"vpp", l.vpp},
+          {"dp", l.dp},
+          {"micro_batch", l.micro_batch},
+          {"global_batch", l.global_batch},
+          {"seq", l.seq},
+          {"sequence_parallel", l.sequence_parallel},
+          {"recompute", std::string(job::to_string(l.recompute))},
+          {"distributed_optimizer", l.distributed_optimizer},
+          {"overlap_grad_reduce", l.overlap_grad_reduce},
+          {"overlap_param_gather", l.overlap_param_gather},
+          {"fp8", l.fp8}};
+}
+
+nlohmann::ordered_json candidate_json(const job::Candidate& c) {
+  nlohmann::ordered_json j;
+  j["layout"] = layout_json(c.layout);
+  j["describe"] = job::describe(c.layout);
+  for (plan::Config cfg : kConfigs) j[std::string(plan::to_string(cfg))] = step_json(c.under(cfg));
+  return j;
+}
+
+std::string args_line(const std::vector<std::string>& args) {
+  std::string s;
+  for (const std::string& a : args) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+void print_human(const job::Searcher& s, const job::SearchRequest& r, const job::SearchResult& res,
+                 const SearchOptions& o) {
+  const job::Cluster& c = s.cluster();
+  fmt::print("search    {} on {} GPUs of {} ({} per node), global batch {}, sequence {}\n",
+             s.model().name, r.gpus, c.name, c.gpus_per_node(), r.global_batch, r.seq);
+  fmt::print("layouts   {} valid, {} fit in {:.1f} GiB per GPU, {} distinct layer plans\n\n",
+             res.enumerated, res.fitting, c.node.gpu_device(0).memory_bytes / kGiB,
+             s.planned_layers());
+  fmt::print("{:<4} {:<34} {:<10} {:>10} {:>9} {:>6} {:>7} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>8}\n",
+             "rank", "layout", "overlap", "iteration", "tok/s/GPU", "MFU", "TFLOP/s", "compute",
+             "TP exp", "bubble", "DP exp", "optim", "mem GiB");
+  int rank = 0;
+  for (const job::Candidate& k : res.top) {
+    ++rank;
+    for (plan::Config cfg : kConfigs) {
+      const job::StepResult& st = k.under(cfg);
+      const job::StepBreakdown& b = st.breakdown;
+      const bool first = cfg == plan::Config::megatron;
+      fmt::print("{:<4} {:<34} {:<10} {:>10} {:>9.0f} {:>5.1f}% {:>7.1f} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>7.1f}{}\n",
+                 first ? std::to_string(rank) : "", first ? job::describe(k.layout) : "",
+                 plan::to_string(cfg), format_seconds(st.iteration_s), st.tokens_per_s_per_gpu,
+                 st.mfu * 100, st.model_tflops_per_gpu, format_seconds(b.compute_s),
+                 format_seconds(b.tp_exposed_s), format_seconds(b.bubble_s),
+                 format_seconds(b.dp_exposed_s), format_seconds(b.optimizer_s),
+                 st.memory.peak_bytes / kGiB, st.memory.fits() ? "" : " (over)");
+    }
+  }
+  fmt::print("\nbest layout under each TP overlap setting\n");
+  for (plan::Config cfg : kConfigs) {
+    const job::Candidate& b = cfg == plan::Config::megatron     ? res.best_megatron
+                              : cfg == plan::Config::te_default ? res.best_te
+                                                                : res.best_compass;
+    fmt::print("  {:<10} {:<34} {}\n", plan::to_string(cfg), job::describe(b.layout),
+               format_seconds(b.under(cfg).iteration_s));
+  }
+  if (res.compass_changes_winner())
+    fmt::print("Compass's TP overlap changes the winning layout.\n");
+  else
+    fmt::print("The same layout wins under all three TP overlap settings.\n");
+  const job::Layout& best = res.best_compass.layout;
+  fmt::print("\nmegatron-lm arguments (Compass's best)\n  {}\n",
+             args_line(job::megatron_args(best, s.model().layers, plan::Config::compass,
+                                          o.te_config)));
+  if (best.tp > 1 && best.sequence_parallel)
+    fmt::print("write {} with: compass export te --profile {} --model {} --tp {} --seq {} --mbs "
+               "{} --out {}\n",
+               o.te_config, c.node.name, s.model().name, best.tp, r.seq, best.micro_batch,
+               o.te_config);
+}
+
+void run(const SearchOptions& o) {
+  o.json.check_writable(o.force);
+  const job::SearchRequest r = request_from(o);
+  workload::ModelConfig model = unwrap(workload::resolve_model(o.model));
+  job::Cluster cluster = unwrap(job::resolve_cluster(o.cluster));
+  job::Searcher s(std::move(cluster), std::move(model));
+  const job::SearchResult res = unwrap(s.search(r));
+  if (o.json.any()) {
+    nlohmann::ordered_json j;
+    j["model"] = s.model().name;
+    j["cluster"] = s.cluster().name;
+    j["gpus"] = r.gpus;
+    j["global_batch"] = r.global_batch;
+    j["seq"] = r.seq;
+    j["enumerated"] = res.enumerated;
+    j["fitting"] = res.fitting;
+    j["top"] = nlohmann::ordered_json::array();
+    for (const job::Candidate& k : res.top) j["top"].push_back(candidate_json(k));
+    j["best"] = {{"megatron", candidate_json(res.best_megatron)},
+                 {"te-default", candidate_json(res.best_te)},
+                 {"compass", candidate_json(res.best_compass)}};
+    j["compass_changes_winner"] = res.compass_changes_winner();
+    j["megatron_args"] = job::megatron_args(res.best_compass.layout, s.model().layers,
+                                            plan::Config::compass, o.te_config);
+    o.json.emit(j, o.force);
+  }
+  if (!o.json.to_stdout()) print_human(s, r, res, o);
+}
+
+}  // namespace
+
+void add_search_verb(CLI::App& app) {
+  auto o = std::make_shared<SearchOptions>();
+  auto* sub = app.add_subcommand(
+      "search", "Search the training layouts of a model on a cluster (TP, PP, DP, micro-batch, "
+                "recomputation) and rank them under three TP overlap settings");
+  sub->add_option("--model", o->model, "Built-in model name or model JSON file")->capture_default_str();
+  sub->add_option("--cluster", o->cluster,
+                  "Built-in cluster (dgx-a100, dgx-h100, a6000x8-2nic, gb200-nvl72), cluster "
+                  "JSON file, or machine profile (one node)")
+      ->capture_default_str();
+  sub->add_option("--gpus", o->gpus, "GPUs in the job")->capture_default_str();
+  sub->add_option("--global-batch", o->global_batch, "Sequences per iteration")->capture_default_str();
+  sub->add_option("--seq", o->seq, "Sequence length")->capture_default_str();
+  sub->add_option("--top", o->top, "Layouts to show")->capture_default_str()->check(CLI::Range(1, 1000));
+  sub->add_option("--tp", o->tp, "Fix the tensor-parallel size");
+  sub->add_option("--pp", o->pp, "Fix the pipeline-parallel size");
+  sub->add_option("--vpp", o->vpp, "Fix the model chunks per pipeline stage (1: plain 1F1B)");
+  sub->add_option("--mbs", o->mbs, "Fix the micro-batch size");
+  sub->add_option("--sp", o->sp, "Sequence parallel: on, off or any")->capture_default_str();
+  sub->add_option("--recompute", o->recompute, "none, selective, full or any")->capture_default_str();
+  sub->add_option("--max-vpp", o->max_vpp, "Largest number of model chunks per stage to try")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  sub->add_flag("--no-dist-opt", o->no_dist_opt, "Without the distributed optimizer");
+  sub->add_flag("--no-dp-overlap", o->no_dp_overlap,
+                "Without --overlap-grad-reduce / --overlap-param-gather");
+  sub->add_flag("--fp8", o->fp8, "FP8 GEMMs (GPUs with an FP8 peak)");
+  sub->add_flag("--ignore-memory", o->ignore_memory,
+                "Keep layouts that do not fit in GPU memory (marked 'over')");
+  sub->add_option("--te-config", o->te_config,
+                  "The TE overlap file named in the printed --tp-comm-overlap-cfg")
+      ->capture_default_str();
+  add_force_flag(sub, o->force, "--json-out");
+  o->json.add_to(sub, "the search result");
+  sub->callback([o] { run(*o); });
+}
+
+}  // namespace compass::cli

@@ -1,0 +1,95 @@
+#include "compass/job/layout.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace compass::job {
+
+std::string_view to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+std::optional<Recompute> parse_recompute(std::string_view s) {
+  if (s == "none") return Recompute::none;
+  if (s == "selective") return Recompute::selective;
+  if (s == "full") return Recompute::full;
+  return std::nullopt;
+}
+
+std::string describe(const Layout& l) {
+  std::string s = fmt::format("tp{} pp{}", l.tp, l.pp);
+  if (l.vpp > 1) s += fmt::format(" vpp{}", l.vpp);
+  s += fmt::format(" dp{} mbs{}", l.dp, l.micro_batch);
+  if (l.sequence_parallel && l.tp > 1) s += " sp";
+  if (l.recompute != Recompute::none) s += fmt::format(" rc-{}", to_string(l.recompute));
+  if (l.fp8) s += " fp8";
+  return s;
+}
+
+Status check(const Layout& l, const workload::ModelConfig& m) {
+  if (l.tp < 1 || l.pp < 1 || l.vpp < 1 || l.dp < 1 || l.micro_batch < 1 || l.global_batch < 1 ||
+      l.seq < 1)
+    return make_error("layout {}: every size must be positive", describe(l));
+  if (l.global_batch % (std::int64_t{l.micro_batch} * l.dp) != 0)
+    return make_error("global batch {} is not a multiple of micro-batch {} x DP {}",
+                      l.global_batch, l.micro_batch, l.dp);
+  if (l.vpp > 1 && l.pp == 1)
+    return make_error("virtual pipeline stages ({}) need more than one pipeline stage", l.vpp);
+  if (l.vpp > 1 && l.microbatches() % l.pp != 0)
+    return make_error("interleaved schedule: {} micro-batches is not a multiple of PP {}",
+                      l.microbatches(), l.pp);
+  if (std::int64_t{l.pp} * l.vpp > m.layers)
+    return make_error("PP {} x virtual stages {} exceeds the {} layers of {}", l.pp, l.vpp,
+                      m.layers, m.name);
+  if (l.vpp > 1 && m.layers % (l.pp * l.vpp) != 0)
+    return make_error("interleaved schedule: PP {} x virtual stages {} does not divide the {} "
+                      "layers of {}", l.pp, l.vpp, m.layers, m.name);
+  if (layers_per_virtual_stage(m.layers, l.pp, l.vpp).empty())
+    return make_error("PP {} cannot split the {} layers of {} (middle stages of ceil(layers / PP) "
+                      "leave the first and last stage none)", l.pp, m.layers, m.name);
+  if (m.heads % l.tp != 0 || m.kv_heads % l.tp != 0 || m.ffn % l.tp != 0)
+    return make_error("TP {} does not divide the heads ({}), KV heads ({}) and FFN ({}) of {}",
+                      l.tp, m.heads, m.kv_heads, m.ffn, m.name);
+  if (l.sequence_parallel && l.tp == 1)
+    return make_error("sequence parallel needs TP > 1");
+  if (l.sequence_parallel && l.seq % l.tp != 0)
+    return make_error("sequence parallel: sequence {} is not a multiple of TP {}", l.seq, l.tp);
+  return Status::success();
+}
+
+std::vector<int> layers_per_virtual_stage(int layers, int pp, int vpp) {
+  const int v = pp * vpp;
+  if (layers % v == 0) return std::vector<int>(v, layers / v);
+  if (vpp != 1 || pp < 2) return {};
+  const int middle = (layers + pp - 1) / pp;
+  const int rest = layers - (pp - 2) * middle;
+  if (rest < 2) return {};
+  std::vector<int> out(pp, middle);
+  out.front() = rest / 2;
+  out.back() = rest - rest / 2;
+  return out;
+}
+
+Placement place(const Layout& l, int gpus_per_node) {
+  Placement p;
+  p.gpus_per_node = gpus_per_node;
+  if (l.tp >= gpus_per_node) {
+    p.dp_per_node = 1;
+  } else {
+    p.dp_per_node = std::min(l.dp, std::max(1, gpus_per_node / l.tp));
+  }
+  p.dp_nodes = (l.dp + p.dp_per_node - 1) / p.dp_per_node;
+  const std::int64_t stage_stride = std::int64_t{l.tp} * l.dp;
+  p.pp_crosses_nodes = l.pp > 1 && stage_stride >= gpus_per_node;
+  p.pp_peer_offset = (l.pp == 1 || p.pp_crosses_nodes) ? 0 : static_cast<int>(stage_stride);
+  return p;
+}
+
+}  // namespace compass::job

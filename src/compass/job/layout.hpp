@@ -1,0 +1,66 @@
+#pragma once
+// A training layout: how a model is split over GPUs and how a step is run, as Megatron-LM
+// names it, and the ranks' placement on a cluster's nodes.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compass/core/result.hpp"
+#include "compass/workload/model_config.hpp"
+
+namespace compass::job {
+
+enum class Recompute { none, selective, full };
+std::string_view to_string(Recompute r);
+std::optional<Recompute> parse_recompute(std::string_view s);
+
+struct Layout {
+  int tp = 1;                  ///< tensor parallel
+  int pp = 1;                  ///< pipeline stages
+  int vpp = 1;                 ///< model chunks per stage (interleaved 1F1B when > 1)
+  int dp = 1;                  ///< data parallel
+  int micro_batch = 1;
+  int global_batch = 1;        ///< sequences per iteration
+  std::int64_t seq = 2048;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::none;
+  bool distributed_optimizer = true;
+  bool overlap_grad_reduce = true;   ///< DP reduce-scatter / all-reduce under the backward
+  bool overlap_param_gather = true;  ///< distributed optimizer's all-gather under the forward
+  bool fp8 = false;                  ///< FP8 GEMMs (needs an FP8 peak on the GPU)
+  bool operator==(const Layout&) const = default;
+
+  std::int64_t gpus() const { return std::int64_t{tp} * pp * dp; }
+  /// Micro-batches per pipeline per iteration: global / (micro × dp).
+  int microbatches() const { return global_batch / (micro_batch * dp); }
+};
+
+/// "tp8 pp4 vpp2 dp16 mbs1 sp sel" style one-word-per-knob summary.
+std::string describe(const Layout& l);
+
+/// Checks the layout on its own and against the model: positive sizes, global batch a
+/// multiple of micro-batch x dp, vpp > 1 only with pp > 1, micro-batches a multiple of pp and
+/// layers a multiple of pp x vpp, a layer split layers_per_virtual_stage can make, heads, kv heads and FFN divisible by tp, SP only with tp > 1.
+Status check(const Layout& l, const workload::ModelConfig& m);
+
+/// Layers of each virtual stage (chunk c of stage s is entry c * pp + s). Even when pp x vpp
+/// divides the layers; else (vpp 1 only) as Megatron-LM's --decoder-first/last-pipeline-num-layers
+/// allow: the middle stages take ceil(layers / pp) each and the first and last stage split the
+/// rest (the first the smaller half). Empty when that leaves the first or last stage no layer.
+std::vector<int> layers_per_virtual_stage(int layers, int pp, int vpp);
+
+/// Where ranks sit: rank = tp_rank + tp * (dp_rank + dp * pp_rank) (Megatron-LM's default
+/// order), consecutive ranks fill a node.
+struct Placement {
+  int gpus_per_node = 8;
+  int dp_per_node = 1;         ///< members of one DP group inside one node
+  int dp_nodes = 1;            ///< nodes one DP group spans
+  bool pp_crosses_nodes = false;  ///< adjacent stages sit on different nodes
+  int pp_peer_offset = 0;      ///< within a node: GPU distance between adjacent stages (0: none)
+};
+Placement place(const Layout& l, int gpus_per_node);
+
+}  // namespace compass::job

@@ -1,0 +1,239 @@
+#include "compass/job/search.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace compass::job {
+
+namespace {
+
+constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
+constexpr int kMaxGlobalBatch = 1 << 24;
+constexpr std::int64_t kMaxSeq = std::int64_t{1} << 22;
+constexpr int kMaxLayers = 100000;
+/// Layouts whose pipeline has more passes than this are left out (too many micro-batches to
+/// follow one by one within the search's time).
+constexpr long kMaxPipelineTasks = 2'000'000;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+constexpr plan::Config kConfigs[] = {plan::Config::megatron, plan::Config::te_default,
+                                     plan::Config::compass};
+
+template <typename T>
+std::vector<T> fixed_or(const std::optional<T>& fixed, std::vector<T> all) {
+  if (fixed) return {*fixed};
+  return all;
+}
+
+bool better(const StepResult& a, const Layout& la, const StepResult& b, const Layout& lb) {
+  if (a.iteration_s != b.iteration_s) return a.iteration_s < b.iteration_s;
+  return describe(la) < describe(lb);
+}
+
+}  // namespace
+
+Searcher::Searcher(Cluster cluster, workload::ModelConfig model, StepOptions options)
+    : cluster_(std::move(cluster)),
+      model_(std::move(model)),
+      options_(options),
+      comm_(std::make_unique<JobComm>(cluster_)) {}
+
+Result<const plan::LayerPlan*> Searcher::layer_plan(const Layout& l) {
+  const auto key = std::make_tuple(l.tp, l.micro_batch, l.sequence_parallel && l.tp > 1, l.fp8);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    COMPASS_ASSIGN(plan::LayerPlan lp, plan_for(cluster_, model_, l));
+    it = plans_.emplace(key, std::move(lp)).first;
+  }
+  return &it->second;
+}
+
+Result<Candidate> Searcher::price(const Layout& l) {
+  COMPASS_TRY(check(l, model_));
+  COMPASS_ASSIGN(const plan::LayerPlan* lp, layer_plan(l));
+  Candidate c;
+  c.layout = l;
+  COMPASS_ASSIGN(c.megatron, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::megatron, options_));
+  COMPASS_ASSIGN(c.te, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::te_default, options_));
+  COMPASS_ASSIGN(c.compass, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::compass, options_));
+  return c;
+}
+
+Result<SearchResult> Searcher::search(const SearchRequest& r) {
+  COMPASS_TRY(workload::validate(model_));
+  if (model_.layers > kMaxLayers)
+    return make_error("{} has {} layers; the search handles at most {}", model_.name, model_.layers,
+                      kMaxLayers);
+  if (r.gpus < 1 || r.gpus > kMaxGpus)
+    return make_error("--gpus {} is out of range (1..{})", r.gpus, kMaxGpus);
+  if (r.global_batch < 1 || r.global_batch > kMaxGlobalBatch)
+    return make_error("global batch {} is out of range (1..{})", r.global_batch, kMaxGlobalBatch);
+  if (r.seq < 1 || r.seq > kMaxSeq)
+    return make_error("sequence length {} is out of range (1..{})", r.seq, kMaxSeq);
+  const int g = cluster_.gpus_per_node();
+  if (r.gpus > g && r.gpus % g != 0)
+    return make_error("{} GPUs do not fill whole nodes of {} ({} GPUs per node)", r.gpus,
+                      cluster_.name, g);
+  if (cluster_.max_nodes > 0 && r.gpus > std::int64_t{cluster_.max_nodes} * g)
+    return make_error("{} GPUs asked for; cluster {} has {}", r.gpus, cluster_.name,
+                      std::int64_t{cluster_.max_nodes} * g);
+  if (r.fp8) COMPASS_TRY(hardware::check_peak_flops(cluster_.node, DType::fp8));
+
+  std::vector<int> tps;
+  for (int t = 1; t <= std::min<std::int64_t>(g, r.gpus); t *= 2) tps.push_back(t);
+  tps = fixed_or(r.tp, tps);
+  const int max_tp = tps.empty() ? 1 : *std::max_element(tps.begin(), tps.end());
+  std::vector<int> vpps;
+  for (int v = 1; v <= std::max(1, r.max_vpp); ++v) vpps.push_back(v);
+  vpps = fixed_or(r.vpp, vpps);
+  const std::vector<int> mbss = fixed_or(r.micro_batch, r.micro_batches);
+  const std::vector<Recompute> rcs =
+      fixed_or(r.recompute, {Recompute::none, Recompute::selective, Recompute::full});
+
+  SearchResult out;
+  bool batch_divides = false;
+  long too_many_tasks = 0;
+  double smallest_need = std::numeric_limits<double>::infinity();
+  std::string smallest_layout;
+  Status first_error = Status::success();
+  std::vector<Candidate> all;
+  for (int tp : tps) {
+    if (tp < 1 || r.gpus % tp != 0) continue;
+    const std::int64_t rest = r.gpus / tp;
+    std::vector<int> pps;
+    for (std::int64_t p = 1; p <= std::min<std::int64_t>(rest, model_.layers); ++p)
+      if (rest % p == 0) pps.push_back(static_cast<int>(p));
+    for (int pp : fixed_or(r.pp, pps)) {
+      if (pp < 1 || rest % pp != 0) continue;
+      const std::int64_t dp64 = rest / pp;
+      if (dp64 > std::numeric_limits<int>::max()) continue;
+      const int dp = static_cast<int>(dp64);
+      for (int mbs : mbss) {
+        if (mbs < 1 || r.global_batch % (std::int64_t{mbs} * dp) != 0) continue;
+        batch_divides = true;
+        for (int vpp : vpps)
+          for (bool sp : fixed_or(r.sequence_parallel, tp > 1 ? std::vector<bool>{true, false}
+                                                                : std::vector<bool>{false}))
+            for (Recompute rc : rcs) {
+              Layout l;
+              l.tp = tp;
+              l.pp = pp;
+              l.vpp = vpp;
+              l.dp = dp;
+              l.micro_batch = mbs;
+              l.global_batch = r.global_batch;
+              l.seq = r.seq;
+              l.sequence_parallel = sp;
+              l.recompute = rc;
+              l.distributed_optimizer = r.distributed_optimizer;
+              l.overlap_grad_reduce = l.overlap_param_gather = r.dp_overlap;
+              l.fp8 = r.fp8;
+              if (Status s = check(l, model_); !s.ok()) {
+                if (first_error.ok()) first_error = s;
+                continue;
+              }
+              ++out.enumerated;
+              if (2L * pp * vpp * l.microbatches() > kMaxPipelineTasks) {
+                ++too_many_tasks;
+                continue;
+              }
+              const double capacity = cluster_.node.gpu_device(0).memory_bytes;
+              double need = std::numeric_limits<double>::infinity();
+              for (plan::Config c : kConfigs)
+                need = std::min(need, memory_per_gpu(model_, l, c, capacity, options_.memory).peak_bytes);
+              if (need < smallest_need) {
+                smallest_need = need;
+                smallest_layout = describe(l);
+              }
+              if (need > capacity && !r.ignore_memory) continue;
+              if (need <= capacity) ++out.fitting;
+              COMPASS_ASSIGN(Candidate cand, price(l));
+              all.push_back(std::move(cand));
+            }
+      }
+    }
+  }
+  if (!batch_divides)
+    return make_error("global batch {} is not a multiple of micro-batch x DP for any layout with "
+                      "TP <= {} on {} GPUs",
+                      r.global_batch, max_tp, r.gpus);
+  if (out.enumerated == 0) {
+    if (!first_error.ok()) return first_error.error();
+    return make_error("no layout of {} fits the constraints on {} GPUs", model_.name, r.gpus);
+  }
+  if (out.enumerated == too_many_tasks)
+    return make_error("every layout has more than {} pipeline passes per iteration (global batch "
+                      "{} over {} GPUs is too many micro-batches to follow)",
+                      kMaxPipelineTasks, r.global_batch, r.gpus);
+  if (all.empty()) {
+    const hardware::DeviceSpec& dev = cluster_.node.gpu_device(0);
+    return make_error("smallest layout needs {:.1f} GiB per GPU ({}), {} has {:.1f} GiB",
+                      smallest_need / kGiB, smallest_layout, dev.name, dev.memory_bytes / kGiB);
+  }
+
+  // Rank under each setting among the layouts that fit under it.
+  auto best_under = [&](plan::Config c) -> const Candidate* {
+    const Candidate* best = nullptr;
+    for (const Candidate& k : all) {
+      const StepResult& s = k.under(c);
+      if (!s.memory.fits() && !r.ignore_memory) continue;
+      if (!best || better(s, k.layout, best->under(c), best->layout)) best = &k;
+    }
+    return best;
+  };
+  const Candidate* bm = best_under(plan::Config::megatron);
+  const Candidate* bt = best_under(plan::Config::te_default);
+  const Candidate* bc = best_under(plan::Config::compass);
+  const Candidate* fallback = bc ? bc : bm ? bm : bt;
+  out.best_megatron = bm ? *bm : *fallback;
+  out.best_te = bt ? *bt : *fallback;
+  out.best_compass = bc ? *bc : *fallback;
+  std::vector<const Candidate*> order;
+  for (const Candidate& k : all)
+    if (k.compass.memory.fits() || r.ignore_memory) order.push_back(&k);
+  std::sort(order.begin(), order.end(), [](const Candidate* a, const Candidate* b) {
+    return better(a->compass, a->layout, b->compass, b->layout);
+  });
+  for (int i = 0; i < std::min<int>(std::max(r.top, 1), static_cast<int>(order.size())); ++i)
+    out.top.push_back(*order[i]);
+  if (out.top.empty()) out.top.push_back(*fallback);
+  return out;
+}
+
+std::vector<std::string> megatron_args(const Layout& l, int layers, plan::Config overlap,
+                                       const std::string& te_config) {
+  std::vector<std::string> a = {
+      fmt::format("--tensor-model-parallel-size {}", l.tp),
+      fmt::format("--pipeline-model-parallel-size {}", l.pp),
+  };
+  if (l.vpp > 1)
+    a.push_back(fmt::format("--num-layers-per-virtual-pipeline-stage {}", layers / (l.pp * l.vpp)));
+  const std::vector<int> split = layers_per_virtual_stage(layers, l.pp, l.vpp);
+  if (l.vpp == 1 && l.pp > 1 && !split.empty() && layers % l.pp != 0) {
+    a.push_back(fmt::format("--decoder-first-pipeline-num-layers {}", split.front()));
+    a.push_back(fmt::format("--decoder-last-pipeline-num-layers {}", split.back()));
+  }
+  a.push_back(fmt::format("--micro-batch-size {}", l.micro_batch));
+  a.push_back(fmt::format("--global-batch-size {}", l.global_batch));
+  a.push_back(fmt::format("--seq-length {}", l.seq));
+  if (l.sequence_parallel && l.tp > 1) a.push_back("--sequence-parallel");
+  if (l.recompute == Recompute::selective) a.push_back("--recompute-activations");
+  if (l.recompute == Recompute::full)
+    a.push_back("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+  if (l.distributed_optimizer) a.push_back("--use-distributed-optimizer");
+  if (l.overlap_grad_reduce && l.dp > 1) a.push_back("--overlap-grad-reduce");
+  if (l.overlap_param_gather && l.distributed_optimizer && l.dp > 1)
+    a.push_back("--overlap-param-gather");
+  if (overlap != plan::Config::megatron && l.tp > 1 && l.sequence_parallel) {
+    a.push_back("--tp-comm-overlap");
+    if (overlap == plan::Config::compass && !te_config.empty())
+      a.push_back("--tp-comm-overlap-cfg " + te_config);
+  }
+  if (l.fp8) a.push_back("--fp8-format hybrid");
+  return a;
+}
+
+}  // namespace compass::job

@@ -1,0 +1,93 @@
+#pragma once
+// The layout search: every TP x PP x virtual stages x DP x micro-batch x recomputation x
+// sequence-parallel layout of a model on a cluster, the ones that fit, ranked by iteration time
+// under each of the three TP overlap settings.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "compass/job/cluster.hpp"
+#include "compass/job/comm.hpp"
+#include "compass/job/step.hpp"
+
+namespace compass::job {
+
+/// What to search. Fixed dimensions (an optional that holds a value) restrict the enumeration;
+/// with all of them fixed the search prices one layout.
+struct SearchRequest {
+  std::int64_t gpus = 8;
+  int global_batch = 8;
+  std::int64_t seq = 2048;
+  std::optional<int> tp, pp, vpp, micro_batch;
+  std::optional<bool> sequence_parallel;
+  std::optional<Recompute> recompute;
+  bool distributed_optimizer = true;
+  bool dp_overlap = true;
+  bool fp8 = false;
+  int max_vpp = 4;
+  std::vector<int> micro_batches = {1, 2, 4, 8};
+  int top = 5;
+  /// Price and rank layouts that do not fit in memory too (their reports say by how much).
+  bool ignore_memory = false;
+};
+
+/// One layout priced under the three TP overlap settings.
+struct Candidate {
+  Layout layout;
+  StepResult megatron, te, compass;
+  const StepResult& under(plan::Config c) const {
+    return c == plan::Config::megatron ? megatron : c == plan::Config::te_default ? te : compass;
+  }
+};
+
+struct SearchResult {
+  long enumerated = 0;          ///< layouts that pass the layout checks
+  long fitting = 0;             ///< of those, the ones that fit in memory
+  std::vector<Candidate> top;   ///< best first under Compass's overlap
+  /// The best layout under each setting (index by plan::Config).
+  Candidate best_megatron, best_te, best_compass;
+  /// Whether Compass's best layout differs from the best under Megatron-LM's or TE's overlap.
+  bool compass_changes_winner() const {
+    return !(best_compass.layout == best_megatron.layout) || !(best_compass.layout == best_te.layout);
+  }
+};
+
+/// Searches one model on one cluster; plans each distinct layer shape once (the cache lives in
+/// the object, not the process).
+class Searcher {
+ public:
+  Searcher(Cluster cluster, workload::ModelConfig model, StepOptions options = {});
+  Searcher(const Searcher&) = delete;  // the communication model points at cluster_
+  Searcher& operator=(const Searcher&) = delete;
+
+  /// Errors name the constraint that fails first: GPU count against the cluster, a global batch
+  /// no layout divides, no layout that fits in memory (with the smallest one's need).
+  Result<SearchResult> search(const SearchRequest& r);
+  /// One layout under the three settings.
+  Result<Candidate> price(const Layout& l);
+
+  const Cluster& cluster() const { return cluster_; }
+  const workload::ModelConfig& model() const { return model_; }
+  /// Distinct layer plans made so far.
+  std::size_t planned_layers() const { return plans_.size(); }
+
+ private:
+  Result<const plan::LayerPlan*> layer_plan(const Layout& l);
+
+  Cluster cluster_;
+  workload::ModelConfig model_;
+  StepOptions options_;
+  std::unique_ptr<JobComm> comm_;
+  std::map<std::tuple<int, int, bool, bool>, plan::LayerPlan> plans_;
+};
+
+/// The Megatron-LM command-line arguments of a layout; `te_config` is the file
+/// `compass export te` writes (left out when empty).
+std::vector<std::string> megatron_args(const Layout& l, int layers, plan::Config overlap,
+                                       const std::string& te_config);
+
+}  // namespace compass::job

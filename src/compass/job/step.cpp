@@ -1,0 +1,228 @@
+#include "compass/job/step.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "compass/hardware/gemm_cost.hpp"
+#include "compass/job/dp_overlap.hpp"
+#include "compass/job/flops.hpp"
+
+namespace compass::job {
+
+using model::Collective;
+
+LayerTimes layer_times(const plan::LayerPlan& lp, plan::Config c) {
+  LayerTimes t;
+  // Without TP there is nothing to overlap: every setting runs the GEMMs as Megatron-LM does.
+  const bool tp = lp.parallel.tp > 1;
+  if (!tp) c = plan::Config::megatron;
+  for (const plan::PlannedOp& op : lp.ops) {
+    const model::Estimate& e = c == plan::Config::megatron ? op.megatron
+                               : c == plan::Config::te_default ? op.te
+                                                               : op.compass();
+    const double exposed = tp ? std::max(0.0, e.total_s - e.compute_s) : 0.0;
+    if (op.layer_op.pass == workload::Pass::forward) {
+      t.forward_s += e.total_s;
+      t.tp_exposed_forward_s += exposed;
+    } else {
+      t.backward_s += e.total_s;
+      t.tp_exposed_backward_s += exposed;
+    }
+  }
+  const plan::OtherWork& w = lp.other;
+  t.forward_s += w.attention_fwd_s + w.elementwise_fwd_s + w.plain_gemm_fwd_s;
+  t.backward_s += w.attention_bwd_s + w.elementwise_bwd_s + w.plain_gemm_bwd_s;
+  t.attention_forward_s = w.attention_fwd_s;
+  return t;
+}
+
+namespace {
+
+// The embedding (first stage) and the LM head with the loss (last stage), per micro-batch.
+struct EdgeTimes {
+  double embed_fwd_s = 0, embed_bwd_s = 0, head_fwd_s = 0, head_bwd_s = 0;
+};
+
+EdgeTimes edge_times(const Cluster& cl, JobComm& comm, const workload::ModelConfig& m,
+                     const Layout& l, const plan::LayerPlan& lp) {
+  const hardware::Profile& node = cl.node;
+  const double bw = node.gpu_device(0).memory_bandwidth_bytes_per_s;
+  const double launch = node.overheads.kernel_launch_s;
+  const double tokens = static_cast<double>(l.seq) * l.micro_batch;
+  const double act_bytes = tokens * static_cast<double>(m.hidden) * 2;
+  const bool sp = l.sequence_parallel && l.tp > 1;
+  EdgeTimes e;
+  // Vocab-parallel lookup writes the full activation, then the TP group sums it (reduce-scatter
+  // with SP, all-reduce without); the backward scatters the gradient into fp32 rows.
+  const double tp_sum =
+      comm.intra_node_s(l.tp, 1, act_bytes, sp ? Collective::reduce_scatter : Collective::all_reduce);
+  const double tp_gather = sp ? comm.intra_node_s(l.tp, 1, act_bytes, Collective::all_gather) : 0;
+  e.embed_fwd_s = 2 * act_bytes / bw + launch + tp_sum;
+  e.embed_bwd_s = act_bytes * 3 / bw + launch + tp_gather;
+  // LM head: its GEMMs from the layer plan (forward 1 of 3), the sequence gathered first with SP;
+  // the loss reads the logits and writes fp32 probabilities, the backward the reverse.
+  const double logits = tokens * static_cast<double>(m.vocab) / l.tp;
+  e.head_fwd_s = lp.lm_head_s / 3 + tp_gather + logits * (2 + 4) / bw + 3 * launch;
+  e.head_bwd_s = lp.lm_head_s * 2 / 3 + (sp ? comm.intra_node_s(l.tp, 1, act_bytes,
+                                                                Collective::reduce_scatter)
+                                            : comm.intra_node_s(l.tp, 1, act_bytes,
+                                                                Collective::all_reduce)) +
+                 logits * (4 + 2) / bw + 3 * launch;
+  return e;
+}
+
+}  // namespace
+
+Result<plan::LayerPlan> plan_for(const Cluster& cluster, const workload::ModelConfig& m,
+                                 const Layout& l) {
+  workload::ParallelConfig pc;
+  pc.tp = l.tp;
+  pc.seq = l.seq;
+  pc.micro_batch = l.micro_batch;
+  pc.sequence_parallel = l.sequence_parallel && l.tp > 1;
+  pc.dtype = DType::bf16;
+  if (l.fp8) {
+    COMPASS_TRY(hardware::check_peak_flops(cluster.node, DType::fp8));
+    pc.dtype = DType::fp8;
+  }
+  if (l.tp > cluster.gpus_per_node())
+    return make_error("TP {} is larger than a node of {} ({} GPUs)", l.tp, cluster.name,
+                      cluster.gpus_per_node());
+  return plan::plan_layer(cluster.node, m, pc);
+}
+
+Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::ModelConfig& m,
+                              const Layout& l, const plan::LayerPlan& lp, plan::Config c,
+                              const StepOptions& o) {
+  COMPASS_TRY(check(l, m));
+  const int g = cl.gpus_per_node();
+  if (l.tp > g) return make_error("TP {} is larger than a node of {} ({} GPUs)", l.tp, cl.name, g);
+  if (cl.max_nodes > 0 && l.gpus() > std::int64_t{cl.max_nodes} * g)
+    return make_error("layout needs {} GPUs; cluster {} has {}", l.gpus(), cl.name,
+                      std::int64_t{cl.max_nodes} * g);
+  if (l.gpus() > g && l.gpus() % g != 0)
+    return make_error("{} GPUs do not fill whole nodes of {}", l.gpus(), g);
+  if (lp.parallel.tp != l.tp || lp.parallel.seq != l.seq ||
+      lp.parallel.micro_batch != l.micro_batch)
+    return make_error("the layer plan is for tp {}, seq {}, micro-batch {}, not the layout's",
+                      lp.parallel.tp, lp.parallel.seq, lp.parallel.micro_batch);
+
+  const Placement pl = place(l, g);
+  const LayerTimes lt = layer_times(lp, c);
+  double recompute_s = 0;
+  if (l.recompute == Recompute::full) recompute_s = lt.forward_s;
+  if (l.recompute == Recompute::selective) recompute_s = lt.attention_forward_s;
+  const EdgeTimes edge = edge_times(cl, comm, m, l, lp);
+
+  StepResult r;
+  r.layout = l;
+  r.overlap = c;
+  const int p = l.pp, v = l.vpp, vs = p * v;
+  const std::vector<int> layers = layers_per_virtual_stage(m.layers, p, v);
+  PipelineSpec& spec = r.pipeline;
+  spec.stages = p;
+  spec.chunks = v;
+  spec.microbatches = l.microbatches();
+  std::vector<double> tp_exposed(vs);
+  for (int u = 0; u < vs; ++u) {
+    double f = layers[u] * lt.forward_s, b = layers[u] * (lt.backward_s + recompute_s);
+    tp_exposed[u] = layers[u] * (lt.tp_exposed_forward_s + lt.tp_exposed_backward_s +
+                                 (l.recompute == Recompute::full ? lt.tp_exposed_forward_s : 0));
+    if (u == 0) f += edge.embed_fwd_s, b += edge.embed_bwd_s;
+    if (u == vs - 1) f += edge.head_fwd_s, b += edge.head_bwd_s;
+    spec.forward_s.push_back(f);
+    spec.backward_s.push_back(b);
+  }
+  const bool sp = l.sequence_parallel && l.tp > 1;
+  const double send_bytes =
+      static_cast<double>(l.seq) * l.micro_batch * static_cast<double>(m.hidden) * 2 / (sp ? l.tp : 1);
+  spec.send_s.assign(vs - 1, comm.p2p_s(pl, send_bytes));
+  COMPASS_ASSIGN(const PipelineTasks tasks, pipeline_tasks(spec));
+  COMPASS_ASSIGN(const Followed fl, follow(tasks.list));
+  r.stage_end_s = fl.resource_end_s;
+
+  // DP: per stage, chunk by chunk, buckets of the chunk's gradients ready during the chunk's
+  // last backward; parameters needed from the chunk's first forward on.
+  const ParamCounts pc = param_counts(m);
+  const double bucket_params = std::max(o.min_bucket_params, 1e6 * l.dp);
+  const Collective reduce = l.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce;
+  std::vector<double> rs_exposed(p, 0), ag_exposed(p, 0), opt_s(p, 0);
+  const double bw = cl.node.gpu_device(0).memory_bandwidth_bytes_per_s;
+  for (int s = 0; s < p; ++s) {
+    std::vector<Bucket> ready, needed;
+    double stage_params = 0;
+    for (int ch = 0; ch < v; ++ch) {
+      const int u = ch * p + s;
+      double params = layers[u] * pc.per_layer;
+      if (u == 0) params += pc.embedding;
+      if (u == vs - 1) params += pc.lm_head;
+      params /= l.tp;
+      stage_params += params;
+      if (l.dp == 1) continue;
+      const int nb = std::max(1, static_cast<int>(std::ceil(params / bucket_params)));
+      const double rs = comm.dp_collective_s(pl, l.tp, params / nb * o.memory.grad_bytes, reduce);
+      const double ag = l.distributed_optimizer
+                            ? comm.dp_collective_s(pl, l.tp, params / nb * o.memory.weight_bytes,
+                                                   Collective::all_gather)
+                            : 0;
+      double last_b_start = 0, last_b_len = 0, first_f_start = -1, first_f_len = 0;
+      for (int t = 0; t < static_cast<int>(tasks.info.size()); ++t) {
+        const PipelineTaskInfo& in = tasks.info[t];
+        if (in.stage != s || in.chunk != ch) continue;
+        if (!in.forward && fl.start_s[t] >= last_b_start) {
+          last_b_start = fl.start_s[t];
+          last_b_len = tasks.list.tasks[t].duration_s;
+        }
+        if (in.forward && (first_f_start < 0 || fl.start_s[t] < first_f_start)) {
+          first_f_start = fl.start_s[t];
+          first_f_len = tasks.list.tasks[t].duration_s;
+        }
+      }
+      for (int k = 0; k < nb; ++k) {
+        ready.push_back({last_b_start + last_b_len * (k + 1) / nb, rs});
+        if (ag > 0) needed.push_back({first_f_start + first_f_len * k / nb, ag});
+      }
+    }
+    std::sort(ready.begin(), ready.end(), [](const Bucket& a, const Bucket& b) { return a.at_s < b.at_s; });
+    std::sort(needed.begin(), needed.end(), [](const Bucket& a, const Bucket& b) { return a.at_s < b.at_s; });
+    if (l.overlap_grad_reduce) {
+      rs_exposed[s] = exposed_reduce_s(ready, fl.resource_end_s[s]);
+    } else {
+      for (const Bucket& b : ready) rs_exposed[s] += b.comm_s;
+    }
+    if (l.overlap_param_gather) {
+      ag_exposed[s] = exposed_gather_s(needed);
+    } else {
+      for (const Bucket& b : needed) ag_exposed[s] += b.comm_s;
+    }
+    const double local = stage_params / (l.distributed_optimizer ? l.dp : 1);
+    opt_s[s] = local * o.optimizer_bytes_per_param / bw + 10 * cl.node.overheads.kernel_launch_s;
+  }
+
+  int crit = 0;
+  for (int s = 1; s < p; ++s)
+    if (fl.resource_end_s[s] + rs_exposed[s] > fl.resource_end_s[crit] + rs_exposed[crit]) crit = s;
+  const double ag = *std::max_element(ag_exposed.begin(), ag_exposed.end());
+  const double opt = *std::max_element(opt_s.begin(), opt_s.end());
+  r.critical_stage = crit;
+  r.iteration_s = fl.resource_end_s[crit] + rs_exposed[crit] + ag + opt;
+  double crit_tp = 0;
+  for (int ch = 0; ch < v; ++ch) crit_tp += tp_exposed[ch * p + crit] * spec.microbatches;
+  r.breakdown.tp_exposed_s = crit_tp;
+  r.breakdown.compute_s = fl.busy_s[crit] - crit_tp;
+  r.breakdown.bubble_s = fl.resource_end_s[crit] - fl.busy_s[crit];
+  r.breakdown.dp_exposed_s = rs_exposed[crit] + ag;
+  r.breakdown.optimizer_s = opt;
+
+  const double tokens = static_cast<double>(l.global_batch) * l.seq;
+  const double gpus = static_cast<double>(l.gpus());
+  r.tokens_per_s_per_gpu = tokens / r.iteration_s / gpus;
+  r.model_tflops_per_gpu = model_flops_per_token(m, l.seq) * r.tokens_per_s_per_gpu / 1e12;
+  r.hardware_tflops_per_gpu =
+      hardware_flops_per_token(m, l.seq, l.recompute) * r.tokens_per_s_per_gpu / 1e12;
+  r.mfu = r.model_tflops_per_gpu * 1e12 / hardware::peak_flops(cl.node, lp.parallel.dtype);
+  r.memory = memory_per_gpu(m, l, c, cl.node.gpu_device(0).memory_bytes, o.memory);
+  return r;
+}
+
+}  // namespace compass::job

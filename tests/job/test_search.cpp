@@ -1,0 +1,128 @@
+// The layout search: enumeration, memory filter, ranking, and the first failing constraint.
+#include <gtest/gtest.h>
+
+#include "compass/job/search.hpp"
+
+namespace compass::job {
+namespace {
+
+Searcher searcher(const std::string& cluster, const std::string& model) {
+  Result<Cluster> c = builtin_cluster(cluster);
+  EXPECT_TRUE(c.ok());
+  Result<workload::ModelConfig> m = workload::resolve_model(model);
+  EXPECT_TRUE(m.ok());
+  return Searcher(*c, *m);
+}
+
+TEST(Search, RanksFittingLayoutsAndPlansEachShapeOnce) {
+  Searcher s = searcher("dgx-h100", "llama2-7b");
+  SearchRequest r;
+  r.gpus = 16;
+  r.global_batch = 64;
+  r.seq = 2048;
+  r.micro_batches = {1, 2};
+  r.top = 4;
+  Result<SearchResult> res = s.search(r);
+  ASSERT_TRUE(res.ok()) << res.error().message;
+  EXPECT_GT(res->fitting, 0);
+  EXPECT_LE(res->fitting, res->enumerated);
+  ASSERT_EQ(res->top.size(), 4u);
+  for (std::size_t i = 1; i < res->top.size(); ++i)
+    EXPECT_LE(res->top[i - 1].compass.iteration_s, res->top[i].compass.iteration_s);
+  for (const Candidate& c : res->top) {
+    EXPECT_EQ(c.layout.gpus(), 16);
+    EXPECT_TRUE(c.compass.memory.fits());
+  }
+  // TP in {1, 2, 4, 8} x micro-batch {1, 2} x SP on/off where TP > 1: at most 14 layer plans.
+  EXPECT_LE(s.planned_layers(), 14u);
+  EXPECT_EQ(res->best_compass.layout, res->top.front().layout);
+}
+
+TEST(Search, FixedDimensionsPriceOneLayout) {
+  Searcher s = searcher("dgx-h100", "llama2-7b");
+  SearchRequest r;
+  r.gpus = 16;
+  r.global_batch = 64;
+  r.seq = 2048;
+  r.tp = 4;
+  r.pp = 2;
+  r.vpp = 2;
+  r.micro_batch = 1;
+  r.sequence_parallel = true;
+  r.recompute = Recompute::selective;
+  Result<SearchResult> res = s.search(r);
+  ASSERT_TRUE(res.ok()) << res.error().message;
+  EXPECT_EQ(res->enumerated, 1);
+  EXPECT_EQ(res->top.front().layout.dp, 2);
+  EXPECT_EQ(res->top.front().layout.vpp, 2);
+}
+
+TEST(Search, NamesTheBatchConstraint) {
+  Searcher s = searcher("dgx-h100", "llama2-7b");
+  SearchRequest r;
+  r.gpus = 16;
+  r.global_batch = 1001;  // odd: no micro-batch x DP divides it but DP 1, which 16 GPUs cannot have
+  r.seq = 2048;
+  r.tp = 8;
+  r.pp = 1;
+  Result<SearchResult> res = s.search(r);
+  ASSERT_FALSE(res.ok());
+  EXPECT_NE(res.error().message.find("global batch 1001 is not a multiple"), std::string::npos)
+      << res.error().message;
+}
+
+TEST(Search, NamesTheMemoryShortfall) {
+  Searcher s = searcher("dgx-h100", "llama3-405b");
+  SearchRequest r;
+  r.gpus = 8;
+  r.global_batch = 8;
+  r.seq = 8192;
+  Result<SearchResult> res = s.search(r);
+  ASSERT_FALSE(res.ok());
+  EXPECT_NE(res.error().message.find("smallest layout needs"), std::string::npos)
+      << res.error().message;
+}
+
+TEST(Search, RefusesHugeInputs) {
+  Searcher s = searcher("dgx-h100", "llama2-7b");
+  SearchRequest r;
+  r.gpus = std::int64_t{1} << 30;
+  EXPECT_FALSE(s.search(r).ok());
+  r.gpus = 12;  // not whole nodes
+  Result<SearchResult> res = s.search(r);
+  ASSERT_FALSE(res.ok());
+  EXPECT_NE(res.error().message.find("whole nodes"), std::string::npos);
+}
+
+TEST(MegatronArgs, NameEveryKnob) {
+  Layout l;
+  l.tp = 8;
+  l.pp = 4;
+  l.vpp = 2;
+  l.dp = 2;
+  l.micro_batch = 1;
+  l.global_batch = 64;
+  l.seq = 4096;
+  l.sequence_parallel = true;
+  l.recompute = Recompute::selective;
+  std::string all;
+  for (const std::string& a : megatron_args(l, 80, plan::Config::compass, "ub.yaml")) all += a + " ";
+  for (const char* want :
+       {"--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
+        "--num-layers-per-virtual-pipeline-stage 10", "--micro-batch-size 1",
+        "--global-batch-size 64", "--sequence-parallel", "--recompute-activations",
+        "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+        "--tp-comm-overlap", "--tp-comm-overlap-cfg ub.yaml"})
+    EXPECT_NE(all.find(want), std::string::npos) << want;
+  // Uneven stages: 126 layers on 16 stages, middle stages 8, first and last 7.
+  l.vpp = 1;
+  l.pp = 16;
+  all.clear();
+  for (const std::string& a : megatron_args(l, 126, plan::Config::megatron, "")) all += a + " ";
+  EXPECT_NE(all.find("--decoder-first-pipeline-num-layers 7"), std::string::npos) << all;
+  EXPECT_NE(all.find("--decoder-last-pipeline-num-layers 7"), std::string::npos) << all;
+  EXPECT_EQ(all.find("--tp-comm-overlap"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace compass::job
