@@ -132,7 +132,7 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
   fmt::print("layouts   {} valid, {} fit in {:.1f} GiB per GPU, {} distinct layer plans\n\n",
              res.enumerated, res.fitting, c.node.gpu_device(0).memory_bytes / kGiB,
              s.planned_layers());
-  fmt::print("{:<4} {:<34} {:<10} {:>10} {:>9} {:>6} {:>7} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>8}\n",
+  fmt::print("{:<4} {:<40} {:<10} {:>10} {:>9} {:>6} {:>7} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>8}\n",
              "rank", "layout", "overlap", "iteration", "tok/s/GPU", "MFU", "TFLOP/s", "compute",
              "TP exp", "bubble", "DP exp", "optim", "mem GiB");
   int rank = 0;
@@ -142,7 +142,7 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
       const job::StepResult& st = k.under(cfg);
       const job::StepBreakdown& b = st.breakdown;
       const bool first = cfg == plan::Config::megatron;
-      fmt::print("{:<4} {:<34} {:<10} {:>10} {:>9.0f} {:>5.1f}% {:>7.1f} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>7.1f}{}\n",
+      fmt::print("{:<4} {:<40} {:<10} {:>10} {:>9.0f} {:>5.1f}% {:>7.1f} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>7.1f}{}\n",
                  first ? std::to_string(rank) : "", first ? job::describe(k.layout) : "",
                  plan::to_string(cfg), format_seconds(st.iteration_s), st.tokens_per_s_per_gpu,
                  st.mfu * 100, st.model_tflops_per_gpu, format_seconds(b.compute_s),
@@ -156,7 +156,7 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
     const job::Candidate& b = cfg == plan::Config::megatron     ? res.best_megatron
                               : cfg == plan::Config::te_default ? res.best_te
                                                                 : res.best_compass;
-    fmt::print("  {:<10} {:<34} {}\n", plan::to_string(cfg), job::describe(b.layout),
+    fmt::print("  {:<10} {:<40} {}\n", plan::to_string(cfg), job::describe(b.layout),
                format_seconds(b.under(cfg).iteration_s));
   }
   if (res.compass_changes_winner())
