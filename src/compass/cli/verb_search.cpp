@@ -219,10 +219,10 @@ void add_search_verb(CLI::App& app) {
   sub->add_option("--global-batch", o->global_batch, "Sequences per iteration")->capture_default_str();
   sub->add_option("--seq", o->seq, "Sequence length")->capture_default_str();
   sub->add_option("--top", o->top, "Layouts to show")->capture_default_str()->check(CLI::Range(1, 1000));
-  sub->add_option("--tp", o->tp, "Fix the tensor-parallel size");
-  sub->add_option("--pp", o->pp, "Fix the pipeline-parallel size");
-  sub->add_option("--vpp", o->vpp, "Fix the model chunks per pipeline stage (1: plain 1F1B)");
-  sub->add_option("--mbs", o->mbs, "Fix the micro-batch size");
+  sub->add_option("--tp", o->tp, "Fix the tensor-parallel size")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--pp", o->pp, "Fix the pipeline-parallel size")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--vpp", o->vpp, "Fix the model chunks per pipeline stage (1: plain 1F1B)")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--mbs", o->mbs, "Fix the micro-batch size")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--sp", o->sp, "Sequence parallel: on, off or any")->capture_default_str();
   sub->add_option("--recompute", o->recompute, "none, selective, full or any")->capture_default_str();
   sub->add_option("--max-vpp", o->max_vpp, "Largest number of model chunks per stage to try")
