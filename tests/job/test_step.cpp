@@ -39,6 +39,15 @@ TEST(Cluster, AMachineProfileIsAOneNodeCluster) {
   EXPECT_EQ(c->gpus_per_node(), 8);
 }
 
+TEST(Cluster, NicCountDefaultsToTheProfilesNics) {
+  // A one-server profile with a NIC per GPU (four NIC nodes) and a cluster file without a count.
+  const hardware::Profile p = hardware::make_multinode_nvswitch(1, 4);
+  Result<Cluster> c = cluster_from_json(
+      std::string(R"({"node": )") + hardware::profile_to_json(p) + "}", "four.json");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->nic.count, 4);
+}
+
 TEST(Cluster, BadFieldsAreNamed) {
   Result<Cluster> c = cluster_from_json(R"({"node": "h100x8", "nic": {"count": 0}})", "x.json");
   ASSERT_FALSE(c.ok());

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -155,6 +156,13 @@ Result<T> field(const nlohmann::json& j, const char* key, T fallback, const std:
   }
 }
 
+// The NICs a machine profile lists (e.g. read by `compass discover` from nvidia-smi topo -m).
+int profile_nics(const hardware::Profile& p) {
+  return static_cast<int>(std::count_if(p.nodes.begin(), p.nodes.end(), [](const hardware::Node& n) {
+    return n.kind == hardware::NodeKind::nic;
+  }));
+}
+
 }  // namespace
 
 double Cluster::nic_bytes_per_s_per_gpu() const {
@@ -214,6 +222,7 @@ Result<Cluster> cluster_from_json(const std::string& text, const std::string& or
     c.description = "one node: " + p.description;
     c.node = std::move(p);
     c.max_nodes = 1;
+    c.nic.count = std::max(1, profile_nics(c.node));
     c.nic.source = "a machine profile: one node, no network";
     return c;
   }
@@ -235,7 +244,8 @@ Result<Cluster> cluster_from_json(const std::string& text, const std::string& or
   if (!nic.is_object() || !net.is_object())
     return make_error("{}: nic and network must be objects", origin);
   const std::string nw = origin + ": nic", tw = origin + ": network";
-  COMPASS_ASSIGN(c.nic.count, field<int>(nic, "count", c.nic.count, nw));
+  // Without a count, the NICs the node's profile lists (one when it lists none).
+  COMPASS_ASSIGN(c.nic.count, field<int>(nic, "count", std::max(1, profile_nics(c.node)), nw));
   COMPASS_ASSIGN(c.nic.gbps, field<double>(nic, "gbps", c.nic.gbps, nw));
   COMPASS_ASSIGN(c.nic.efficiency, field<double>(nic, "efficiency", c.nic.efficiency, nw));
   COMPASS_ASSIGN(double nic_us, field<double>(nic, "latency_us", c.nic.latency_s * 1e6, nw));

@@ -14,7 +14,7 @@ namespace compass::job {
 
 /// The compute NICs of one node.
 struct NicSpec {
-  int count = 1;               ///< compute NICs per node
+  int count = 1;               ///< compute NICs per node (a file without it: the profile's NIC nodes)
   double gbps = 100;           ///< line rate per NIC, Gb/s per direction
   double efficiency = 0.9;     ///< fraction of the line rate collectives reach
   double latency_s = 2e-6;     ///< one message, NIC to NIC through one switch
