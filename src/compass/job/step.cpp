@@ -148,6 +148,16 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
   const Collective reduce = l.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce;
   std::vector<double> rs_exposed(p, 0), ag_exposed(p, 0), opt_s(p, 0);
   const double bw = cl.node.gpu_device(0).memory_bandwidth_bytes_per_s;
+  // Per virtual stage: its last backward (start, length) and its first forward (start, length).
+  std::vector<double> last_b_start(vs, -1), last_b_len(vs, 0), first_f_start(vs, -1), first_f_len(vs, 0);
+  for (int t = 0; t < static_cast<int>(tasks.info.size()); ++t) {
+    const PipelineTaskInfo& in = tasks.info[t];
+    const int u = in.chunk * p + in.stage;
+    const double start = fl.start_s[t], len = tasks.list.tasks[t].duration_s;
+    if (!in.forward && start >= last_b_start[u]) last_b_start[u] = start, last_b_len[u] = len;
+    if (in.forward && (first_f_start[u] < 0 || start < first_f_start[u]))
+      first_f_start[u] = start, first_f_len[u] = len;
+  }
   for (int s = 0; s < p; ++s) {
     std::vector<Bucket> ready, needed;
     double stage_params = 0;
@@ -165,22 +175,9 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
                             ? comm.dp_collective_s(pl, l.tp, params / nb * o.memory.weight_bytes,
                                                    Collective::all_gather)
                             : 0;
-      double last_b_start = 0, last_b_len = 0, first_f_start = -1, first_f_len = 0;
-      for (int t = 0; t < static_cast<int>(tasks.info.size()); ++t) {
-        const PipelineTaskInfo& in = tasks.info[t];
-        if (in.stage != s || in.chunk != ch) continue;
-        if (!in.forward && fl.start_s[t] >= last_b_start) {
-          last_b_start = fl.start_s[t];
-          last_b_len = tasks.list.tasks[t].duration_s;
-        }
-        if (in.forward && (first_f_start < 0 || fl.start_s[t] < first_f_start)) {
-          first_f_start = fl.start_s[t];
-          first_f_len = tasks.list.tasks[t].duration_s;
-        }
-      }
       for (int k = 0; k < nb; ++k) {
-        ready.push_back({last_b_start + last_b_len * (k + 1) / nb, rs});
-        if (ag > 0) needed.push_back({first_f_start + first_f_len * k / nb, ag});
+        ready.push_back({last_b_start[u] + last_b_len[u] * (k + 1) / nb, rs});
+        if (ag > 0) needed.push_back({first_f_start[u] + first_f_len[u] * k / nb, ag});
       }
     }
     std::sort(ready.begin(), ready.end(), [](const Bucket& a, const Bucket& b) { return a.at_s < b.at_s; });
