@@ -148,7 +148,8 @@ TEST_F(StepTest, RecomputationCostsTimeAndSavesMemory) {
   const StepResult rc = price(full, plan::Config::compass);
   EXPECT_GT(rc.iteration_s, none.iteration_s);
   EXPECT_LT(rc.memory.peak_bytes, none.memory.peak_bytes);
-  EXPECT_DOUBLE_EQ(rc.model_tflops_per_gpu * rc.iteration_s, none.model_tflops_per_gpu * none.iteration_s);
+  EXPECT_DOUBLE_EQ(rc.model_tflops_per_gpu * rc.iteration_s,
+                   none.model_tflops_per_gpu * none.iteration_s);
   EXPECT_GT(rc.hardware_tflops_per_gpu, rc.model_tflops_per_gpu);
 }
 
@@ -160,7 +161,8 @@ TEST_F(StepTest, RejectsLayoutsTheClusterCannotRun) {
   Layout other = layout;
   other.micro_batch = 2;
   other.global_batch = 64;
-  Result<StepResult> r = price_step(cluster, comm, small_model(), other, plan, plan::Config::compass);
+  Result<StepResult> r =
+      price_step(cluster, comm, small_model(), other, plan, plan::Config::compass);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("layer plan"), std::string::npos);
 }
