@@ -87,6 +87,45 @@ TEST(JobComm, DpGroupGoesInsideTheNodeFirst) {
   EXPECT_GT(expected, 2 * comm.intra_node_s(4, 2, bytes, model::Collective::reduce_scatter));
 }
 
+TEST(JobComm, PipelineSendsTakeTheLinkTheStagesSitOn) {
+  Result<Cluster> dgx = builtin_cluster("dgx-h100");
+  Result<Cluster> pcie = builtin_cluster("a6000x8-2nic");
+  ASSERT_TRUE(dgx.ok() && pcie.ok());
+  JobComm dgx_comm(*dgx), pcie_comm(*pcie);
+  Layout l;
+  l.tp = 2;
+  l.pp = 2;
+  l.dp = 2;  // stages 4 GPUs apart: inside one node
+  const double bytes = 64e6;
+  const Placement inside = place(l, 8);
+  EXPECT_FALSE(inside.pp_crosses_nodes);
+  EXPECT_DOUBLE_EQ(dgx_comm.p2p_s(inside, bytes), model::transfer_time_s(dgx->node, 0, 4, bytes));
+  l.dp = 4;  // stages 8 GPUs apart: the next node, over the NIC share
+  const Placement across = place(l, 8);
+  EXPECT_TRUE(across.pp_crosses_nodes);
+  EXPECT_DOUBLE_EQ(dgx_comm.p2p_s(across, bytes),
+                   model::transfer_time_s(dgx_comm.rail(), 0, 1, bytes));
+  // Two 100 Gb/s NICs shared by eight GPUs against one 400 Gb/s NIC per GPU: 16x less per GPU.
+  EXPECT_NEAR(pcie_comm.p2p_s(across, bytes) / dgx_comm.p2p_s(across, bytes), 16, 0.1);
+}
+
+TEST(Cluster, Nvl72AllowsTpBeyondEightGpus) {
+  Result<Cluster> nvl = builtin_cluster("gb200-nvl72");
+  Result<Cluster> dgx = builtin_cluster("dgx-h100");
+  ASSERT_TRUE(nvl.ok() && dgx.ok());
+  // 96 heads and 96 KV heads split 16 ways (Llama's 8 KV heads would not).
+  Result<workload::ModelConfig> m = workload::resolve_model("gpt3-175b");
+  ASSERT_TRUE(m.ok());
+  Layout l;
+  l.tp = 16;
+  l.seq = 4096;
+  l.sequence_parallel = true;
+  EXPECT_TRUE(plan_for(*nvl, *m, l).ok());
+  Result<plan::LayerPlan> refused = plan_for(*dgx, *m, l);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("larger than a node"), std::string::npos);
+}
+
 class StepTest : public ::testing::Test {
  protected:
   void SetUp() override {
