@@ -118,9 +118,16 @@ TEST(TopoMatrix, SysInsideOneNumaNodeAndNicRows) {
   EXPECT_EQ(count_kind(p, NodeKind::root_complex), 8);   // SYS everywhere: one each
   EXPECT_EQ(socket_of(p, 0), socket_of(p, 3));
   EXPECT_NE(socket_of(p, 3), socket_of(p, 4));
+  // Both NICs are PHB to GPU6 only: they hang on GPU6's root complex.
+  EXPECT_EQ(count_kind(p, NodeKind::nic), 2);
+  for (const Link& l : p.links)
+    if (l.name == "pcie-nic0" || l.name == "pcie-nic1") {
+      EXPECT_EQ(p.nodes[l.a].kind, NodeKind::nic);
+      EXPECT_EQ(p.nodes[l.b].name, pcie_parent(p, 6));
+    }
   const auto& notes = p.notes;
   EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
-    return n.find("2 NIC columns (NIC0, NIC1) read but not modelled") != std::string::npos;
+    return n.find("nic1 (NIC1) at ") != std::string::npos && n.find("PHB") != std::string::npos;
   }));
 }
 

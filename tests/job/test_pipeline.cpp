@@ -59,6 +59,14 @@ TEST(Pipeline, InterleavingShrinksTheBubbleByTheChunkCount) {
   EXPECT_DOUBLE_EQ(makespan(uniform(2, 1, 2, 2, 2)), 12.0);
 }
 
+TEST(Pipeline, InterleavedBubbleMatchesTheClosedFormOnEqualChunks) {
+  // Narayanan et al.: the interleaved bubble is (p - 1) (f + b) / v of a stage's per-micro-batch
+  // work. p = 4, v = 2, m = 8, every chunk f = 1, b = 2 (a stage: 6 per micro-batch):
+  // 8 * 6 + 3 * 6 / 2 = 57; plain 1F1B on the same stages: (8 + 3) * 6 = 66.
+  EXPECT_DOUBLE_EQ(makespan(uniform(4, 2, 8, 1, 2)), 57.0);
+  EXPECT_DOUBLE_EQ(makespan(uniform(4, 1, 8, 2, 4)), 66.0);
+}
+
 TEST(Pipeline, RejectsBadShapes) {
   EXPECT_FALSE(pipeline_tasks(uniform(2, 2, 3, 1, 1)).ok());  // 3 micro-batches, 2 stages
   PipelineSpec s = uniform(2, 1, 2, 1, 1);

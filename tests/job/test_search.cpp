@@ -106,7 +106,8 @@ TEST(MegatronArgs, NameEveryKnob) {
   l.sequence_parallel = true;
   l.recompute = Recompute::selective;
   std::string all;
-  for (const std::string& a : megatron_args(l, 80, plan::Config::compass, "ub.yaml")) all += a + " ";
+  for (const std::string& a : megatron_args(l, 80, plan::Config::compass, "ub.yaml"))
+    all += a + " ";
   for (const char* want :
        {"--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
         "--num-layers-per-virtual-pipeline-stage 10", "--micro-batch-size 1",

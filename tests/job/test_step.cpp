@@ -39,6 +39,15 @@ TEST(Cluster, AMachineProfileIsAOneNodeCluster) {
   EXPECT_EQ(c->gpus_per_node(), 8);
 }
 
+TEST(Cluster, NicCountDefaultsToTheProfilesNics) {
+  // A one-server profile with a NIC per GPU (four NIC nodes) and a cluster file without a count.
+  const hardware::Profile p = hardware::make_multinode_nvswitch(1, 4);
+  Result<Cluster> c = cluster_from_json(
+      std::string(R"({"node": )") + hardware::profile_to_json(p) + "}", "four.json");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->nic.count, 4);
+}
+
 TEST(Cluster, BadFieldsAreNamed) {
   Result<Cluster> c = cluster_from_json(R"({"node": "h100x8", "nic": {"count": 0}})", "x.json");
   ASSERT_FALSE(c.ok());
@@ -76,6 +85,45 @@ TEST(JobComm, DpGroupGoesInsideTheNodeFirst) {
   EXPECT_DOUBLE_EQ(comm.dp_collective_s(pl, 2, bytes, model::Collective::reduce_scatter), expected);
   // The NIC share is the bottleneck: the hierarchical collective is slower than the node part.
   EXPECT_GT(expected, 2 * comm.intra_node_s(4, 2, bytes, model::Collective::reduce_scatter));
+}
+
+TEST(JobComm, PipelineSendsTakeTheLinkTheStagesSitOn) {
+  Result<Cluster> dgx = builtin_cluster("dgx-h100");
+  Result<Cluster> pcie = builtin_cluster("a6000x8-2nic");
+  ASSERT_TRUE(dgx.ok() && pcie.ok());
+  JobComm dgx_comm(*dgx), pcie_comm(*pcie);
+  Layout l;
+  l.tp = 2;
+  l.pp = 2;
+  l.dp = 2;  // stages 4 GPUs apart: inside one node
+  const double bytes = 64e6;
+  const Placement inside = place(l, 8);
+  EXPECT_FALSE(inside.pp_crosses_nodes);
+  EXPECT_DOUBLE_EQ(dgx_comm.p2p_s(inside, bytes), model::transfer_time_s(dgx->node, 0, 4, bytes));
+  l.dp = 4;  // stages 8 GPUs apart: the next node, over the NIC share
+  const Placement across = place(l, 8);
+  EXPECT_TRUE(across.pp_crosses_nodes);
+  EXPECT_DOUBLE_EQ(dgx_comm.p2p_s(across, bytes),
+                   model::transfer_time_s(dgx_comm.rail(), 0, 1, bytes));
+  // Two 100 Gb/s NICs shared by eight GPUs against one 400 Gb/s NIC per GPU: 16x less per GPU.
+  EXPECT_NEAR(pcie_comm.p2p_s(across, bytes) / dgx_comm.p2p_s(across, bytes), 16, 0.1);
+}
+
+TEST(Cluster, Nvl72AllowsTpBeyondEightGpus) {
+  Result<Cluster> nvl = builtin_cluster("gb200-nvl72");
+  Result<Cluster> dgx = builtin_cluster("dgx-h100");
+  ASSERT_TRUE(nvl.ok() && dgx.ok());
+  // 96 heads and 96 KV heads split 16 ways (Llama's 8 KV heads would not).
+  Result<workload::ModelConfig> m = workload::resolve_model("gpt3-175b");
+  ASSERT_TRUE(m.ok());
+  Layout l;
+  l.tp = 16;
+  l.seq = 4096;
+  l.sequence_parallel = true;
+  EXPECT_TRUE(plan_for(*nvl, *m, l).ok());
+  Result<plan::LayerPlan> refused = plan_for(*dgx, *m, l);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("larger than a node"), std::string::npos);
 }
 
 class StepTest : public ::testing::Test {
@@ -139,7 +187,8 @@ TEST_F(StepTest, RecomputationCostsTimeAndSavesMemory) {
   const StepResult rc = price(full, plan::Config::compass);
   EXPECT_GT(rc.iteration_s, none.iteration_s);
   EXPECT_LT(rc.memory.peak_bytes, none.memory.peak_bytes);
-  EXPECT_DOUBLE_EQ(rc.model_tflops_per_gpu * rc.iteration_s, none.model_tflops_per_gpu * none.iteration_s);
+  EXPECT_DOUBLE_EQ(rc.model_tflops_per_gpu * rc.iteration_s,
+                   none.model_tflops_per_gpu * none.iteration_s);
   EXPECT_GT(rc.hardware_tflops_per_gpu, rc.model_tflops_per_gpu);
 }
 
@@ -151,7 +200,8 @@ TEST_F(StepTest, RejectsLayoutsTheClusterCannotRun) {
   Layout other = layout;
   other.micro_batch = 2;
   other.global_batch = 64;
-  Result<StepResult> r = price_step(cluster, comm, small_model(), other, plan, plan::Config::compass);
+  Result<StepResult> r =
+      price_step(cluster, comm, small_model(), other, plan, plan::Config::compass);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("layer plan"), std::string::npos);
 }

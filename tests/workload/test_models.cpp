@@ -11,7 +11,7 @@ namespace {
 
 TEST(Models, BuiltinsAreValidAndNamedUniquely) {
   const auto models = builtin_models();
-  ASSERT_EQ(models.size(), 9u);
+  ASSERT_EQ(models.size(), 10u);
   for (std::size_t i = 0; i < models.size(); ++i) {
     EXPECT_TRUE(validate(models[i]).ok()) << models[i].name;
     for (std::size_t j = i + 1; j < models.size(); ++j) EXPECT_NE(models[i].name, models[j].name);
@@ -29,6 +29,16 @@ TEST(Models, PublishedValues) {
   EXPECT_FALSE(g.swiglu);
   EXPECT_EQ(g.qkv_out(), 3 * 12288);
   EXPECT_EQ(g.fc1_out(), 49152);
+
+  // Llama 3.1 405B's published config.json.
+  const ModelConfig big = *resolve_model("llama3-405b");
+  EXPECT_EQ(big.hidden, 16384);
+  EXPECT_EQ(big.ffn, 53248);
+  EXPECT_EQ(big.heads, 128);
+  EXPECT_EQ(big.kv_heads, 8);
+  EXPECT_EQ(big.layers, 126);
+  EXPECT_EQ(big.vocab, 128256);
+  EXPECT_TRUE(big.swiglu);
 
   const ModelConfig l = *resolve_model("llama2-70b");
   EXPECT_EQ(l.hidden, 8192);

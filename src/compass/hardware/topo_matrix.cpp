@@ -452,9 +452,53 @@ Result<Profile> profile_from_topo(const TopoMatrix& m, const GpuModel& gpu,
                                 "signalling rate)",
                                 fmt::join(pairs, " "), gbs(gpu.nvlink_link_bytes_per_s)));
   }
-  if (!m.nics.empty())
-    notes.push_back(fmt::format("{} NIC column{} ({}) read but not modelled", m.nics.size(),
-                                m.nics.size() == 1 ? "" : "s", fmt::join(m.nics, ", ")));
+  // --- NICs: each hangs where its closest GPU's entry says (PIX: the GPU's switch, PXB: the top
+  // of its switch tree, PHB: its root complex, NODE: its socket, SYS: another socket).
+  std::map<int, int> parent;  // PCIe node -> the node its uplink goes to
+  for (const Link& l : p.links)
+    if (l.kind == LinkKind::pcie && l.name.ends_with("-up")) parent[l.a] = l.b;
+  auto up_to = [&](int node, NodeKind kind) {
+    while (p.nodes[node].kind != kind && parent.count(node)) node = parent[node];
+    return node;
+  };
+  for (std::size_t k = 0; k < m.nics.size(); ++k) {
+    int best = -1;
+    for (int g = 0; g < n; ++g)
+      if (best < 0 || m.nic[g][k].code < m.nic[best][k].code) best = g;
+    if (best < 0) break;
+    const TopoCode code = m.nic[best][k].code;
+    int at = attach[best];
+    std::string where;
+    switch (code) {
+      case TopoCode::pix: where = "PIX: the switch of GPU" + std::to_string(best); break;
+      case TopoCode::pxb:
+        while (parent.count(at) && p.nodes[parent[at]].kind == NodeKind::pcie_switch) at = parent[at];
+        where = "PXB: the switch tree of GPU" + std::to_string(best);
+        break;
+      case TopoCode::phb:
+        at = up_to(at, NodeKind::root_complex);
+        where = "PHB: the root complex of GPU" + std::to_string(best);
+        break;
+      case TopoCode::node:
+        at = up_to(at, NodeKind::cpu_socket);
+        where = "NODE: the socket of GPU" + std::to_string(best);
+        break;
+      default: {
+        at = up_to(at, NodeKind::cpu_socket);
+        for (int sock : socket_nodes)
+          if (sock != at) {
+            at = sock;
+            break;
+          }
+        where = "SYS to every GPU: the other socket";
+      }
+    }
+    const int nic = add_node(fmt::format("nic{}", k), NodeKind::nic);
+    add_link(fmt::format("pcie-nic{}", k), LinkKind::pcie, nic, at, pcie_bw, 1e-6, false,
+             "assumed: the NIC's PCIe link at the GPUs' rate; its line rate is not in the matrix");
+    notes.push_back(fmt::format("nic{} ({}) at {} ({}); line rate not in the matrix", k,
+                                m.nics[k], p.nodes[at].name, where));
+  }
   notes.push_back(options.p2p ? "GPU peer-to-peer access assumed available (the matrix does not say; "
                                 "--no-p2p stages every transfer through host memory)"
                               : "GPU peer-to-peer access off (--no-p2p): transfers staged through "

@@ -1,11 +1,12 @@
 #include "compass/job/cluster.hpp"
 
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "compass/hardware/presets.hpp"
@@ -36,7 +37,11 @@ Cluster dgx_a100() {
   Cluster c = from_preset("a100x8");
   c.name = "dgx-a100";
   c.description = "DGX A100 nodes: 8x A100 SXM4 80GB on NVSwitch, 8x HDR 200 Gb/s compute NICs";
-  c.nic = NicSpec{8, 200, 0.9, 2e-6, true,
+  c.nic = NicSpec{8,
+                  200,
+                  0.9,
+                  2e-6,
+                  true,
                   "DGX A100 User Guide: 8 single-port ConnectX-6 HDR 200 Gb/s for the cluster "
                   "network, one per GPU; efficiency and latency assumed"};
   c.network = fat_tree("assumed: non-blocking rail-optimised fat tree (DGX SuperPOD design)");
@@ -47,7 +52,11 @@ Cluster dgx_h100() {
   Cluster c = from_preset("h100x8");
   c.name = "dgx-h100";
   c.description = "DGX H100 nodes: 8x H100 SXM5 80GB on NVSwitch, 8x NDR 400 Gb/s compute NICs";
-  c.nic = NicSpec{8, 400, 0.9, 2e-6, true,
+  c.nic = NicSpec{8,
+                  400,
+                  0.9,
+                  2e-6,
+                  true,
                   "DGX H100 User Guide: 4 OSFP ports serving 8 single-port ConnectX-7 NDR "
                   "400 Gb/s, one per GPU; efficiency and latency assumed"};
   c.network = fat_tree("assumed: non-blocking rail-optimised fat tree (DGX SuperPOD design)");
@@ -58,7 +67,11 @@ Cluster a6000_box() {
   Cluster c = from_preset("a6000x8");
   c.name = "a6000x8-2nic";
   c.description = "PCIe boxes of the paper's kind: 8x RTX A6000, two 100 Gb/s NICs per node";
-  c.nic = NicSpec{2, 100, 0.9, 2e-6, false,
+  c.nic = NicSpec{2,
+                  100,
+                  0.9,
+                  2e-6,
+                  false,
                   "assumed: two ConnectX-5/6 class 100 Gb/s NICs per PCIe server, shared by the "
                   "GPUs; efficiency and latency assumed"};
   c.network = fat_tree("assumed: non-blocking two-level Ethernet/InfiniBand tree");
@@ -72,8 +85,8 @@ hardware::DeviceSpec gb200_gpu() {
   d.name = "B200 (GB200 NVL72)";
   d.arch = "sm_100";
   d.sm_count = 148;
-  d.peak_flops = {{DType::fp32, 80e12}, {DType::fp16, 2.5e15}, {DType::bf16, 2.5e15},
-                  {DType::fp8, 5e15}};
+  d.peak_flops = {
+      {DType::fp32, 80e12}, {DType::fp16, 2.5e15}, {DType::bf16, 2.5e15}, {DType::fp8, 5e15}};
   d.memory_bandwidth_bytes_per_s = 8e12;
   d.memory_bytes = 186 * kGB;
   d.copy_engines = 4;
@@ -87,8 +100,8 @@ hardware::Profile nvl72_domain() {
   p.devices.push_back(gb200_gpu());
   constexpr int kGpus = 72;
   for (int g = 0; g < kGpus; ++g)
-    p.nodes.push_back(hardware::Node{fmt::format("gpu{}", g), hardware::NodeKind::gpu,
-                                     p.devices[0].name});
+    p.nodes.push_back(
+        hardware::Node{fmt::format("gpu{}", g), hardware::NodeKind::gpu, p.devices[0].name});
   p.nodes.push_back(hardware::Node{"nvswitch", hardware::NodeKind::nvswitch, ""});
   // Effective rate assumed at the same 82% of nominal that h100x8 uses (370 of 450 GB/s).
   const double bw = 900 * kGB * 370.0 / 450.0;
@@ -97,9 +110,10 @@ hardware::Profile nvl72_domain() {
                                      kGpus, bw, bw, 0.75e-6, false,
                                      "NVLink5 900 GB/s per direction per GPU nominal; effective "
                                      "82% assumed as h100x8; latency assumed 0.75 us per hop"});
-  p.notes = {"B200 in GB200 NVL72: 2.5 PFLOP/s dense BF16, 5 FP8, 186 GB HBM3e at 8 TB/s "
-             "(NVIDIA GB200 NVL72 specifications, per GPU = rack / 72)",
-             "the NVLink switch trays are modelled as one non-blocking switch node"};
+  p.notes = {
+      "B200 in GB200 NVL72: 2.5 PFLOP/s dense BF16, 5 FP8, 186 GB HBM3e at 8 TB/s "
+      "(NVIDIA GB200 NVL72 specifications, per GPU = rack / 72)",
+      "the NVLink switch trays are modelled as one non-blocking switch node"};
   Status routed = hardware::compute_missing_routes(p);
   COMPASS_CHECK(routed.ok(), "nvl72: {}", routed.error().message);
   return p;
@@ -110,7 +124,11 @@ Cluster gb200_nvl72() {
   c.node = nvl72_domain();
   c.name = "gb200-nvl72";
   c.description = "GB200 NVL72 racks: 72 B200 GPUs on NVLink5, one 400 Gb/s NIC per GPU";
-  c.nic = NicSpec{72, 400, 0.9, 2e-6, true,
+  c.nic = NicSpec{72,
+                  400,
+                  0.9,
+                  2e-6,
+                  true,
                   "ConnectX-7 400 Gb/s, one per GPU (4 per 4-GPU compute tray, MLPerf GB200 "
                   "NVL72 system descriptions); efficiency and latency assumed"};
   c.network = fat_tree("assumed: non-blocking rail-optimised fat tree between racks");
@@ -153,6 +171,13 @@ Result<T> field(const nlohmann::json& j, const char* key, T fallback, const std:
   } catch (const nlohmann::json::exception&) {
     return make_error("{}: {}: wrong type", where, key);
   }
+}
+
+// The NICs a machine profile lists (e.g. read by `compass discover` from nvidia-smi topo -m).
+int profile_nics(const hardware::Profile& p) {
+  return static_cast<int>(
+      std::count_if(p.nodes.begin(), p.nodes.end(),
+                    [](const hardware::Node& n) { return n.kind == hardware::NodeKind::nic; }));
 }
 
 }  // namespace
@@ -214,11 +239,13 @@ Result<Cluster> cluster_from_json(const std::string& text, const std::string& or
     c.description = "one node: " + p.description;
     c.node = std::move(p);
     c.max_nodes = 1;
+    c.nic.count = std::max(1, profile_nics(c.node));
     c.nic.source = "a machine profile: one node, no network";
     return c;
   }
   Cluster c;
-  if (!j.contains("node")) return make_error("{}: missing \"node\" (a preset name or a profile)", origin);
+  if (!j.contains("node"))
+    return make_error("{}: missing \"node\" (a preset name or a profile)", origin);
   if (j["node"].is_string()) {
     COMPASS_ASSIGN(c.node, hardware::make_preset(j["node"].get<std::string>()));
   } else if (j["node"].is_object()) {
@@ -235,7 +262,8 @@ Result<Cluster> cluster_from_json(const std::string& text, const std::string& or
   if (!nic.is_object() || !net.is_object())
     return make_error("{}: nic and network must be objects", origin);
   const std::string nw = origin + ": nic", tw = origin + ": network";
-  COMPASS_ASSIGN(c.nic.count, field<int>(nic, "count", c.nic.count, nw));
+  // Without a count, the NICs the node's profile lists (one when it lists none).
+  COMPASS_ASSIGN(c.nic.count, field<int>(nic, "count", std::max(1, profile_nics(c.node)), nw));
   COMPASS_ASSIGN(c.nic.gbps, field<double>(nic, "gbps", c.nic.gbps, nw));
   COMPASS_ASSIGN(c.nic.efficiency, field<double>(nic, "efficiency", c.nic.efficiency, nw));
   COMPASS_ASSIGN(double nic_us, field<double>(nic, "latency_us", c.nic.latency_s * 1e6, nw));
@@ -244,7 +272,8 @@ Result<Cluster> cluster_from_json(const std::string& text, const std::string& or
   COMPASS_ASSIGN(c.nic.source, field<std::string>(nic, "source", "", nw));
   COMPASS_ASSIGN(c.network.oversubscription,
                  field<double>(net, "oversubscription", c.network.oversubscription, tw));
-  COMPASS_ASSIGN(double hop_us, field<double>(net, "hop_latency_us", c.network.hop_latency_s * 1e6, tw));
+  COMPASS_ASSIGN(double hop_us,
+                 field<double>(net, "hop_latency_us", c.network.hop_latency_s * 1e6, tw));
   c.network.hop_latency_s = hop_us * 1e-6;
   COMPASS_ASSIGN(c.network.hops, field<int>(net, "hops", c.network.hops, tw));
   COMPASS_ASSIGN(c.network.source, field<std::string>(net, "source", "", tw));

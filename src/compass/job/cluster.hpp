@@ -14,10 +14,10 @@ namespace compass::job {
 
 /// The compute NICs of one node.
 struct NicSpec {
-  int count = 1;               ///< compute NICs per node
-  double gbps = 100;           ///< line rate per NIC, Gb/s per direction
-  double efficiency = 0.9;     ///< fraction of the line rate collectives reach
-  double latency_s = 2e-6;     ///< one message, NIC to NIC through one switch
+  int count = 1;            ///< compute NICs per node (a file without it: the profile's NIC nodes)
+  double gbps = 100;        ///< line rate per NIC, Gb/s per direction
+  double efficiency = 0.9;  ///< fraction of the line rate collectives reach
+  double latency_s = 2e-6;  ///< one message, NIC to NIC through one switch
   bool rail_optimized = true;  ///< each GPU has its own NIC (false: GPUs share the NICs)
   std::string source;
   bool operator==(const NicSpec&) const = default;
@@ -27,7 +27,7 @@ struct NicSpec {
 struct NetworkSpec {
   double oversubscription = 1;  ///< 1: non-blocking fat tree; k: k:1 at the leaf uplinks
   double hop_latency_s = 0.5e-6;
-  int hops = 3;                 ///< switch hops between two nodes (leaf, spine, leaf)
+  int hops = 3;  ///< switch hops between two nodes (leaf, spine, leaf)
   std::string source;
   bool operator==(const NetworkSpec&) const = default;
 };
@@ -35,8 +35,8 @@ struct NetworkSpec {
 struct Cluster {
   std::string name;
   std::string description;
-  hardware::Profile node;       ///< one node; its GPUs share the node's fast links
-  int max_nodes = 0;            ///< 0: as many nodes as asked for
+  hardware::Profile node;  ///< one node; its GPUs share the node's fast links
+  int max_nodes = 0;       ///< 0: as many nodes as asked for
   NicSpec nic;
   NetworkSpec network;
   std::vector<std::string> notes;

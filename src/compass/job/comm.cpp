@@ -1,9 +1,9 @@
 #include "compass/job/comm.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace compass::job {
 
@@ -23,10 +23,10 @@ hardware::Profile make_rail(const Cluster& c) {
              Node{"network", NodeKind::network, ""}};
   const double bw = c.nic_bytes_per_s_per_gpu();
   const double half_latency = c.inter_node_latency_s() / 2;
-  const std::string src = fmt::format("{} x {} Gb/s per node shared by {} GPUs, {} efficiency, "
-                                      "oversubscription {}",
-                                      c.nic.count, c.nic.gbps, c.gpus_per_node(), c.nic.efficiency,
-                                      c.network.oversubscription);
+  const std::string src = fmt::format(
+      "{} x {} Gb/s per node shared by {} GPUs, {} efficiency, "
+      "oversubscription {}",
+      c.nic.count, c.nic.gbps, c.gpus_per_node(), c.nic.efficiency, c.network.oversubscription);
   p.links = {Link{"nic0", LinkKind::network, 0, 2, bw, bw, half_latency, true, src},
              Link{"nic1", LinkKind::network, 1, 2, bw, bw, half_latency, true, src}};
   p.overheads = c.node.overheads;
@@ -40,8 +40,7 @@ hardware::Profile make_rail(const Cluster& c) {
 JobComm::JobComm(const Cluster& cluster)
     : cluster_(&cluster), rail_(make_rail(cluster)), caches_(std::make_unique<model::Caches>()) {}
 
-double JobComm::intra_node_s(int members, int stride, double total_bytes,
-                             model::Collective kind) {
+double JobComm::intra_node_s(int members, int stride, double total_bytes, model::Collective kind) {
   if (members <= 1 || total_bytes <= 0) return 0;
   std::vector<int> ring(members);
   for (int i = 0; i < members; ++i) ring[i] = i * stride;

@@ -20,7 +20,8 @@ Result<Followed> follow(const TaskList& list) {
     if (seen[t] != 1)
       return make_error("task {} ({}) is listed {} times", t, list.tasks[t].label, seen[t]);
     for (const Dependency& d : list.tasks[t].deps)
-      if (d.task < 0 || d.task >= n) return make_error("task {} depends on task {} of {}", t, d.task, n);
+      if (d.task < 0 || d.task >= n)
+        return make_error("task {} depends on task {} of {}", t, d.task, n);
   }
 
   Followed f;

@@ -19,10 +19,10 @@ struct Dependency {
 };
 
 struct Task {
-  int resource = 0;            ///< a serial resource (a pipeline stage's GPU)
+  int resource = 0;  ///< a serial resource (a pipeline stage's GPU)
   double duration_s = 0;
   std::vector<Dependency> deps;
-  std::string label;           ///< e.g. "F s0 c1 m3" (for reports and replay)
+  std::string label;  ///< e.g. "F s0 c1 m3" (for reports and replay)
   bool operator==(const Task&) const = default;
 };
 
@@ -34,10 +34,10 @@ struct TaskList {
 };
 
 struct Followed {
-  std::vector<double> start_s;        ///< per task
-  std::vector<double> end_s;          ///< per task
-  std::vector<double> resource_end_s; ///< per resource: when its last task ends (0 if none)
-  std::vector<double> busy_s;         ///< per resource: sum of its tasks' durations
+  std::vector<double> start_s;         ///< per task
+  std::vector<double> end_s;           ///< per task
+  std::vector<double> resource_end_s;  ///< per resource: when its last task ends (0 if none)
+  std::vector<double> busy_s;          ///< per resource: sum of its tasks' durations
   double makespan_s = 0;
 };
 

@@ -1,17 +1,20 @@
 #include "compass/job/layout.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
-
-#include <fmt/format.h>
 
 namespace compass::job {
 
 std::string_view to_string(Recompute r) {
   switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
+    case Recompute::none:
+      return "none";
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
   }
   return "?";
 }
@@ -38,8 +41,8 @@ Status check(const Layout& l, const workload::ModelConfig& m) {
       l.seq < 1)
     return make_error("layout {}: every size must be positive", describe(l));
   if (l.global_batch % (std::int64_t{l.micro_batch} * l.dp) != 0)
-    return make_error("global batch {} is not a multiple of micro-batch {} x DP {}",
-                      l.global_batch, l.micro_batch, l.dp);
+    return make_error("global batch {} is not a multiple of micro-batch {} x DP {}", l.global_batch,
+                      l.micro_batch, l.dp);
   if (l.vpp > 1 && l.pp == 1)
     return make_error("virtual pipeline stages ({}) need more than one pipeline stage", l.vpp);
   if (l.vpp > 1 && l.microbatches() % l.pp != 0)
@@ -49,16 +52,19 @@ Status check(const Layout& l, const workload::ModelConfig& m) {
     return make_error("PP {} x virtual stages {} exceeds the {} layers of {}", l.pp, l.vpp,
                       m.layers, m.name);
   if (l.vpp > 1 && m.layers % (l.pp * l.vpp) != 0)
-    return make_error("interleaved schedule: PP {} x virtual stages {} does not divide the {} "
-                      "layers of {}", l.pp, l.vpp, m.layers, m.name);
+    return make_error(
+        "interleaved schedule: PP {} x virtual stages {} does not divide the {} "
+        "layers of {}",
+        l.pp, l.vpp, m.layers, m.name);
   if (layers_per_virtual_stage(m.layers, l.pp, l.vpp).empty())
-    return make_error("PP {} cannot split the {} layers of {} (middle stages of ceil(layers / PP) "
-                      "leave the first and last stage none)", l.pp, m.layers, m.name);
+    return make_error(
+        "PP {} cannot split the {} layers of {} (middle stages of ceil(layers / PP) "
+        "leave the first and last stage none)",
+        l.pp, m.layers, m.name);
   if (m.heads % l.tp != 0 || m.kv_heads % l.tp != 0 || m.ffn % l.tp != 0)
     return make_error("TP {} does not divide the heads ({}), KV heads ({}) and FFN ({}) of {}",
                       l.tp, m.heads, m.kv_heads, m.ffn, m.name);
-  if (l.sequence_parallel && l.tp == 1)
-    return make_error("sequence parallel needs TP > 1");
+  if (l.sequence_parallel && l.tp == 1) return make_error("sequence parallel needs TP > 1");
   if (l.sequence_parallel && l.seq % l.tp != 0)
     return make_error("sequence parallel: sequence {} is not a multiple of TP {}", l.seq, l.tp);
   return Status::success();

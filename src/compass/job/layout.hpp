@@ -18,12 +18,12 @@ std::string_view to_string(Recompute r);
 std::optional<Recompute> parse_recompute(std::string_view s);
 
 struct Layout {
-  int tp = 1;                  ///< tensor parallel
-  int pp = 1;                  ///< pipeline stages
-  int vpp = 1;                 ///< model chunks per stage (interleaved 1F1B when > 1)
-  int dp = 1;                  ///< data parallel
+  int tp = 1;   ///< tensor parallel
+  int pp = 1;   ///< pipeline stages
+  int vpp = 1;  ///< model chunks per stage (interleaved 1F1B when > 1)
+  int dp = 1;   ///< data parallel
   int micro_batch = 1;
-  int global_batch = 1;        ///< sequences per iteration
+  int global_batch = 1;  ///< sequences per iteration
   std::int64_t seq = 2048;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::none;
@@ -43,7 +43,8 @@ std::string describe(const Layout& l);
 
 /// Checks the layout on its own and against the model: positive sizes, global batch a
 /// multiple of micro-batch x dp, vpp > 1 only with pp > 1, micro-batches a multiple of pp and
-/// layers a multiple of pp x vpp, a layer split layers_per_virtual_stage can make, heads, kv heads and FFN divisible by tp, SP only with tp > 1.
+/// layers a multiple of pp x vpp, a layer split layers_per_virtual_stage can make, heads, kv heads
+/// and FFN divisible by tp, SP only with tp > 1.
 Status check(const Layout& l, const workload::ModelConfig& m);
 
 /// Layers of each virtual stage (chunk c of stage s is entry c * pp + s). Even when pp x vpp
@@ -56,10 +57,10 @@ std::vector<int> layers_per_virtual_stage(int layers, int pp, int vpp);
 /// order), consecutive ranks fill a node.
 struct Placement {
   int gpus_per_node = 8;
-  int dp_per_node = 1;         ///< members of one DP group inside one node
-  int dp_nodes = 1;            ///< nodes one DP group spans
+  int dp_per_node = 1;            ///< members of one DP group inside one node
+  int dp_nodes = 1;               ///< nodes one DP group spans
   bool pp_crosses_nodes = false;  ///< adjacent stages sit on different nodes
-  int pp_peer_offset = 0;      ///< within a node: GPU distance between adjacent stages (0: none)
+  int pp_peer_offset = 0;         ///< within a node: GPU distance between adjacent stages (0: none)
 };
 Placement place(const Layout& l, int gpus_per_node);
 

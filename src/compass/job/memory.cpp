@@ -47,7 +47,8 @@ MemoryReport memory_per_gpu(const workload::ModelConfig& m, const Layout& l, pla
   // Full recomputation re-creates one layer's activations during its backward.
   Layout no_rc = l;
   no_rc.recompute = Recompute::none;
-  const double recompute_peak = l.recompute == Recompute::full ? layer_activation_bytes(m, no_rc, o.flash_attention) : 0;
+  const double recompute_peak =
+      l.recompute == Recompute::full ? layer_activation_bytes(m, no_rc, o.flash_attention) : 0;
   MemoryReport r;
   r.capacity_bytes = capacity_bytes;
   for (int st = 0; st < l.pp; ++st) {

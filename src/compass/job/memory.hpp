@@ -14,9 +14,9 @@ namespace compass::job {
 
 /// Parameters of the model's parts (biases left out).
 struct ParamCounts {
-  double per_layer = 0;   ///< QKV, proj, FC1, FC2 weights and the two norms
-  double embedding = 0;   ///< vocab x hidden
-  double lm_head = 0;     ///< vocab x hidden (untied) plus the final norm
+  double per_layer = 0;  ///< QKV, proj, FC1, FC2 weights and the two norms
+  double embedding = 0;  ///< vocab x hidden
+  double lm_head = 0;    ///< vocab x hidden (untied) plus the final norm
   double total(int layers) const { return per_layer * layers + embedding + lm_head; }
 };
 ParamCounts param_counts(const workload::ModelConfig& m);
@@ -27,9 +27,9 @@ ParamCounts param_counts(const workload::ModelConfig& m);
 struct MemoryOptions {
   double weight_bytes = 2;
   double grad_bytes = 4;
-  double optimizer_bytes = 12;        ///< sharded over DP by the distributed optimizer
+  double optimizer_bytes = 12;  ///< sharded over DP by the distributed optimizer
   double fixed_allowance_bytes = 2.0 * (1 << 30);
-  double fragmentation = 0.05;        ///< of everything else
+  double fragmentation = 0.05;  ///< of everything else
   /// FlashAttention (what the step model prices): the s x s attention scores, softmax and its
   /// dropout mask (Korthikanti's 5as/h term) are never stored, with or without recomputation.
   bool flash_attention = true;
@@ -45,8 +45,8 @@ struct StageMemory {
   double allowance_bytes = 0;
   int microbatches_in_flight = 0;  ///< (chunk-)micro-batches whose activations are held
   double total_bytes() const {
-    return weights_bytes + grads_bytes + optimizer_bytes + activations_bytes +
-           comm_buffers_bytes + allowance_bytes;
+    return weights_bytes + grads_bytes + optimizer_bytes + activations_bytes + comm_buffers_bytes +
+           allowance_bytes;
   }
 };
 

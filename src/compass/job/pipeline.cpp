@@ -1,8 +1,8 @@
 #include "compass/job/pipeline.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace compass::job {
 
@@ -29,7 +29,8 @@ std::vector<Pass> stage_order(int s, int p, int v, int m) {
     const int in_group = k % (p * v);
     return Pass{v - 1 - in_group / p, (k / (p * v)) * p + k % p, false};
   };
-  const int warmup = v == 1 ? std::min(p - s - 1, m) : std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  const int warmup =
+      v == 1 ? std::min(p - s - 1, m) : std::min((p - s - 1) * 2 + (v - 1) * p, total);
   std::vector<Pass> out;
   out.reserve(2 * total);
   int f = 0, b = 0;
@@ -47,16 +48,21 @@ std::vector<Pass> stage_order(int s, int p, int v, int m) {
 Result<PipelineTasks> pipeline_tasks(const PipelineSpec& spec) {
   const int p = spec.stages, v = spec.chunks, m = spec.microbatches;
   if (p < 1 || v < 1 || m < 1)
-    return make_error("pipeline: stages {}, chunks {} and micro-batches {} must be positive", p, v, m);
+    return make_error("pipeline: stages {}, chunks {} and micro-batches {} must be positive", p, v,
+                      m);
   constexpr long kMaxTasks = 20'000'000;
   if (2L * p * v * m > kMaxTasks)
-    return make_error("pipeline: {} stages x {} chunks x {} micro-batches is too many tasks", p, v, m);
+    return make_error("pipeline: {} stages x {} chunks x {} micro-batches is too many tasks", p, v,
+                      m);
   if (v > 1 && m % p != 0)
-    return make_error("interleaved pipeline: {} micro-batches is not a multiple of {} stages", m, p);
+    return make_error("interleaved pipeline: {} micro-batches is not a multiple of {} stages", m,
+                      p);
   const int vs = p * v;
-  if (static_cast<int>(spec.forward_s.size()) != vs || static_cast<int>(spec.backward_s.size()) != vs ||
+  if (static_cast<int>(spec.forward_s.size()) != vs ||
+      static_cast<int>(spec.backward_s.size()) != vs ||
       static_cast<int>(spec.send_s.size()) != vs - 1)
-    return make_error("pipeline: expected {} forward and backward times and {} send times", vs, vs - 1);
+    return make_error("pipeline: expected {} forward and backward times and {} send times", vs,
+                      vs - 1);
   for (const auto* times : {&spec.forward_s, &spec.backward_s, &spec.send_s})
     for (double t : *times)
       if (!(t >= 0)) return make_error("pipeline: times must be >= 0");

@@ -14,7 +14,7 @@ namespace compass::job {
 /// on resource `stage`; with chunks == 1 that is plain 1F1B.
 struct PipelineSpec {
   int stages = 1;
-  int chunks = 1;        ///< model chunks per stage (interleaving when > 1)
+  int chunks = 1;  ///< model chunks per stage (interleaving when > 1)
   int microbatches = 1;
   std::vector<double> forward_s;   ///< per virtual stage, one micro-batch
   std::vector<double> backward_s;  ///< per virtual stage (recomputation included)

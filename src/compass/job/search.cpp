@@ -1,10 +1,10 @@
 #include "compass/job/search.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 namespace compass::job {
 
@@ -56,9 +56,12 @@ Result<Candidate> Searcher::price(const Layout& l) {
   COMPASS_ASSIGN(const plan::LayerPlan* lp, layer_plan(l));
   Candidate c;
   c.layout = l;
-  COMPASS_ASSIGN(c.megatron, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::megatron, options_));
-  COMPASS_ASSIGN(c.te, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::te_default, options_));
-  COMPASS_ASSIGN(c.compass, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::compass, options_));
+  COMPASS_ASSIGN(c.megatron,
+                 price_step(cluster_, *comm_, model_, l, *lp, plan::Config::megatron, options_));
+  COMPASS_ASSIGN(c.te,
+                 price_step(cluster_, *comm_, model_, l, *lp, plan::Config::te_default, options_));
+  COMPASS_ASSIGN(c.compass,
+                 price_step(cluster_, *comm_, model_, l, *lp, plan::Config::compass, options_));
   return c;
 }
 
@@ -116,7 +119,7 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
         batch_divides = true;
         for (int vpp : vpps)
           for (bool sp : fixed_or(r.sequence_parallel, tp > 1 ? std::vector<bool>{true, false}
-                                                                : std::vector<bool>{false}))
+                                                              : std::vector<bool>{false}))
             for (Recompute rc : rcs) {
               Layout l;
               l.tp = tp;
@@ -143,7 +146,8 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
               const double capacity = cluster_.node.gpu_device(0).memory_bytes;
               double need = std::numeric_limits<double>::infinity();
               for (plan::Config c : kConfigs)
-                need = std::min(need, memory_per_gpu(model_, l, c, capacity, options_.memory).peak_bytes);
+                need = std::min(need,
+                                memory_per_gpu(model_, l, c, capacity, options_.memory).peak_bytes);
               if (need < smallest_need) {
                 smallest_need = need;
                 smallest_layout = describe(l);
@@ -157,17 +161,19 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
     }
   }
   if (!batch_divides)
-    return make_error("global batch {} is not a multiple of micro-batch x DP for any layout with "
-                      "TP <= {} on {} GPUs",
-                      r.global_batch, max_tp, r.gpus);
+    return make_error(
+        "global batch {} is not a multiple of micro-batch x DP for any layout with "
+        "TP <= {} on {} GPUs",
+        r.global_batch, max_tp, r.gpus);
   if (out.enumerated == 0) {
     if (!first_error.ok()) return first_error.error();
     return make_error("no layout of {} fits the constraints on {} GPUs", model_.name, r.gpus);
   }
   if (out.enumerated == too_many_tasks)
-    return make_error("every layout has more than {} pipeline passes per iteration (global batch "
-                      "{} over {} GPUs is too many micro-batches to follow)",
-                      kMaxPipelineTasks, r.global_batch, r.gpus);
+    return make_error(
+        "every layout has more than {} pipeline passes per iteration (global batch "
+        "{} over {} GPUs is too many micro-batches to follow)",
+        kMaxPipelineTasks, r.global_batch, r.gpus);
   if (all.empty()) {
     const hardware::DeviceSpec& dev = cluster_.node.gpu_device(0);
     return make_error("smallest layout needs {:.1f} GiB per GPU ({}), {} has {:.1f} GiB",

@@ -45,14 +45,15 @@ struct Candidate {
 };
 
 struct SearchResult {
-  long enumerated = 0;          ///< layouts that pass the layout checks
-  long fitting = 0;             ///< of those, the ones that fit in memory
-  std::vector<Candidate> top;   ///< best first under Compass's overlap
+  long enumerated = 0;         ///< layouts that pass the layout checks
+  long fitting = 0;            ///< of those, the ones that fit in memory
+  std::vector<Candidate> top;  ///< best first under Compass's overlap
   /// The best layout under each setting (index by plan::Config).
   Candidate best_megatron, best_te, best_compass;
   /// Whether Compass's best layout differs from the best under Megatron-LM's or TE's overlap.
   bool compass_changes_winner() const {
-    return !(best_compass.layout == best_megatron.layout) || !(best_compass.layout == best_te.layout);
+    return !(best_compass.layout == best_megatron.layout) ||
+           !(best_compass.layout == best_te.layout);
   }
 };
 

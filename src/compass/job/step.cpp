@@ -17,7 +17,7 @@ LayerTimes layer_times(const plan::LayerPlan& lp, plan::Config c) {
   const bool tp = lp.parallel.tp > 1;
   if (!tp) c = plan::Config::megatron;
   for (const plan::PlannedOp& op : lp.ops) {
-    const model::Estimate& e = c == plan::Config::megatron ? op.megatron
+    const model::Estimate& e = c == plan::Config::megatron     ? op.megatron
                                : c == plan::Config::te_default ? op.te
                                                                : op.compass();
     const double exposed = tp ? std::max(0.0, e.total_s - e.compute_s) : 0.0;
@@ -54,8 +54,8 @@ EdgeTimes edge_times(const Cluster& cl, JobComm& comm, const workload::ModelConf
   EdgeTimes e;
   // Vocab-parallel lookup writes the full activation, then the TP group sums it (reduce-scatter
   // with SP, all-reduce without); the backward scatters the gradient into fp32 rows.
-  const double tp_sum =
-      comm.intra_node_s(l.tp, 1, act_bytes, sp ? Collective::reduce_scatter : Collective::all_reduce);
+  const double tp_sum = comm.intra_node_s(l.tp, 1, act_bytes,
+                                          sp ? Collective::reduce_scatter : Collective::all_reduce);
   const double tp_gather = sp ? comm.intra_node_s(l.tp, 1, act_bytes, Collective::all_gather) : 0;
   e.embed_fwd_s = 2 * act_bytes / bw + launch + tp_sum;
   e.embed_bwd_s = act_bytes * 3 / bw + launch + tp_gather;
@@ -63,10 +63,9 @@ EdgeTimes edge_times(const Cluster& cl, JobComm& comm, const workload::ModelConf
   // the loss reads the logits and writes fp32 probabilities, the backward the reverse.
   const double logits = tokens * static_cast<double>(m.vocab) / l.tp;
   e.head_fwd_s = lp.lm_head_s / 3 + tp_gather + logits * (2 + 4) / bw + 3 * launch;
-  e.head_bwd_s = lp.lm_head_s * 2 / 3 + (sp ? comm.intra_node_s(l.tp, 1, act_bytes,
-                                                                Collective::reduce_scatter)
-                                            : comm.intra_node_s(l.tp, 1, act_bytes,
-                                                                Collective::all_reduce)) +
+  e.head_bwd_s = lp.lm_head_s * 2 / 3 +
+                 (sp ? comm.intra_node_s(l.tp, 1, act_bytes, Collective::reduce_scatter)
+                     : comm.intra_node_s(l.tp, 1, act_bytes, Collective::all_reduce)) +
                  logits * (4 + 2) / bw + 3 * launch;
   return e;
 }
@@ -134,8 +133,8 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
     spec.backward_s.push_back(b);
   }
   const bool sp = l.sequence_parallel && l.tp > 1;
-  const double send_bytes =
-      static_cast<double>(l.seq) * l.micro_batch * static_cast<double>(m.hidden) * 2 / (sp ? l.tp : 1);
+  const double send_bytes = static_cast<double>(l.seq) * l.micro_batch *
+                            static_cast<double>(m.hidden) * 2 / (sp ? l.tp : 1);
   spec.send_s.assign(vs - 1, comm.p2p_s(pl, send_bytes));
   COMPASS_ASSIGN(const PipelineTasks tasks, pipeline_tasks(spec));
   COMPASS_ASSIGN(const Followed fl, follow(tasks.list));
@@ -145,9 +144,21 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
   // last backward; parameters needed from the chunk's first forward on.
   const ParamCounts pc = param_counts(m);
   const double bucket_params = std::max(o.min_bucket_params, 1e6 * l.dp);
-  const Collective reduce = l.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce;
+  const Collective reduce =
+      l.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce;
   std::vector<double> rs_exposed(p, 0), ag_exposed(p, 0), opt_s(p, 0);
   const double bw = cl.node.gpu_device(0).memory_bandwidth_bytes_per_s;
+  // Per virtual stage: its last backward (start, length) and its first forward (start, length).
+  std::vector<double> last_b_start(vs, -1), last_b_len(vs, 0), first_f_start(vs, -1),
+      first_f_len(vs, 0);
+  for (int t = 0; t < static_cast<int>(tasks.info.size()); ++t) {
+    const PipelineTaskInfo& in = tasks.info[t];
+    const int u = in.chunk * p + in.stage;
+    const double start = fl.start_s[t], len = tasks.list.tasks[t].duration_s;
+    if (!in.forward && start >= last_b_start[u]) last_b_start[u] = start, last_b_len[u] = len;
+    if (in.forward && (first_f_start[u] < 0 || start < first_f_start[u]))
+      first_f_start[u] = start, first_f_len[u] = len;
+  }
   for (int s = 0; s < p; ++s) {
     std::vector<Bucket> ready, needed;
     double stage_params = 0;
@@ -165,26 +176,15 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
                             ? comm.dp_collective_s(pl, l.tp, params / nb * o.memory.weight_bytes,
                                                    Collective::all_gather)
                             : 0;
-      double last_b_start = 0, last_b_len = 0, first_f_start = -1, first_f_len = 0;
-      for (int t = 0; t < static_cast<int>(tasks.info.size()); ++t) {
-        const PipelineTaskInfo& in = tasks.info[t];
-        if (in.stage != s || in.chunk != ch) continue;
-        if (!in.forward && fl.start_s[t] >= last_b_start) {
-          last_b_start = fl.start_s[t];
-          last_b_len = tasks.list.tasks[t].duration_s;
-        }
-        if (in.forward && (first_f_start < 0 || fl.start_s[t] < first_f_start)) {
-          first_f_start = fl.start_s[t];
-          first_f_len = tasks.list.tasks[t].duration_s;
-        }
-      }
       for (int k = 0; k < nb; ++k) {
-        ready.push_back({last_b_start + last_b_len * (k + 1) / nb, rs});
-        if (ag > 0) needed.push_back({first_f_start + first_f_len * k / nb, ag});
+        ready.push_back({last_b_start[u] + last_b_len[u] * (k + 1) / nb, rs});
+        if (ag > 0) needed.push_back({first_f_start[u] + first_f_len[u] * k / nb, ag});
       }
     }
-    std::sort(ready.begin(), ready.end(), [](const Bucket& a, const Bucket& b) { return a.at_s < b.at_s; });
-    std::sort(needed.begin(), needed.end(), [](const Bucket& a, const Bucket& b) { return a.at_s < b.at_s; });
+    std::sort(ready.begin(), ready.end(),
+              [](const Bucket& a, const Bucket& b) { return a.at_s < b.at_s; });
+    std::sort(needed.begin(), needed.end(),
+              [](const Bucket& a, const Bucket& b) { return a.at_s < b.at_s; });
     if (l.overlap_grad_reduce) {
       rs_exposed[s] = exposed_reduce_s(ready, fl.resource_end_s[s]);
     } else {

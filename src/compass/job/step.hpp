@@ -19,9 +19,9 @@ namespace compass::job {
 struct LayerTimes {
   double forward_s = 0;
   double backward_s = 0;
-  double tp_exposed_forward_s = 0;   ///< TP operators' time beyond their GEMM work
+  double tp_exposed_forward_s = 0;  ///< TP operators' time beyond their GEMM work
   double tp_exposed_backward_s = 0;
-  double attention_forward_s = 0;    ///< the part selective recomputation repeats
+  double attention_forward_s = 0;  ///< the part selective recomputation repeats
 };
 /// The layer's times from a layer plan (TP operators under `c`, plus OtherWork); with TP 1 every
 /// setting is Megatron-LM's and nothing counts as TP exposure.
@@ -38,10 +38,10 @@ struct StepOptions {
 
 /// Where the iteration's time goes, on the stage that ends last.
 struct StepBreakdown {
-  double compute_s = 0;        ///< busy time minus TP exposure
-  double tp_exposed_s = 0;     ///< TP communication not hidden (and overlap overheads)
-  double bubble_s = 0;         ///< idle time in the pipeline schedule (sends included)
-  double dp_exposed_s = 0;     ///< DP collectives not hidden
+  double compute_s = 0;     ///< busy time minus TP exposure
+  double tp_exposed_s = 0;  ///< TP communication not hidden (and overlap overheads)
+  double bubble_s = 0;      ///< idle time in the pipeline schedule (sends included)
+  double dp_exposed_s = 0;  ///< DP collectives not hidden
   double optimizer_s = 0;
 };
 
@@ -56,17 +56,16 @@ struct StepResult {
   int critical_stage = 0;
   StepBreakdown breakdown;
   MemoryReport memory;
-  PipelineSpec pipeline;               ///< the schedule's inputs (replayable)
-  std::vector<double> stage_end_s;     ///< per stage, the pipeline part only
+  PipelineSpec pipeline;            ///< the schedule's inputs (replayable)
+  std::vector<double> stage_end_s;  ///< per stage, the pipeline part only
 };
 
 /// Prices one iteration of `l` with the layer plan `lp` (planned for l.tp, l.seq, l.micro_batch,
 /// SP and dtype) under overlap `c`. The memory report is filled; a layout that does not fit is
 /// still priced (the caller decides). Errors: the layout's own checks (layout.hpp), TP larger
 /// than a node, more GPUs than the cluster has, a plan for another shape.
-Result<StepResult> price_step(const Cluster& cluster, JobComm& comm,
-                              const workload::ModelConfig& m, const Layout& l,
-                              const plan::LayerPlan& lp, plan::Config c,
+Result<StepResult> price_step(const Cluster& cluster, JobComm& comm, const workload::ModelConfig& m,
+                              const Layout& l, const plan::LayerPlan& lp, plan::Config c,
                               const StepOptions& o = {});
 
 /// The layer plan a layout needs (plans with FP8 when l.fp8).
