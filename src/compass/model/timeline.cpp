@@ -1,6 +1,7 @@
 #include "compass/model/timeline.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -9,6 +10,8 @@
 #include "compass/hardware/flows.hpp"
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/task_costs.hpp"
+#include "compass/model/program.hpp"
+#include "compass/schedule/program.hpp"
 
 namespace compass::model {
 
@@ -286,6 +289,59 @@ class Run {
   Timeline out_;
 };
 
+// Whether every task of `s` is started as a fused program's follower charges it: a rank's
+// first GEMM launches its fused kernel, its later GEMMs and its adds wait on a flag, transfers
+// are issued copies.
+bool launched_as_program(const schedule::Schedule& s) {
+  std::vector<char> launched(static_cast<std::size_t>(s.ranks()), 0);
+  for (const schedule::Task& t : s.tasks) {
+    schedule::Launch want = schedule::Launch::copy;
+    if (t.kind == TaskKind::gemm) {
+      char& first = launched[static_cast<std::size_t>(t.resource.rank)];
+      want = first ? schedule::Launch::flag_wait : schedule::Launch::fused_kernel;
+      first = 1;
+    } else if (t.kind == TaskKind::add) {
+      want = schedule::Launch::flag_wait;
+    }
+    if (t.launch != want) return false;
+  }
+  return true;
+}
+
+// A schedule that is one fused program (schedule::program_of), followed as the estimate
+// follows the strategy's program: the same prices (model::detail::price_program), costs
+// (fused_follow_costs) and follower.
+Timeline follow_schedule(const hardware::Profile& p, const schedule::Schedule& s,
+                         const schedule::Program& program, const ModelKnobs& knobs) {
+  detail::FusedProgram pr = detail::price_program(program, p, s.op, s.gpus.front());
+  detail::prepare_program(pr, p, s.gpus, schedule::program_row_bytes(s.op));
+  hardware::sharing::IncrementalMaxmin sharing;
+  detail::FollowedTimes times;
+  const detail::Followed f = detail::follow_program(
+      pr, detail::fused_follow_costs(p, s.ranks(), knobs.overheads, knobs.interference), true,
+      sharing, &times);
+  Timeline out;
+  out.makespan_s = f.end_s;
+  out.start_s.assign(s.tasks.size(), 0.0);
+  out.end_s.assign(s.tasks.size(), 0.0);
+  // The program's steps in task order (schedule::program_of): transfers in list order, items
+  // per rank in list order.
+  std::size_t send = 0;
+  std::vector<std::size_t> item(static_cast<std::size_t>(s.ranks()), 0);
+  for (const schedule::Task& t : s.tasks) {
+    if (t.kind == TaskKind::transfer) {
+      out.start_s[t.id] = times.send_start_s[send];
+      out.end_s[t.id] = times.send_end_s[send++];
+    } else {
+      const std::size_t v = static_cast<std::size_t>(t.resource.rank);
+      const std::size_t at = pr.item_base[v] + item[v]++;
+      out.start_s[t.id] = times.item_start_s[at];
+      out.end_s[t.id] = times.item_end_s[at];
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<Timeline> evaluate_timeline(const hardware::Profile& p, const schedule::Schedule& s,
@@ -299,6 +355,13 @@ Result<Timeline> evaluate_timeline(const hardware::Profile& p, const schedule::S
       return make_error("schedule puts rank {} on GPU {}, but profile '{}' has {} GPUs", r, g,
                         p.name, p.gpu_count());
   }
+  if (schedule::is_fused(s.strategy.kind) && !s.tasks.empty() && launched_as_program(s))
+    if (auto program = schedule::program_of(s); program.ok()) {
+      Timeline t = follow_schedule(p, s, *program, knobs);
+      if (!std::isnan(t.makespan_s)) return t;
+      return make_error("timeline: the schedule can never finish (a transfer over a link with "
+                        "no bandwidth)");
+    }
   COMPASS_ASSIGN(std::vector<Cost> costs, price(p, s, knobs));
   Run run(p, s, knobs, std::move(costs));
   return run.run();
