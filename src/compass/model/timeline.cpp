@@ -4,13 +4,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <map>
-#include <tuple>
 
 #include "compass/hardware/flows.hpp"
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/task_costs.hpp"
 #include "compass/model/program.hpp"
+#include "compass/schedule/prices.hpp"
 #include "compass/schedule/program.hpp"
 
 namespace compass::model {
@@ -37,51 +36,35 @@ struct Cost {
   int rank = 0, src_rank = 0, dst_rank = 0;
 };
 
-// The model's price of every task (the rules of hardware/task_costs.hpp and gemm_cost.hpp).
+// The model's price of every task: schedule::task_prices, the rule the simulator reads too,
+// with the fixed costs switched off without overheads.
 Result<std::vector<Cost>> price(const hardware::Profile& p, const schedule::Schedule& s,
                                 const ModelKnobs& knobs) {
-  const double e = dtype_bytes(s.op.dtype);
-  // Every task's start is the one the schedule names (Task::launch, schedule::launch_cost_s).
-  // A fused kernel's chunks share one GEMM's waves: rows per (rank, n, k).
-  std::map<std::tuple<int, std::int64_t, std::int64_t>, std::int64_t> fused_rows;
-  for (const schedule::Task& t : s.tasks)
-    if (schedule::in_fused_kernel(t)) fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}] += t.dst.rows;
+  COMPASS_ASSIGN(const std::vector<schedule::TaskPrice> prices, schedule::task_prices(p, s));
   const double oh = knobs.overheads ? 1.0 : 0.0;
   std::vector<Cost> out(s.tasks.size());
   for (const schedule::Task& t : s.tasks) {
+    const schedule::TaskPrice& pr = prices[static_cast<std::size_t>(t.id)];
     Cost& c = out[static_cast<std::size_t>(t.id)];
     c.rank = t.resource.rank;
     c.copy_engine = t.resource.kind == ResourceKind::copy_engine;
-    const int gpu = s.gpus[static_cast<std::size_t>(c.rank)];
+    c.fixed_s = oh * pr.fixed_s;
     if (t.kind == TaskKind::gemm) {
       c.work = Work::gemm;
-      const std::int64_t m = t.dst.rows, n = t.dst.cols, k = t.src.cols;
-      c.gemm_s = schedule::in_fused_kernel(t)
-                     ? hardware::fused_chunk_compute_s(p, m, fused_rows[{c.rank, n, k}], n, k,
-                                                       s.op.dtype, gpu)
-                     : hardware::gemm_compute_s(p, m, n, k, s.op.dtype, gpu);
-      // One launch per kernel; a fused kernel launches once and waits on a flag per later chunk.
-      c.fixed_s = oh * schedule::launch_cost_s(p, t.launch);
+      c.gemm_s = pr.gemm_s;
       continue;
     }
     c.src_rank = s.owner(t.src);
     c.dst_rank = s.owner(t.dst);
-    const int src_gpu = s.gpus[static_cast<std::size_t>(c.src_rank)];
-    const int dst_gpu = s.gpus[static_cast<std::size_t>(c.dst_rank)];
-    const double bytes = static_cast<double>(t.src.elements()) * e;
-    if (t.kind == TaskKind::transfer && src_gpu != dst_gpu) {
+    if (pr.crosses) {
       c.work = Work::flow;
-      c.bytes = bytes;
-      c.latency_s = p.route_latency_s(src_gpu, dst_gpu);
-      c.fixed_s = oh * schedule::launch_cost_s(p, t.launch);
+      c.bytes = static_cast<double>(pr.bytes);
+      c.latency_s = p.route_latency_s(s.gpus[static_cast<std::size_t>(c.src_rank)],
+                                      s.gpus[static_cast<std::size_t>(c.dst_rank)]);
       continue;
     }
     c.work = Work::local;
-    // Reductions run inside the collective or the fused kernel (a flag wait in the latter);
-    // copies and same-GPU transfers are issued on their own.
-    c.fixed_s = oh * schedule::launch_cost_s(p, t.launch);
-    c.local_s = t.kind == TaskKind::add ? hardware::add_s(p, gpu, bytes)
-                                        : hardware::copy_s(p, gpu, bytes);
+    c.local_s = pr.local_s;
   }
   return out;
 }
