@@ -40,6 +40,15 @@ class RingLanes {
   }
   int lanes() const { return lanes_; }
   std::int64_t rows(int h) const { return rows_[h]; }
+  // Lane h's rows of a block of `len` rows (the double ring's halves, generate.cpp half_rows).
+  std::int64_t rows_of(int h, std::int64_t len) const {
+    if (lanes_ == 1) return len;
+    return h == 0 ? ceil_div(len, 2) : len - ceil_div(len, 2);
+  }
+  // The rank `back` places before q on ring h.
+  int before(int h, int q, int back) const {
+    return rank_at_[h][((pos_[h][q] - back) % p_ + p_) % p_];
+  }
   // The rank after and before q on ring h.
   int next(int h, int q) const { return rank_at_[h][(pos_[h][q] + 1) % p_]; }
   int prev(int h, int q) const { return rank_at_[h][(pos_[h][q] + p_ - 1) % p_]; }
@@ -124,12 +133,13 @@ Program ag_all2all(const workload::OperatorSpec& op, const CommPlan& plan) {
 // copy engine.
 Program rs_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool double_ring) {
   const int p = op.tp;
-  const std::int64_t chunk_rows = workload::max_row_share(op);
-  const RingLanes ring(plan, p, double_ring, chunk_rows);
+  const RingLanes ring(plan, p, double_ring, workload::max_row_share(op));
   const int lanes = ring.lanes();
   const bool ar = op.kind == OpKind::gemm_ar && p > 1;
   const int steps = p - 1;
   const int ag_base = steps * lanes * p;  // the all-gather's first transfer
+  // Lane h's rows of chunk j (chunks are unequal when p does not divide M, gemm_ar only).
+  auto rows = [&](int h, int j) { return ring.rows_of(h, workload::row_share(op, j).len); };
   Program pr;
   pr.items.resize(p);
   pr.sends.resize(static_cast<std::size_t>((ar ? 2 : 1) * ag_base));
@@ -137,18 +147,19 @@ Program rs_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool dou
     std::vector<Item>& items = pr.items[q];
     for (int k = 0; k < p; ++k) {
       const bool last = k + 1 == p;
-      if (last) items.push_back({false, chunk_rows, -1});
+      if (last) items.push_back({false, workload::row_share(op, q).len, -1});
       for (int h = 0; h < lanes; ++h) {
-        if (!last) items.push_back({false, ring.rows(h), -1});
-        if (k >= 1) items.push_back({true, ring.rows(h), ring.id(0, k - 1, h, ring.prev(h, q))});
+        const int j = ring.before(h, q, k + 1);  // the chunk q computes at step k
+        if (!last) items.push_back({false, rows(h, j), -1});
+        if (k >= 1) items.push_back({true, rows(h, j), ring.id(0, k - 1, h, ring.prev(h, q))});
         const int ready = static_cast<int>(items.size()) - 1;
         if (!last) {
           pr.sends[ring.id(0, k, h, q)] = {q, ring.next(h, q), ring.after(0, k, h, q, -1, 0),
-                                           ready, -1, ring.rows(h)};
+                                           ready, -1, rows(h, j)};
         } else if (ar) {
           pr.sends[ring.id(ag_base, 0, h, q)] = {
               q, ring.next(h, q), ring.after(ag_base, 0, h, q, 0, steps - 1), ready, -1,
-              ring.rows(h)};
+              rows(h, q)};
         }
       }
     }
@@ -157,7 +168,7 @@ Program rs_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool dou
         for (int h = 0; h < lanes; ++h)
           pr.sends[ring.id(ag_base, k, h, q)] = {
               q, ring.next(h, q), ring.after(ag_base, k, h, q, 0, steps - 1), -1,
-              ring.id(ag_base, k - 1, h, ring.prev(h, q)), ring.rows(h)};
+              ring.id(ag_base, k - 1, h, ring.prev(h, q)), rows(h, ring.before(h, q, k))};
   }
   return pr;
 }
@@ -170,31 +181,33 @@ Program rs_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool dou
 Program rs_all2all(const workload::OperatorSpec& op, const CommPlan& plan) {
   const int p = op.tp;
   const int engines = std::max(1, plan.copy_engines);
-  const std::int64_t chunk_rows = workload::max_row_share(op);
   const bool ar = op.kind == OpKind::gemm_ar && p > 1;
+  // Chunk j's rows (unequal when p does not divide M, gemm_ar only).
+  auto rows = [&](int j) { return workload::row_share(op, j).len; };
   Program pr;
   pr.items.resize(p);
   std::vector<int> flow_to(static_cast<std::size_t>(p * p), -1);
   std::vector<std::vector<int>> last_on_engine(p,
                                                std::vector<int>(static_cast<std::size_t>(engines), -1));
-  auto push = [&](int r, int k, int ready_item) {
+  auto push = [&](int r, int k, int ready_item, std::int64_t n) {
     const int to = all2all_peer(r, k, p);
     int& last = last_on_engine[r][all2all_engine(k, engines)];
-    pr.sends.push_back({r, to, last, ready_item, -1, chunk_rows});
+    pr.sends.push_back({r, to, last, ready_item, -1, n});
     last = static_cast<int>(pr.sends.size()) - 1;
     return last;
   };
   for (int r = 0; r < p; ++r)
     for (int k = 1; k < p; ++k) {
-      pr.items[r].push_back({false, chunk_rows, -1});
-      flow_to[r * p + all2all_peer(r, k, p)] = push(r, k, static_cast<int>(pr.items[r].size()) - 1);
+      const int j = all2all_peer(r, k, p);
+      pr.items[r].push_back({false, rows(j), -1});
+      flow_to[r * p + j] = push(r, k, static_cast<int>(pr.items[r].size()) - 1, rows(j));
     }
   for (int r = 0; r < p; ++r) {
-    pr.items[r].push_back({false, chunk_rows, -1});
+    pr.items[r].push_back({false, rows(r), -1});
     for (int k = 1; k < p; ++k)
-      pr.items[r].push_back({true, chunk_rows, flow_to[all2all_source(r, k, p) * p + r]});
+      pr.items[r].push_back({true, rows(r), flow_to[all2all_source(r, k, p) * p + r]});
     if (ar)
-      for (int k = 1; k < p; ++k) push(r, k, static_cast<int>(pr.items[r].size()) - 1);
+      for (int k = 1; k < p; ++k) push(r, k, static_cast<int>(pr.items[r].size()) - 1, rows(r));
   }
   return pr;
 }
