@@ -17,7 +17,8 @@ using workload::OpKind;
 TEST(TaskPrices, EveryKindOfTaskByItsRule) {
   const hardware::Profile prof = *hardware::make_preset("a6000x8");
   const workload::OperatorSpec op = testing::make_op(OpKind::gemm_rs, 512, 256, 1024, 4);
-  for (const Strategy& st : {Strategy{StrategyKind::fuse_ring, 0}, Strategy{StrategyKind::decompose, 2}}) {
+  for (const Strategy& st :
+       {Strategy{StrategyKind::fuse_ring, 0}, Strategy{StrategyKind::decompose, 2}}) {
     auto s = generate(op, st, default_comm_plan(4));
     ASSERT_TRUE(s.ok()) << s.error().message;
     auto prices = task_prices(prof, *s);
@@ -35,13 +36,13 @@ TEST(TaskPrices, EveryKindOfTaskByItsRule) {
       ++kinds[static_cast<int>(t.kind)];
       switch (t.kind) {
         case TaskKind::gemm:
-          EXPECT_EQ(pr.gemm_s,
-                    in_fused_kernel(t)
-                        ? hardware::fused_chunk_compute_s(
-                              prof, t.dst.rows, fused_rows[static_cast<std::size_t>(t.resource.rank)],
-                              t.dst.cols, t.src.cols, op.dtype, gpu)
-                        : hardware::gemm_compute_s(prof, t.dst.rows, t.dst.cols, t.src.cols,
-                                                   op.dtype, gpu))
+          EXPECT_EQ(pr.gemm_s, in_fused_kernel(t)
+                                   ? hardware::fused_chunk_compute_s(
+                                         prof, t.dst.rows,
+                                         fused_rows[static_cast<std::size_t>(t.resource.rank)],
+                                         t.dst.cols, t.src.cols, op.dtype, gpu)
+                                   : hardware::gemm_compute_s(prof, t.dst.rows, t.dst.cols,
+                                                              t.src.cols, op.dtype, gpu))
               << task_label(t);
           EXPECT_EQ(pr.bytes, 0);
           break;
@@ -56,7 +57,8 @@ TEST(TaskPrices, EveryKindOfTaskByItsRule) {
           break;
         case TaskKind::copy:
           EXPECT_FALSE(pr.crosses);
-          EXPECT_EQ(pr.local_s, hardware::copy_s(prof, gpu, static_cast<double>(task_bytes(*s, t))));
+          EXPECT_EQ(pr.local_s,
+                    hardware::copy_s(prof, gpu, static_cast<double>(task_bytes(*s, t))));
           break;
       }
     }

@@ -43,18 +43,17 @@ bool expect_schedule_is_program(const workload::OperatorSpec& op, const Strategy
     EXPECT_EQ(got->items[v].size(), want.items[v].size()) << where << " rank " << v;
     for (std::size_t i = 0; i < std::min(got->items[v].size(), want.items[v].size()); ++i) {
       const Program::Item &a = got->items[v][i], &b = want.items[v][i];
-      EXPECT_TRUE(a == b) << where << " rank " << v << " item " << i << ": read back (add "
-                          << a.add << ", rows " << a.rows << ", flow_in " << a.flow_in
-                          << "), program (add " << b.add << ", rows " << b.rows << ", flow_in "
-                          << b.flow_in << ")";
+      EXPECT_TRUE(a == b) << where << " rank " << v << " item " << i << ": read back (add " << a.add
+                          << ", rows " << a.rows << ", flow_in " << a.flow_in << "), program (add "
+                          << b.add << ", rows " << b.rows << ", flow_in " << b.flow_in << ")";
     }
   }
   EXPECT_EQ(got->sends.size(), want.sends.size()) << where;
   for (std::size_t f = 0; f < std::min(got->sends.size(), want.sends.size()); ++f) {
     const Program::Send &a = got->sends[f], &b = want.sends[f];
     auto show = [](const Program::Send& x) {
-      return fmt::format("{}->{} after {} ready_item {} dep_flow {} rows {}", x.from, x.to,
-                         x.after, x.ready_item, x.dep_flow, x.rows);
+      return fmt::format("{}->{} after {} ready_item {} dep_flow {} rows {}", x.from, x.to, x.after,
+                         x.ready_item, x.dep_flow, x.rows);
     };
     EXPECT_TRUE(a == b) << where << " send " << f << ": read back " << show(a) << ", program "
                         << show(b);

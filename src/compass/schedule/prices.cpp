@@ -21,8 +21,8 @@ Result<std::vector<TaskPrice>> task_prices(const hardware::Profile& p, const Sch
     if (t.kind == TaskKind::gemm) {
       const std::int64_t m = t.dst.rows, n = t.dst.cols, k = t.src.cols;
       c.gemm_s = in_fused_kernel(t)
-                     ? hardware::fused_chunk_compute_s(p, m, fused_rows[{t.resource.rank, n, k}],
-                                                       n, k, s.op.dtype, gpu)
+                     ? hardware::fused_chunk_compute_s(p, m, fused_rows[{t.resource.rank, n, k}], n,
+                                                       k, s.op.dtype, gpu)
                      : hardware::gemm_compute_s(p, m, n, k, s.op.dtype, gpu);
       continue;
     }

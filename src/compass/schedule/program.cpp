@@ -16,7 +16,9 @@ using Send = Program::Send;
 
 namespace {
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // The ranks around one or two rings (plan.ring, and plan.ring2 or the reverse of the first),
 // the rows each lane moves per step (a block of `rows`, halved on the double ring) and the
@@ -24,7 +26,8 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 class RingLanes {
  public:
   RingLanes(const CommPlan& plan, int p, bool double_ring, std::int64_t rows)
-      : p_(p), lanes_(double_ring ? 2 : 1),
+      : p_(p),
+        lanes_(double_ring ? 2 : 1),
         // With one copy engine both lanes queue on it (lane 0's transfer, then lane 1's, per
         // step).
         shared_(double_ring && std::max(1, plan.copy_engines) < 2) {
@@ -154,21 +157,24 @@ Program rs_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool dou
         if (k >= 1) items.push_back({true, rows(h, j), ring.id(0, k - 1, h, ring.prev(h, q))});
         const int ready = static_cast<int>(items.size()) - 1;
         if (!last) {
-          pr.sends[ring.id(0, k, h, q)] = {q, ring.next(h, q), ring.after(0, k, h, q, -1, 0),
-                                           ready, -1, rows(h, j)};
+          pr.sends[ring.id(0, k, h, q)] = {
+              q, ring.next(h, q), ring.after(0, k, h, q, -1, 0), ready, -1, rows(h, j)};
         } else if (ar) {
           pr.sends[ring.id(ag_base, 0, h, q)] = {
-              q, ring.next(h, q), ring.after(ag_base, 0, h, q, 0, steps - 1), ready, -1,
-              rows(h, q)};
+              q,  ring.next(h, q), ring.after(ag_base, 0, h, q, 0, steps - 1), ready,
+              -1, rows(h, q)};
         }
       }
     }
     if (ar)
       for (int k = 1; k < steps; ++k)
         for (int h = 0; h < lanes; ++h)
-          pr.sends[ring.id(ag_base, k, h, q)] = {
-              q, ring.next(h, q), ring.after(ag_base, k, h, q, 0, steps - 1), -1,
-              ring.id(ag_base, k - 1, h, ring.prev(h, q)), rows(h, ring.before(h, q, k))};
+          pr.sends[ring.id(ag_base, k, h, q)] = {q,
+                                                 ring.next(h, q),
+                                                 ring.after(ag_base, k, h, q, 0, steps - 1),
+                                                 -1,
+                                                 ring.id(ag_base, k - 1, h, ring.prev(h, q)),
+                                                 rows(h, ring.before(h, q, k))};
   }
   return pr;
 }
@@ -187,8 +193,8 @@ Program rs_all2all(const workload::OperatorSpec& op, const CommPlan& plan) {
   Program pr;
   pr.items.resize(p);
   std::vector<int> flow_to(static_cast<std::size_t>(p * p), -1);
-  std::vector<std::vector<int>> last_on_engine(p,
-                                               std::vector<int>(static_cast<std::size_t>(engines), -1));
+  std::vector<std::vector<int>> last_on_engine(
+      p, std::vector<int>(static_cast<std::size_t>(engines), -1));
   auto push = [&](int r, int k, int ready_item, std::int64_t n) {
     const int to = all2all_peer(r, k, p);
     int& last = last_on_engine[r][all2all_engine(k, engines)];
@@ -238,8 +244,8 @@ Program tree_program(const workload::OperatorSpec& op, const TreePlan& tp, const
   const std::vector<TreeShape> sh = tree_shapes(tp, p);
   std::vector<std::vector<TreePiece>> pieces(p);
   for (int j = 0; j < p; ++j)
-    pieces[j] = tree_pieces(tp, j, ag ? workload::shard_rows(op) : workload::row_share(op, j).len,
-                            chunks);
+    pieces[j] =
+        tree_pieces(tp, j, ag ? workload::shard_rows(op) : workload::row_share(op, j).len, chunks);
   std::size_t max_pieces = 1;
   for (const auto& pc : pieces) max_pieces = std::max(max_pieces, pc.size());
   Program pr;
@@ -263,7 +269,8 @@ Program tree_program(const workload::OperatorSpec& op, const TreePlan& tp, const
   // each piece where it arrives.
   auto allgather = [&](bool gemms, bool root_items) {
     PieceTable into(p, max_pieces);  // (rank, owner, piece) -> transfer
-    for (const TreeAgStep& st : tree_allgather_program(tp, sh, pieces, row_bytes, plan.copy_engines)) {
+    for (const TreeAgStep& st :
+         tree_allgather_program(tp, sh, pieces, row_bytes, plan.copy_engines)) {
       const int a = st.from, b = st.to, j = st.owner, pi = st.piece;
       const std::int64_t len = pieces[j][static_cast<std::size_t>(pi)].len;
       if (st.arrival) {
@@ -271,8 +278,10 @@ Program tree_program(const workload::OperatorSpec& op, const TreePlan& tp, const
         continue;
       }
       Send sd{a, b, -1, -1, -1, len};
-      if (a != j) sd.dep_flow = into.at(a, j, pi);
-      else if (root_items) sd.ready_item = last_item.at(j, j, pi);
+      if (a != j)
+        sd.dep_flow = into.at(a, j, pi);
+      else if (root_items)
+        sd.ready_item = last_item.at(j, j, pi);
       into.at(b, j, pi) = push_send(sd, st.engine);
     }
   };
@@ -288,9 +297,8 @@ Program tree_program(const workload::OperatorSpec& op, const TreePlan& tp, const
   // Reduce-scatter up the trees, in tree_reduce_scatter_program's order.
   const std::vector<int> up = tree_engine_table(tp, p, plan.copy_engines, true);
   PieceTable sent(p, max_pieces);  // (sender, owner, piece) -> transfer
-  for (const TreeRsStep& st : tree_reduce_scatter_program(tp, sh, pieces, row_bytes,
-                                                          tree_rs_costs(plan, op),
-                                                          plan.copy_engines)) {
+  for (const TreeRsStep& st : tree_reduce_scatter_program(
+           tp, sh, pieces, row_bytes, tree_rs_costs(plan, op), plan.copy_engines)) {
     const TreePiece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
     const int v = st.rank, j = st.owner, pi = st.piece;
     switch (st.kind) {
@@ -312,7 +320,9 @@ Program tree_program(const workload::OperatorSpec& op, const TreePlan& tp, const
   return pr;
 }
 
-bool has_program(StrategyKind kind) { return is_fused(kind); }
+bool has_program(StrategyKind kind) {
+  return is_fused(kind);
+}
 
 double program_row_bytes(const workload::OperatorSpec& op) {
   return (op.kind == OpKind::ag_gemm ? op.k : op.n) * dtype_bytes(op.dtype);
@@ -365,8 +375,8 @@ Result<Program> program_of(const Schedule& s) {
       send_task.push_back(t.id);
     } else if ((t.kind == TaskKind::gemm && in_fused_kernel(t)) || t.kind == TaskKind::add) {
       item_of[t.id] = static_cast<int>(pr.items[v].size());
-      pr.items[v].push_back(Item{t.kind == TaskKind::add,
-                                 t.kind == TaskKind::add ? t.src.rows : t.dst.rows, -1});
+      pr.items[v].push_back(
+          Item{t.kind == TaskKind::add, t.kind == TaskKind::add ? t.src.rows : t.dst.rows, -1});
       item_task[v].push_back(t.id);
     } else {
       return make_error("{} is not a step of a fused program", task_label(t));
