@@ -78,7 +78,22 @@ struct TreeMemo {
   // The last few programs built, by operator and pattern, newest last: the choice and the
   // chosen strategy's breakdown follow one program under different costs.
   std::vector<std::pair<std::vector<std::uint64_t>, std::shared_ptr<const FusedProgram>>> programs;
+  // The rings' and the all-to-all's programs (estimate.cpp), kept the same way, and their
+  // follows (end, busiest rank's work) by program and costs: the choice and the chosen
+  // strategy's breakdown price and follow one program under the same costs.
+  std::vector<std::pair<std::vector<std::uint64_t>, std::shared_ptr<const FusedProgram>>>
+      fused_programs;
+  std::unordered_map<std::vector<std::uint64_t>, std::pair<double, double>, KeyHash> fused_results;
 };
+
+/// `memo` for profile `prof`: emptied first when it holds another profile's answers.
+inline TreeMemo& memo_for(TreeMemo& memo, const hardware::Profile& prof) {
+  if (!memo.profile || !(*memo.profile == prof)) {
+    memo = TreeMemo{};
+    memo.profile = prof;
+  }
+  return memo;
+}
 
 /// Buffers of run_released_flows, kept so the planner's event loops do not allocate.
 struct ReleasedWorkspace {

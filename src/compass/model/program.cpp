@@ -4,6 +4,9 @@
 #include <cmath>
 #include <limits>
 
+#include "compass/hardware/gemm_cost.hpp"
+#include "compass/hardware/task_costs.hpp"
+
 namespace compass::model::detail {
 
 using Item = FusedProgram::Item;
@@ -16,6 +19,54 @@ FusedProgram::Lists::Lists(std::size_t n, const std::vector<std::pair<int, int>>
   std::vector<std::size_t> next(begin.begin(), begin.end() - 1);
   at.resize(pairs.size());
   for (const auto& kv : pairs) at[next[static_cast<std::size_t>(kv.first)]++] = kv.second;
+}
+
+FusedProgram price_program(const schedule::Program& pr, const hardware::Profile& prof,
+                           const workload::OperatorSpec& op, int gpu) {
+  const workload::GemmShape s = workload::local_gemm(op);
+  const double row_bytes = schedule::program_row_bytes(op);
+  // A program has few distinct sizes (a shard, its halves, tree pieces): price each once.
+  std::vector<std::pair<std::int64_t, double>> gemms, adds;
+  auto priced = [](std::vector<std::pair<std::int64_t, double>>& known, std::int64_t rows,
+                   auto&& cost) {
+    for (const auto& [r, t] : known)
+      if (r == rows) return t;
+    known.emplace_back(rows, cost(rows));
+    return known.back().second;
+  };
+  FusedProgram out;
+  out.items.resize(pr.items.size());
+  for (std::size_t v = 0; v < pr.items.size(); ++v) {
+    out.items[v].reserve(pr.items[v].size());
+    for (const schedule::Program::Item& it : pr.items[v]) {
+      const double work =
+          it.add ? priced(adds, it.rows,
+                          [&](std::int64_t r) {
+                            return hardware::add_s(prof, gpu, static_cast<double>(r) * row_bytes);
+                          })
+                 : priced(gemms, it.rows, [&](std::int64_t r) {
+                     return hardware::fused_chunk_compute_s(prof, r, op.m, s.n, s.k, op.dtype, gpu);
+                   });
+      out.items[v].push_back(Item{it.add, work, it.flow_in});
+    }
+  }
+  out.sends = pr.sends;
+  return out;
+}
+
+FollowCosts fused_follow_costs(const hardware::Profile& prof, int p, bool overheads,
+                               bool interference) {
+  FollowCosts c;
+  if (overheads) {
+    c.launch = prof.overheads.kernel_launch_s;
+    c.copy_issue = prof.overheads.copy_launch_s;
+    c.flag_wait = prof.overheads.flag_wait_s;
+  }
+  if (interference && p > 1) {
+    c.fg = hardware::gemm_slowdown(prof, true, p);
+    c.fc = prof.interference.comm_slowdown_beside_gemm;
+  }
+  return c;
 }
 
 void prepare_program(FusedProgram& pr, const hardware::Profile& prof, const std::vector<int>& gpus,
@@ -78,10 +129,16 @@ namespace {
 class Follower {
  public:
   Follower(const FusedProgram& pr, const FollowCosts& c, bool work,
-           hardware::sharing::IncrementalMaxmin& sharing)
-      : pr_(pr), c_(c), work_(work), sharing_(sharing),
+           hardware::sharing::IncrementalMaxmin& sharing, FollowedTimes* times)
+      : pr_(pr), c_(c), work_(work), sharing_(sharing), times_(times),
         flows_(pr.sends.size()), ranks_(pr.items.size()) {
     for (std::size_t f = 0; f < flows_.size(); ++f) flows_[f].pending = pr.flows[f].waits;
+    if (times_ != nullptr) {
+      times_->send_start_s.assign(flows_.size(), 0.0);
+      times_->send_end_s.assign(flows_.size(), 0.0);
+      times_->item_start_s.assign(pr.item_base.back(), 0.0);
+      times_->item_end_s.assign(pr.item_base.back(), 0.0);
+    }
   }
 
   Followed run() {
@@ -211,7 +268,10 @@ class Follower {
     push(compute_, now + (r.sending > 0 ? r.left * c_.fg : r.left), compute_id(v));
   }
   // Everything a transfer waits for has happened: it leaves one copy issue later.
-  void release(int f) { push(releases_, flows_[f].ready_s + c_.copy_issue, f); }
+  void release(int f) {
+    if (times_ != nullptr) times_->send_start_s[f] = flows_[f].ready_s;
+    push(releases_, flows_[f].ready_s + c_.copy_issue, f);
+  }
   void resolved(int f, double at) {
     Flow& fl = flows_[f];
     fl.ready_s = std::max(fl.ready_s, at);
@@ -235,6 +295,7 @@ class Follower {
     Flow& fl = flows_[f];
     fl.landed = true;
     fl.landed_s = now;
+    if (times_ != nullptr) times_->send_end_s[f] = now;
     if (pr_.flows[f].moves && fl.sized > 0) sending(pr_.sends[f].from, -1, now);
     for (int w : pr_.flow_waiters.of(static_cast<std::size_t>(f))) resolved(w, now);
     for (int v : pr_.item_waiters.of(static_cast<std::size_t>(f))) {
@@ -262,6 +323,7 @@ class Follower {
     Rank& r = ranks_[v];
     const Item& it = pr_.items[v][r.item];
     ++r.version;
+    if (times_ != nullptr) times_->item_start_s[pr_.item_base[v] + r.item] = ready;
     if (it.add) {
       r.phase = Phase::add;
       push(compute_, ready + c_.flag_wait + work_of(it), compute_id(v));
@@ -285,6 +347,7 @@ class Follower {
     }
     // A GEMM piece or an add ends.
     r.prev_end = now;
+    if (times_ != nullptr) times_->item_end_s[pr_.item_base[v] + r.item] = now;
     for (int f : pr_.send_waiters.of(pr_.item_base[v] + r.item)) resolved(f, now);
     ++r.item;
     next_item(v);
@@ -294,6 +357,7 @@ class Follower {
   const FollowCosts& c_;
   bool work_;
   hardware::sharing::IncrementalMaxmin& sharing_;
+  FollowedTimes* times_;
   std::vector<Flow> flows_;
   std::vector<Rank> ranks_;
   Queue releases_, landings_, compute_;
@@ -305,8 +369,8 @@ class Follower {
 }  // namespace
 
 Followed follow_program(const FusedProgram& pr, const FollowCosts& costs, bool work,
-                        hardware::sharing::IncrementalMaxmin& sharing) {
-  return Follower(pr, costs, work, sharing).run();
+                        hardware::sharing::IncrementalMaxmin& sharing, FollowedTimes* times) {
+  return Follower(pr, costs, work, sharing, times).run();
 }
 
 }  // namespace compass::model::detail

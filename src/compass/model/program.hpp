@@ -1,9 +1,9 @@
 #pragma once
-// A fused strategy's schedule as the model follows it (docs/model.md, "Fused programs"): per
-// rank, its compute stream's items in program order; per transfer, its ends, rows, its copy
-// engine's previous transfer and what its data waits for. The tree patterns, the rings and the
-// all-to-all build one each and follow it in one pass over its events, as the simulator runs
-// the schedule. Used only by the model's own .cpp files.
+// A fused strategy's program (schedule/program.hpp) as the model follows it (docs/model.md,
+// "Fused programs"): every compute item priced, every transfer routed, and who waits for what.
+// The tree patterns, the rings and the all-to-all price their program and follow it in one
+// pass over its events, as the simulator runs the schedule. Used only by the model's own .cpp
+// files.
 
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +13,8 @@
 
 #include "compass/hardware/flows.hpp"
 #include "compass/hardware/profile.hpp"
+#include "compass/schedule/program.hpp"
+#include "compass/workload/operator.hpp"
 
 namespace compass::model::detail {
 
@@ -29,13 +31,7 @@ struct FusedProgram {
     double work = 0;
     int flow_in = -1;   ///< the transfer it waits for (-1: none)
   };
-  struct Send {
-    int from = 0, to = 0;  ///< ranks
-    int after = -1;        ///< its copy engine's previous transfer (-1: none)
-    int ready_item = -1;   ///< the sender's item that completes the data, or
-    int dep_flow = -1;     ///< the transfer that brings it (neither: ready at the start)
-    std::int64_t rows = 0;
-  };
+  using Send = schedule::Program::Send;
   /// Index lists keyed 0..n-1 in one array (key k: at[begin[k]] .. at[begin[k + 1] - 1]), each
   /// in the order its (key, index) pairs were given.
   struct Lists {
@@ -67,15 +63,37 @@ struct FusedProgram {
   double work_s = 0;   ///< GEMM and add work of the busiest rank
 };
 
+/// `pr` priced for `op` on GPU `gpu`: a GEMM piece of r rows costs
+/// hardware::fused_chunk_compute_s(prof, r, op.m, n, k, op.dtype, gpu) (a chunk of the fused
+/// kernel computing the rank's local GEMM of n x k, workload::local_gemm), an add of r rows
+/// hardware::add_s(prof, gpu, r * schedule::program_row_bytes(op)). Not yet prepared.
+FusedProgram price_program(const schedule::Program& pr, const hardware::Profile& prof,
+                           const workload::OperatorSpec& op, int gpu);
+
 /// Fills in what following `pr` needs, once: its transfers' sizes (rows * row_bytes), routes
 /// and latencies between `gpus` (the GPU of each rank), the link capacities, and who waits for
 /// what.
 void prepare_program(FusedProgram& pr, const hardware::Profile& prof, const std::vector<int>& gpus,
                      double row_bytes);
 
+/// The costs a fused program is followed under on `prof` for p ranks: kernel launch, copy
+/// issue and flag wait when `overheads`; with `interference` and p > 1 the fused kernel's GEMM
+/// slowdown beside copy engines (hardware::gemm_slowdown) and the transfers' slowdown beside a
+/// GEMM (Interference::comm_slowdown_beside_gemm). The estimate and the timeline both use it.
+FollowCosts fused_follow_costs(const hardware::Profile& prof, int p, bool overheads,
+                               bool interference);
+
 struct Followed {
   double end_s = 0;   ///< the last item or transfer; NaN when the program cannot finish
   double work_s = 0;  ///< GEMM and add work of the busiest rank
+};
+
+/// When each step ran, for follow_program's caller that asks: per transfer, when its data and
+/// its copy engine were ready (before the copy issue) and when it landed; per item (indexed by
+/// FusedProgram::item_base), when its stream was ready for it (before its launch or flag wait)
+/// and when it ended.
+struct FollowedTimes {
+  std::vector<double> send_start_s, send_end_s, item_start_s, item_end_s;
 };
 
 /// Follows a prepared program in one pass over its events, as the simulator runs the schedule:
@@ -89,7 +107,9 @@ struct Followed {
 /// its rank has a transfer under way (from its start until it lands), and a transfer that
 /// starts while a GEMM runs at either end counts its bytes fc times. With `work` false every
 /// item costs nothing (the communication alone).
+/// With `times`, also records when each step ran.
 Followed follow_program(const FusedProgram& pr, const FollowCosts& costs, bool work,
-                        hardware::sharing::IncrementalMaxmin& sharing);
+                        hardware::sharing::IncrementalMaxmin& sharing,
+                        FollowedTimes* times = nullptr);
 
 }  // namespace compass::model::detail

@@ -1,14 +1,16 @@
 #include "compass/model/timeline.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
-#include <map>
-#include <tuple>
 
 #include "compass/hardware/flows.hpp"
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/task_costs.hpp"
+#include "compass/model/program.hpp"
+#include "compass/schedule/prices.hpp"
+#include "compass/schedule/program.hpp"
 
 namespace compass::model {
 
@@ -34,51 +36,35 @@ struct Cost {
   int rank = 0, src_rank = 0, dst_rank = 0;
 };
 
-// The model's price of every task (the rules of hardware/task_costs.hpp and gemm_cost.hpp).
+// The model's price of every task: schedule::task_prices, the rule the simulator reads too,
+// with the fixed costs switched off without overheads.
 Result<std::vector<Cost>> price(const hardware::Profile& p, const schedule::Schedule& s,
                                 const ModelKnobs& knobs) {
-  const double e = dtype_bytes(s.op.dtype);
-  // Every task's start is the one the schedule names (Task::launch, schedule::launch_cost_s).
-  // A fused kernel's chunks share one GEMM's waves: rows per (rank, n, k).
-  std::map<std::tuple<int, std::int64_t, std::int64_t>, std::int64_t> fused_rows;
-  for (const schedule::Task& t : s.tasks)
-    if (schedule::in_fused_kernel(t)) fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}] += t.dst.rows;
+  COMPASS_ASSIGN(const std::vector<schedule::TaskPrice> prices, schedule::task_prices(p, s));
   const double oh = knobs.overheads ? 1.0 : 0.0;
   std::vector<Cost> out(s.tasks.size());
   for (const schedule::Task& t : s.tasks) {
+    const schedule::TaskPrice& pr = prices[static_cast<std::size_t>(t.id)];
     Cost& c = out[static_cast<std::size_t>(t.id)];
     c.rank = t.resource.rank;
     c.copy_engine = t.resource.kind == ResourceKind::copy_engine;
-    const int gpu = s.gpus[static_cast<std::size_t>(c.rank)];
+    c.fixed_s = oh * pr.fixed_s;
     if (t.kind == TaskKind::gemm) {
       c.work = Work::gemm;
-      const std::int64_t m = t.dst.rows, n = t.dst.cols, k = t.src.cols;
-      c.gemm_s = schedule::in_fused_kernel(t)
-                     ? hardware::fused_chunk_compute_s(p, m, fused_rows[{c.rank, n, k}], n, k,
-                                                       s.op.dtype, gpu)
-                     : hardware::gemm_compute_s(p, m, n, k, s.op.dtype, gpu);
-      // One launch per kernel; a fused kernel launches once and waits on a flag per later chunk.
-      c.fixed_s = oh * schedule::launch_cost_s(p, t.launch);
+      c.gemm_s = pr.gemm_s;
       continue;
     }
     c.src_rank = s.owner(t.src);
     c.dst_rank = s.owner(t.dst);
-    const int src_gpu = s.gpus[static_cast<std::size_t>(c.src_rank)];
-    const int dst_gpu = s.gpus[static_cast<std::size_t>(c.dst_rank)];
-    const double bytes = static_cast<double>(t.src.elements()) * e;
-    if (t.kind == TaskKind::transfer && src_gpu != dst_gpu) {
+    if (pr.crosses) {
       c.work = Work::flow;
-      c.bytes = bytes;
-      c.latency_s = p.route_latency_s(src_gpu, dst_gpu);
-      c.fixed_s = oh * schedule::launch_cost_s(p, t.launch);
+      c.bytes = static_cast<double>(pr.bytes);
+      c.latency_s = p.route_latency_s(s.gpus[static_cast<std::size_t>(c.src_rank)],
+                                      s.gpus[static_cast<std::size_t>(c.dst_rank)]);
       continue;
     }
     c.work = Work::local;
-    // Reductions run inside the collective or the fused kernel (a flag wait in the latter);
-    // copies and same-GPU transfers are issued on their own.
-    c.fixed_s = oh * schedule::launch_cost_s(p, t.launch);
-    c.local_s = t.kind == TaskKind::add ? hardware::add_s(p, gpu, bytes)
-                                        : hardware::copy_s(p, gpu, bytes);
+    c.local_s = pr.local_s;
   }
   return out;
 }
@@ -286,6 +272,59 @@ class Run {
   Timeline out_;
 };
 
+// Whether every task of `s` is started as a fused program's follower charges it: a rank's
+// first GEMM launches its fused kernel, its later GEMMs and its adds wait on a flag, transfers
+// are issued copies.
+bool launched_as_program(const schedule::Schedule& s) {
+  std::vector<char> launched(static_cast<std::size_t>(s.ranks()), 0);
+  for (const schedule::Task& t : s.tasks) {
+    schedule::Launch want = schedule::Launch::copy;
+    if (t.kind == TaskKind::gemm) {
+      char& first = launched[static_cast<std::size_t>(t.resource.rank)];
+      want = first ? schedule::Launch::flag_wait : schedule::Launch::fused_kernel;
+      first = 1;
+    } else if (t.kind == TaskKind::add) {
+      want = schedule::Launch::flag_wait;
+    }
+    if (t.launch != want) return false;
+  }
+  return true;
+}
+
+// A schedule that is one fused program (schedule::program_of), followed as the estimate
+// follows the strategy's program: the same prices (model::detail::price_program), costs
+// (fused_follow_costs) and follower.
+Timeline follow_schedule(const hardware::Profile& p, const schedule::Schedule& s,
+                         const schedule::Program& program, const ModelKnobs& knobs) {
+  detail::FusedProgram pr = detail::price_program(program, p, s.op, s.gpus.front());
+  detail::prepare_program(pr, p, s.gpus, schedule::program_row_bytes(s.op));
+  hardware::sharing::IncrementalMaxmin sharing;
+  detail::FollowedTimes times;
+  const detail::Followed f = detail::follow_program(
+      pr, detail::fused_follow_costs(p, s.ranks(), knobs.overheads, knobs.interference), true,
+      sharing, &times);
+  Timeline out;
+  out.makespan_s = f.end_s;
+  out.start_s.assign(s.tasks.size(), 0.0);
+  out.end_s.assign(s.tasks.size(), 0.0);
+  // The program's steps in task order (schedule::program_of): transfers in list order, items
+  // per rank in list order.
+  std::size_t send = 0;
+  std::vector<std::size_t> item(static_cast<std::size_t>(s.ranks()), 0);
+  for (const schedule::Task& t : s.tasks) {
+    if (t.kind == TaskKind::transfer) {
+      out.start_s[t.id] = times.send_start_s[send];
+      out.end_s[t.id] = times.send_end_s[send++];
+    } else {
+      const std::size_t v = static_cast<std::size_t>(t.resource.rank);
+      const std::size_t at = pr.item_base[v] + item[v]++;
+      out.start_s[t.id] = times.item_start_s[at];
+      out.end_s[t.id] = times.item_end_s[at];
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<Timeline> evaluate_timeline(const hardware::Profile& p, const schedule::Schedule& s,
@@ -299,6 +338,13 @@ Result<Timeline> evaluate_timeline(const hardware::Profile& p, const schedule::S
       return make_error("schedule puts rank {} on GPU {}, but profile '{}' has {} GPUs", r, g,
                         p.name, p.gpu_count());
   }
+  if (schedule::is_fused(s.strategy.kind) && !s.tasks.empty() && launched_as_program(s))
+    if (auto program = schedule::program_of(s); program.ok()) {
+      Timeline t = follow_schedule(p, s, *program, knobs);
+      if (!std::isnan(t.makespan_s)) return t;
+      return make_error("timeline: the schedule can never finish (a transfer over a link with "
+                        "no bandwidth)");
+    }
   COMPASS_ASSIGN(std::vector<Cost> costs, price(p, s, knobs));
   Run run(p, s, knobs, std::move(costs));
   return run.run();

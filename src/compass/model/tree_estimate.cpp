@@ -2,116 +2,22 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/synthesis.hpp"
-#include "compass/hardware/task_costs.hpp"
 #include "compass/model/cache_tables.hpp"
 #include "compass/model/comm_model.hpp"
 #include "compass/model/program.hpp"
 #include "compass/schedule/patterns.hpp"
+#include "compass/schedule/program.hpp"
 
 namespace compass::model::detail {
 
 using workload::OpKind;
 
 namespace {
-
-using Item = FusedProgram::Item;
-using Send = FusedProgram::Send;
-
-// Flat tables over (rank, owner, piece) and (sender, receiver) for program_of's bookkeeping.
-class PieceTable {
- public:
-  PieceTable(int p, std::size_t pieces) : p_(p), pieces_(pieces), v_(p * p * pieces, -1) {}
-  int& at(int rank, int owner, int piece) {
-    return v_[(static_cast<std::size_t>(rank) * p_ + owner) * pieces_ + piece];
-  }
-
- private:
-  int p_;
-  std::size_t pieces_;
-  std::vector<int> v_;
-};
-
-// The program of `op` along `tp`, in the generator's order (schedule/patterns.cpp): the same
-// rounds, pieces, engines and compute order.
-template <class Gemm, class Add>
-FusedProgram program_of(const workload::OperatorSpec& op, const schedule::TreePlan& tp,
-                   const schedule::CommPlan& plan, const std::vector<schedule::TreeShape>& sh,
-                   const std::vector<std::vector<schedule::TreePiece>>& pieces, double row_bytes,
-                   const Gemm& gemm, const Add& add) {
-  const int p = op.tp;
-  std::size_t max_pieces = 1;
-  for (const auto& pc : pieces) max_pieces = std::max(max_pieces, pc.size());
-  FusedProgram pr;
-  pr.items.resize(p);
-  std::vector<int> last_on_engine;  // [engine * p + rank] -> its last transfer (-1: none)
-  auto push_send = [&](Send sd, int engine) {
-    const std::size_t at = static_cast<std::size_t>(engine) * p + sd.from;
-    if (at >= last_on_engine.size()) last_on_engine.resize(at + 1, -1);
-    sd.after = last_on_engine[at];
-    last_on_engine[at] = static_cast<int>(pr.sends.size());
-    pr.sends.push_back(sd);
-    return static_cast<int>(pr.sends.size()) - 1;
-  };
-  auto push_item = [&](int v, Item it) {
-    pr.items[v].push_back(it);
-    return static_cast<int>(pr.items[v].size()) - 1;
-  };
-  PieceTable last_item(p, max_pieces);  // (rank, owner, piece) -> item
-  // The all-gather down the trees in the generator's program order
-  // (schedule::tree_allgather_program); `root_items`: a root's send waits for the root's item
-  // completing the piece; with `gemms`, every rank computes each piece where it arrives.
-  auto allgather = [&](bool gemms, bool root_items) {
-    PieceTable into(p, max_pieces);  // (rank, owner, piece) -> transfer
-    for (const schedule::TreeAgStep& st :
-         schedule::tree_allgather_program(tp, sh, pieces, row_bytes, plan.copy_engines)) {
-      const int a = st.from, b = st.to, j = st.owner, pi = st.piece;
-      const std::int64_t len = pieces[j][static_cast<std::size_t>(pi)].len;
-      if (st.arrival) {
-        if (gemms) push_item(b, Item{false, gemm(len), into.at(b, j, pi)});
-        continue;
-      }
-      Send sd{a, b, -1, -1, -1, len};
-      if (a != j) sd.dep_flow = into.at(a, j, pi);
-      else if (root_items) sd.ready_item = last_item.at(j, j, pi);
-      into.at(b, j, pi) = push_send(sd, st.engine);
-    }
-  };
-  if (op.kind == OpKind::ag_gemm) {
-    for (int r = 0; r < p; ++r) push_item(r, Item{false, gemm(workload::shard_rows(op)), -1});
-    allgather(true, false);
-    return pr;
-  }
-  // Reduce-scatter up the trees, in the order of schedule::tree_reduce_scatter_program.
-  const std::vector<int> up = schedule::tree_engine_table(tp, p, plan.copy_engines, true);
-  PieceTable sent(p, max_pieces);  // (sender, owner, piece) -> transfer
-  for (const schedule::TreeRsStep& st : schedule::tree_reduce_scatter_program(
-           tp, sh, pieces, row_bytes, schedule::tree_rs_costs(plan, op), plan.copy_engines)) {
-    const schedule::TreePiece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
-    const int v = st.rank, j = st.owner, pi = st.piece;
-    switch (st.kind) {
-      case schedule::TreeRsStep::Kind::gemm:
-        last_item.at(v, j, pi) = push_item(v, Item{false, gemm(pc.len), -1});
-        break;
-      case schedule::TreeRsStep::Kind::add:
-        last_item.at(v, j, pi) = push_item(v, Item{true, add(pc.len), sent.at(st.peer, j, pi)});
-        break;
-      case schedule::TreeRsStep::Kind::send:
-        sent.at(v, j, pi) = push_send(Send{v, st.peer, -1, last_item.at(v, j, pi), -1, pc.len},
-                                      up[v * p + st.peer]);
-        break;
-    }
-  }
-  // gemm_ar: the reduced pieces go down the same trees, after every reduce-scatter transfer in
-  // program order.
-  if (op.kind == OpKind::gemm_ar) allgather(false, true);
-  return pr;
-}
 
 // The words of a memo key that name a tree pattern, its group and its copy engines.
 void append_pattern(const schedule::TreePlan& tp, const schedule::CommPlan& plan,
@@ -167,11 +73,7 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   }
   const double row_bytes = (ag ? op.k : op.n) * e;
   // The memo (cache_tables.hpp): answers for this profile only, keyed by every other input.
-  TreeMemo& memo = caches.tables().trees;
-  if (!memo.profile || !(*memo.profile == prof)) {
-    memo = TreeMemo{};
-    memo.profile = prof;
-  }
+  TreeMemo& memo = memo_for(caches.tables().trees, prof);
   std::vector<std::uint64_t> key = {0,
                                     static_cast<std::uint64_t>(op.kind),
                                     static_cast<std::uint64_t>(op.dtype),
@@ -220,30 +122,9 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   for (const auto& [k, pr] : memo.programs)
     if (k == program_key) program = pr;
   if (!program) {
-    // A fused kernel's chunks share one GEMM's waves (hardware::fused_chunk_compute_s); every
-    // rank computes all M rows of its local GEMM.
-    std::map<std::int64_t, double> gemm_cache;
-    auto gemm = [&](std::int64_t rows) {
-      auto it = gemm_cache.find(rows);
-      if (it != gemm_cache.end()) return it->second;
-      const double t =
-          hardware::fused_chunk_compute_s(prof, rows, local.m, local.n, local.k, op.dtype, gpu);
-      gemm_cache.emplace(rows, t);
-      return t;
-    };
-    const std::int64_t rows_per_root =
-        ag ? workload::shard_rows(op) : workload::max_row_share(op);
-    const int chunks = schedule::tree_chunks(tp, static_cast<double>(rows_per_root) * row_bytes);
-    const std::vector<schedule::TreeShape> sh = schedule::tree_shapes(tp, p);
-    std::vector<std::vector<schedule::TreePiece>> pieces(p);
-    for (int j = 0; j < p; ++j)
-      pieces[j] = schedule::tree_pieces(
-          tp, j, ag ? workload::shard_rows(op) : workload::row_share(op, j).len, chunks);
-    auto add = [&](std::int64_t rows) {
-      return hardware::add_s(prof, gpu, static_cast<double>(rows) * row_bytes);
-    };
+    // The pattern's program (schedule/program.hpp), priced on the group's first GPU.
     auto built = std::make_shared<FusedProgram>(
-        program_of(op, tp, plan, sh, pieces, row_bytes, gemm, add));
+        price_program(schedule::tree_program(op, tp, plan), prof, op, gpu));
     prepare_program(*built, prof, plan.gpus, row_bytes);
     program = built;
     constexpr std::size_t kPrograms = 4;

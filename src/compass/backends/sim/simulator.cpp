@@ -22,6 +22,7 @@
 #include "compass/backends/sim/prepared.hpp"
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/task_costs.hpp"
+#include "compass/schedule/prices.hpp"
 
 namespace compass::backends::sim {
 namespace detail {
@@ -31,7 +32,6 @@ using schedule::ResourceKind;
 using schedule::TaskKind;
 
 using schedule::in_fused_kernel;
-using schedule::launch_cost_s;
 
 // The Profile's route src->dst: the O(1) slot when routes are sorted as presets keep them, a
 // search otherwise; nullptr when the profile has none.
@@ -48,20 +48,6 @@ const hardware::Route* find_route(const hardware::Profile& p, int src, int dst,
       index.emplace(static_cast<std::int64_t>(r.src) << 32 | static_cast<std::uint32_t>(r.dst), &r);
   auto it = index.find(static_cast<std::int64_t>(src) << 32 | static_cast<std::uint32_t>(dst));
   return it == index.end() ? nullptr : it->second;
-}
-
-// Local memory operations: hardware::copy_s / hardware::add_s, the model's own rule.
-Result<double> local_memory_s(const hardware::Profile& p, int gpu, const schedule::Task& t,
-                              std::int64_t bytes) {
-  if (bytes == 0) return 0.0;
-  const hardware::DeviceSpec& d = p.gpu_device(gpu);
-  const bool calibrated_copy = t.kind != TaskKind::add && p.calibration.copy_bandwidth_bytes_per_s &&
-                               *p.calibration.copy_bandwidth_bytes_per_s > 0;
-  if (!calibrated_copy && !(d.memory_bandwidth_bytes_per_s > 0))
-    return make_error("device '{}' has no memory_bandwidth_bytes_per_s; task {} '{}' needs it",
-                      d.name, t.id, t.name);
-  const double b = static_cast<double>(bytes);
-  return t.kind == TaskKind::add ? hardware::add_s(p, gpu, b) : hardware::copy_s(p, gpu, b);
 }
 
 Status check_input(const hardware::Profile& p, const schedule::Schedule& s) {
@@ -109,36 +95,29 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
   // copy-engine traffic, the others beside collectives on SMs.
   const bool fused_gemms = std::any_of(s.tasks.begin(), s.tasks.end(), in_fused_kernel);
   if (o.interference) out.gemm_slowdown = hardware::gemm_slowdown(p, fused_gemms, s.ranks());
-  // A fused kernel computes all of a rank's chunks as one GEMM's tiles: each chunk costs its
-  // share of the rows of that GEMM (hardware::fused_chunk_compute_s). Rows per (rank, n, k).
-  std::map<std::tuple<int, std::int64_t, std::int64_t>, std::int64_t> fused_rows;
-  for (const schedule::Task& t : s.tasks)
-    if (in_fused_kernel(t)) fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}] += t.dst.rows;
+  // Every task's price is the rule the model's timeline reads too (schedule::task_prices).
+  COMPASS_ASSIGN(const std::vector<schedule::TaskPrice> prices, schedule::task_prices(p, s));
   out.costs.resize(s.tasks.size());
   for (const schedule::Task& t : s.tasks) {
     TaskCost& c = out.costs[t.id];
-    const int gpu = s.gpus[t.resource.rank];
+    const schedule::TaskPrice& price = prices[t.id];
     c.on_copy_engine = t.resource.kind == ResourceKind::copy_engine;
     c.gemm = t.kind == TaskKind::gemm;
     c.rank = t.resource.rank;
 
     if (t.kind == TaskKind::gemm) {
-      c.gemm_s = in_fused_kernel(t)
-                     ? hardware::fused_chunk_compute_s(
-                           p, t.dst.rows, fused_rows[{t.resource.rank, t.dst.cols, t.src.cols}],
-                           t.dst.cols, t.src.cols, s.op.dtype, gpu)
-                     : hardware::gemm_compute_s(p, t.dst.rows, t.dst.cols, t.src.cols, s.op.dtype, gpu);
+      c.gemm_s = price.gemm_s;
       // One launch per GEMM kernel; a fused kernel launches once and then waits on a flag
       // before each further chunk.
-      c.fixed_s = launch_cost_s(p, t.launch);
+      c.fixed_s = price.fixed_s;
       continue;
     }
-    const std::int64_t bytes = schedule::task_bytes(s, t);
+    const std::int64_t bytes = price.bytes;
     c.src_rank = s.owner(t.src);
     c.dst_rank = s.owner(t.dst);
     const int src_gpu = s.gpus[c.src_rank];
     const int dst_gpu = s.gpus[c.dst_rank];
-    if (t.kind == TaskKind::transfer && src_gpu != dst_gpu) {
+    if (price.crosses) {
       auto [rit, rfresh] = route_slot.try_emplace(
           static_cast<std::int64_t>(src_gpu) << 32 | static_cast<std::uint32_t>(dst_gpu),
           static_cast<int>(out.routes.size()));
@@ -167,14 +146,13 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
       }
       c.route = rit->second;
       c.net_bytes = bytes;
-      c.fixed_s = launch_cost_s(p, t.launch);
+      c.fixed_s = price.fixed_s;
       route_bytes[c.route] += bytes;
       continue;
     }
-    COMPASS_ASSIGN(const double mem_s, local_memory_s(p, gpu, t, bytes));
     // Reductions run inside the collective or fused kernel (a flag wait in the latter); copies
     // (and transfers to the same GPU) are one cudaMemcpyAsync each, whatever the stream.
-    c.fixed_s = launch_cost_s(p, t.launch) + mem_s;
+    c.fixed_s = price.fixed_s + price.local_s;
   }
 
   // Bytes per link direction (index 2 * link + forward): whole numbers below 2^53, so the sums

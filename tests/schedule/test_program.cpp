@@ -1,0 +1,150 @@
+// One program per fused strategy (schedule/program.hpp): the schedule the generator builds is
+// that program, read back task by task (program_of), with every dependency of the schedule
+// either one of the program's waits or implied by them and the streams' orders.
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "compass/hardware/presets.hpp"
+#include "compass/schedule/program.hpp"
+#include "schedule_cases.hpp"
+
+namespace compass::schedule {
+namespace {
+
+using workload::OpKind;
+
+// Whether every step of `pr` moves or computes at least one row (the generator skips tasks that
+// touch no element, so a program with empty steps has no task for them).
+bool all_rows(const Program& pr) {
+  for (const auto& items : pr.items)
+    for (const Program::Item& it : items)
+      if (it.rows <= 0) return false;
+  for (const Program::Send& sd : pr.sends)
+    if (sd.rows <= 0) return false;
+  return true;
+}
+
+// program_of(generate(op, st, plan)) == program(op, st, plan); returns false when the case is
+// left out: a program with empty steps (the generator emits no task for them).
+bool expect_schedule_is_program(const workload::OperatorSpec& op, const Strategy& st,
+                                const CommPlan& plan, const std::string& where) {
+  const Program want = program(op, st, plan);
+  if (!all_rows(want)) return false;
+  auto s = generate(op, st, plan);
+  EXPECT_TRUE(s.ok()) << where << ": " << s.error().message;
+  if (!s.ok()) return true;
+  auto got = program_of(*s);
+  EXPECT_TRUE(got.ok()) << where << ": " << got.error().message;
+  if (!got.ok()) return true;
+  EXPECT_EQ(got->items.size(), want.items.size()) << where;
+  for (std::size_t v = 0; v < std::min(got->items.size(), want.items.size()); ++v) {
+    EXPECT_EQ(got->items[v].size(), want.items[v].size()) << where << " rank " << v;
+    for (std::size_t i = 0; i < std::min(got->items[v].size(), want.items[v].size()); ++i) {
+      const Program::Item &a = got->items[v][i], &b = want.items[v][i];
+      EXPECT_TRUE(a == b) << where << " rank " << v << " item " << i << ": read back (add " << a.add
+                          << ", rows " << a.rows << ", flow_in " << a.flow_in << "), program (add "
+                          << b.add << ", rows " << b.rows << ", flow_in " << b.flow_in << ")";
+    }
+  }
+  EXPECT_EQ(got->sends.size(), want.sends.size()) << where;
+  for (std::size_t f = 0; f < std::min(got->sends.size(), want.sends.size()); ++f) {
+    const Program::Send &a = got->sends[f], &b = want.sends[f];
+    auto show = [](const Program::Send& x) {
+      return fmt::format("{}->{} after {} ready_item {} dep_flow {} rows {}", x.from, x.to, x.after,
+                         x.ready_item, x.dep_flow, x.rows);
+    };
+    EXPECT_TRUE(a == b) << where << " send " << f << ": read back " << show(a) << ", program "
+                        << show(b);
+  }
+  return true;
+}
+
+TEST(Program, EveryFusedScheduleIsItsProgramOnTheCaseGrid) {
+  int checked = 0, total = 0;
+  for (int p : {1, 2, 3, 4, 8})
+    for (OpKind kind : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar})
+      for (const workload::OperatorSpec& op : testing::shapes(kind, p))
+        for (const auto& [name, plan] : testing::plans(p))
+          for (const Strategy& st : testing::strategies()) {
+            if (!has_program(st.kind)) continue;
+            ++total;
+            const testing::Case c{op, st, plan, name};
+            checked += expect_schedule_is_program(op, st, plan, c.label()) ? 1 : 0;
+          }
+  // Most cases have no empty step; the others (one-row shards split in halves, fewer rows than
+  // ranks) are left out. Unequal chunks (gemm_ar, M not a multiple of p) are in.
+  EXPECT_GT(checked, total / 2) << checked << " of " << total;
+  int uneven = 0;
+  for (int p : {2, 3, 4, 8})
+    for (const workload::OperatorSpec& op : testing::shapes(OpKind::gemm_ar, p))
+      for (const Strategy& st : testing::strategies())
+        if (has_program(st.kind) && op.m % p != 0 && op.m >= 2 * p)
+          uneven += expect_schedule_is_program(op, st, default_comm_plan(p), "uneven") ? 1 : 0;
+  EXPECT_GT(uneven, 0);
+}
+
+TEST(Program, EveryFusedScheduleIsItsProgramOnThePresets) {
+  for (const std::string& name : hardware::preset_names()) {
+    const hardware::Profile prof = *hardware::make_preset(name);
+    for (int p : {2, 4, 8}) {
+      if (p > prof.gpu_count()) continue;
+      std::vector<int> gpus(static_cast<std::size_t>(p));
+      std::iota(gpus.begin(), gpus.end(), 0);
+      auto plan = comm_plan_for(prof, gpus);
+      ASSERT_TRUE(plan.ok()) << name << ": " << plan.error().message;
+      for (CommPlan pl : {*plan, [&] {
+                            CommPlan one = *plan;
+                            one.copy_engines = 1;
+                            return one;
+                          }()})
+        for (OpKind kind : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar})
+          for (const Strategy& st : all_strategies(4)) {
+            if (!has_program(st.kind)) continue;
+            const workload::OperatorSpec op = testing::make_op(kind, 4096, 8192, 8192, p);
+            const std::string where = fmt::format("{} engines={} {}", name, pl.copy_engines,
+                                                  testing::Case{op, st, pl, name}.label());
+            EXPECT_TRUE(expect_schedule_is_program(op, st, pl, where)) << where;
+          }
+    }
+  }
+}
+
+TEST(Program, SchedulesThatAreNotOneProgramAreRefused) {
+  const CommPlan plan = default_comm_plan(4);
+  const workload::OperatorSpec op = testing::make_op(OpKind::gemm_rs, 64, 32, 64, 4);
+  // NCCL-style collectives beside separate GEMM kernels.
+  auto seq = generate(op, Strategy{StrategyKind::sequential, 0}, plan);
+  ASSERT_TRUE(seq.ok());
+  EXPECT_FALSE(program_of(*seq).ok());
+  // The fused GEMM-RS kernel's form sums the partials with a copy and adds in rank order.
+  auto fused = generate(op, Strategy{StrategyKind::fuse_ring, 0}, plan, GenerateOptions{true});
+  ASSERT_TRUE(fused.ok());
+  EXPECT_FALSE(program_of(*fused).ok());
+  // Dependencies beyond the program's waits: implied ones are accepted, others refused.
+  auto ring = generate(op, Strategy{StrategyKind::fuse_ring, 0}, plan);
+  ASSERT_TRUE(ring.ok());
+  ASSERT_TRUE(program_of(*ring).ok());
+  auto find = [&](TaskKind kind, int rank, int nth) {
+    for (const Task& t : ring->tasks)
+      if (t.kind == kind && t.resource.rank == rank && nth-- == 0) return t.id;
+    return -1;
+  };
+  const int gemm0 = find(TaskKind::gemm, 0, 0), gemm1 = find(TaskKind::gemm, 1, 0);
+  const int add1 = find(TaskKind::add, 1, 0);
+  ASSERT_GE(gemm0, 0);
+  ASSERT_GT(gemm1, gemm0);
+  ASSERT_GT(add1, gemm0);
+  // Rank 1's first add sums what rank 0 sent after its first GEMM (ring 0 -> 1): implied.
+  Schedule implied = *ring;
+  implied.tasks[static_cast<std::size_t>(add1)].deps.push_back(gemm0);
+  EXPECT_TRUE(program_of(implied).ok());
+  // Rank 1's first GEMM waits for nothing in the program: waiting for rank 0's is not implied.
+  Schedule extra = *ring;
+  extra.tasks[static_cast<std::size_t>(gemm1)].deps.push_back(gemm0);
+  EXPECT_FALSE(program_of(extra).ok());
+}
+
+}  // namespace
+}  // namespace compass::schedule
