@@ -4,7 +4,8 @@
 # repository, plus (for the profile loader) seeds generated from the presets. Exits non-zero
 # when a fuzzer finds a crash, leak, hang or sanitizer report.
 # Usage: tools/run-fuzz.sh [seconds-per-harness] [harness...]
-#   default 60 s each; harnesses: profile model schedule calibration cli (default: all)
+#   default 60 s each; harnesses: profile model schedule calibration cli agreement
+#   (default: all)
 #   JOBS=<n> limits build parallelism.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   exit 2
 fi
 shift || true
-all=(profile model schedule calibration cli)
+all=(profile model schedule calibration cli agreement)
 harnesses=("$@")
 [ ${#harnesses[@]} -eq 0 ] && harnesses=("${all[@]}")
 targets=()
@@ -23,6 +24,7 @@ for h in "${harnesses[@]}"; do
   case "$h" in
     profile|model|schedule|calibration) targets+=("fuzz_${h}_loader") ;;
     cli) targets+=("fuzz_cli_args") ;;
+    agreement) targets+=("fuzz_run_agreement") ;;
     *) echo "run-fuzz: unknown harness '$h' (expected: ${all[*]})" >&2; exit 2 ;;
   esac
 done

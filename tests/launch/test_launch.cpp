@@ -65,8 +65,8 @@ struct Case {
   int p;
 };
 
-// `--strategy all`: sequential, decompose:4, fuse:all2all, fuse:ring, fuse:double-ring,
-// fuse:hier and fuse:synth.
+// `--strategy all`: sequential, decompose:d* (the planner's degree), fuse:all2all, fuse:ring,
+// fuse:double-ring, fuse:hier and fuse:synth.
 constexpr std::size_t kStrategies = 7;
 
 class MpiRun : public ::testing::TestWithParam<Case> {};
@@ -177,6 +177,60 @@ TEST(MpiFailure, WrongProcessCountIsAnError) {
       << t.result.err;
 }
 
+// ---- Ranks given different runs: refused before any work, naming the difference ------------
+
+// `args` with the value of `flag` replaced.
+std::vector<std::string> with(std::vector<std::string> args, const std::string& flag,
+                              const std::string& value) {
+  const auto at = std::find(args.begin(), args.end(), flag);
+  EXPECT_NE(at, args.end()) << flag;
+  if (at != args.end()) *(at + 1) = value;
+  return args;
+}
+
+// mpirun starting one process per argument list (MPMD: "-np 1 prog args : -np 1 prog args").
+std::vector<std::string> mpirun_each(const std::vector<std::vector<std::string>>& per_rank) {
+  std::vector<std::string> argv{mpiexec(), "--oversubscribe", "--allow-run-as-root"};
+  for (std::size_t r = 0; r < per_rank.size(); ++r) {
+    if (r > 0) argv.push_back(":");
+    argv.insert(argv.end(), {"-np", "1", compass_binary()});
+    argv.insert(argv.end(), per_rank[r].begin(), per_rank[r].end());
+  }
+  return argv;
+}
+
+TEST(MpiDisagreement, ADifferentShapeIsRefusedNamingTheFlag) {
+  REQUIRE_MPIRUN();
+  const std::vector<std::string> args = run_args("ag_gemm", 2, "mpi");
+  const Timed t = run_timed(mpirun_each({args, with(args, "--m", "128")}), 60);
+  ASSERT_FALSE(t.result.timed_out) << "the job hung";
+  EXPECT_EQ(t.result.exit_code, 2) << t.result.err;
+  // mpirun forwards both processes' stderr into one stream.
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(t.result.err.find("[rank " + std::to_string(r) +
+                                " of 2] the ranks were given different runs: rank 1 was given "
+                                "--m 128 where rank 0 was given --m 96"),
+              std::string::npos)
+        << t.result.err;
+  EXPECT_EQ(t.result.err.find("corrupted"), std::string::npos) << t.result.err;
+}
+
+TEST(MpiDisagreement, ADifferentStrategyIsRefusedInsteadOfHanging) {
+  REQUIRE_MPIRUN();
+  const std::vector<std::string> args =
+      with(run_args("gemm_rs", 2, "mpi"), "--strategy", "fuse:ring");
+  const Timed t = run_timed(mpirun_each({args, with(args, "--strategy", "sequential")}), 60);
+  ASSERT_FALSE(t.result.timed_out) << "the job hung";
+  EXPECT_EQ(t.result.exit_code, 2) << t.result.err;
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(t.result.err.find("[rank " + std::to_string(r) +
+                                " of 2] the ranks were given different runs: rank 1 was given "
+                                "--strategy sequential where rank 0 was given --strategy "
+                                "fuse:ring"),
+              std::string::npos)
+        << t.result.err;
+}
+
 // ---- --launch env: processes started as torchrun starts them, on loopback ---------------------
 
 // A TCP port that was free a moment ago.
@@ -195,12 +249,13 @@ int free_port() {
 
 // Starts `world` processes with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (through
 // env(1), since run_process passes no environment), skipping ranks in `absent`.
-std::vector<Timed> run_env_world(int world, const std::vector<std::string>& compass_args,
-                                 const std::vector<int>& absent = {}, double timeout_s = 240) {
+std::vector<Timed> run_env_each(int world, const std::vector<std::vector<std::string>>& per_rank,
+                                const std::vector<int>& absent = {}, double timeout_s = 240) {
   const int port = free_port();
   std::vector<std::future<Timed>> procs;
   for (int r = 0; r < world; ++r) {
     if (std::find(absent.begin(), absent.end(), r) != absent.end()) continue;
+    const std::vector<std::string>& compass_args = per_rank[r];
     std::vector<std::string> argv{"/usr/bin/env",
                                   "RANK=" + std::to_string(r),
                                   "WORLD_SIZE=" + std::to_string(world),
@@ -214,6 +269,12 @@ std::vector<Timed> run_env_world(int world, const std::vector<std::string>& comp
   std::vector<Timed> out;
   for (auto& p : procs) out.push_back(p.get());
   return out;
+}
+
+std::vector<Timed> run_env_world(int world, const std::vector<std::string>& compass_args,
+                                 const std::vector<int>& absent = {}, double timeout_s = 240) {
+  return run_env_each(world, std::vector<std::vector<std::string>>(world, compass_args), absent,
+                      timeout_s);
 }
 
 class EnvRun : public ::testing::TestWithParam<Case> {};
@@ -281,6 +342,35 @@ TEST(EnvFailure, ARankThatNeverStartsIsATimeoutNotAHang) {
     EXPECT_NE(procs[r].result.err.find("[rank " + std::to_string(r) + " of 3]"), std::string::npos)
         << procs[r].result.err;
     EXPECT_LT(procs[r].seconds, 20.0);
+  }
+}
+
+TEST(EnvDisagreement, ADifferentShapeIsRefusedNamingTheFlag) {
+  const std::vector<std::string> args = run_args("ag_gemm", 3, "env");
+  const std::vector<Timed> procs = run_env_each(3, {args, args, with(args, "--m", "192")}, {}, 60);
+  for (std::size_t r = 0; r < procs.size(); ++r) {
+    ASSERT_FALSE(procs[r].result.timed_out) << "rank " << r << " hung";
+    EXPECT_EQ(procs[r].result.exit_code, 2) << "rank " << r << ": " << procs[r].result.err;
+    EXPECT_NE(procs[r].result.err.find("[rank " + std::to_string(r) +
+                                       " of 3] the ranks were given different runs: rank 2 was "
+                                       "given --m 192 where rank 0 was given --m 96"),
+              std::string::npos)
+        << procs[r].result.err;
+  }
+}
+
+TEST(EnvDisagreement, ADifferentStrategyIsRefusedInsteadOfHanging) {
+  const std::vector<std::string> args =
+      with(run_args("gemm_ar", 2, "env"), "--strategy", "fuse:ring");
+  const std::vector<Timed> procs =
+      run_env_each(2, {args, with(args, "--strategy", "fuse:all2all")}, {}, 60);
+  for (std::size_t r = 0; r < procs.size(); ++r) {
+    ASSERT_FALSE(procs[r].result.timed_out) << "rank " << r << " hung";
+    EXPECT_EQ(procs[r].result.exit_code, 2) << "rank " << r;
+    EXPECT_NE(procs[r].result.err.find("rank 1 was given --strategy fuse:all2all where rank 0 was "
+                                       "given --strategy fuse:ring"),
+              std::string::npos)
+        << procs[r].result.err;
   }
 }
 

@@ -12,6 +12,7 @@
 #include "compass/backends/sim/simulator.hpp"
 #include "compass/hardware/presets.hpp"
 #include "compass/study/refine.hpp"
+#include "support/builders.hpp"
 
 namespace compass::study {
 namespace {
@@ -27,16 +28,10 @@ struct Planned {
 
 Planned plan_op(const std::string& preset, workload::OpKind kind, std::int64_t m, std::int64_t n,
                 std::int64_t k) {
-  Planned out{hardware::make_preset(preset).value(), {}, {}};
-  workload::OperatorSpec op;
-  op.kind = kind;
-  op.m = m;
-  op.n = n;
-  op.k = k;
-  op.tp = 8;
-  out.plan = schedule::comm_plan_for(out.profile, {0, 1, 2, 3, 4, 5, 6, 7}).value();
-  out.choice = model::choose_strategy(out.profile, op, out.plan).value();
-  return out;
+  auto [profile, plan] = compass::testing::preset_plan(preset, 8);
+  const workload::OperatorSpec op = compass::testing::op_of(kind, m, n, k, 8);
+  model::OperatorChoice choice = model::choose_strategy(profile, op, plan).value();
+  return {std::move(profile), std::move(plan), std::move(choice)};
 }
 
 TEST(Refine, CandidatesAreThePickThenTheCloseOnesInPredictedOrder) {

@@ -1,8 +1,29 @@
 #include "compass/backends/backend.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace compass::backends {
+
+double relative_error(double max_abs_error, double max_ref_abs) {
+  if (!std::isfinite(max_abs_error)) return std::numeric_limits<double>::infinity();
+  return max_ref_abs > 0 ? max_abs_error / max_ref_abs : max_abs_error;
+}
+
+void CheckResult::add(double abs_error, double ref_abs) {
+  // A NaN never compares greater: keep it as an infinite error.
+  max_abs_error = std::isfinite(abs_error) ? std::max(max_abs_error, abs_error)
+                                           : std::numeric_limits<double>::infinity();
+  max_ref_abs = std::max(max_ref_abs, ref_abs);
+  max_rel_error = relative_error(max_abs_error, max_ref_abs);
+}
+
+void CheckResult::judge(double tol) {
+  checked = true;
+  tolerance = tol;
+  passed = max_rel_error <= tol;
+}
 
 void summarise_times(Measurement& m) {
   std::vector<double> t = m.times_s;

@@ -5,8 +5,12 @@
 //               (no allocation; errors name the task or buffer at fault);
 //   2. prepare: everything one run needs (buffers, inputs, streams, the platform), once;
 //   3. run:     a cheap, repeatable execution that returns a Measurement.
-// Each backend has its own Prepared type with `Result<Measurement> run()`; the options and
-// the measurement below are shared, so callers format every backend's result the same way.
+// Every backend has the same shape (cpu/backend.hpp, cuda/cuda_backend.hpp, sim/simulator.hpp):
+// a free `check(...)`, a `Prepared` type with `static Result<Prepared> create(...)` taking what
+// the backend needs once (its own options: threads, streams, the machine), and
+// `Result<Measurement> run(const RunOptions&)` taking what may change from run to run. The
+// options, the measurement and the output-error rule below are shared, so callers run and
+// format every backend the same way.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +38,12 @@ struct ResourceBusy {
   bool operator==(const ResourceBusy&) const = default;
 };
 
+/// The output-error rule of every backend: the largest absolute error of an output relative to
+/// the largest magnitude of its reference, max |y - ref| / max |ref| (a per-element ratio
+/// explodes where the exact value is near zero); the absolute error when the reference is all
+/// zero; infinity when the error is not finite (a NaN or infinite output fails every check).
+double relative_error(double max_abs_error, double max_ref_abs);
+
 /// The outputs against the reference (RunOptions::check).
 struct CheckResult {
   bool checked = false;
@@ -43,6 +53,12 @@ struct CheckResult {
   double tolerance = 0;      ///< the max_rel_error the backend accepts
   bool passed = true;        ///< !checked, or max_rel_error <= tolerance
   std::string worst;         ///< where the largest error is, when the backend can tell
+
+  /// Folds in one comparison (one rank's output, one block) given by its largest absolute
+  /// error and largest reference magnitude, and recomputes max_rel_error (relative_error).
+  void add(double abs_error, double ref_abs);
+  /// Marks the result checked against `tol` and sets passed: max_rel_error <= tol.
+  void judge(double tol);
 };
 
 /// What running a schedule measured.

@@ -8,6 +8,7 @@
 #include "compass/workload/operator.hpp"
 
 #include "compass/backends/sim/simulator.hpp"
+#include "compass/study/run_operator.hpp"
 
 namespace compass::cli {
 namespace {
@@ -27,15 +28,6 @@ struct SimulateArgs {
 };
 
 namespace sim = backends::sim;
-
-// The decomposition degree `--strategy all` uses: TransformerEngine's default 4 when it divides
-// the rows each rank owns, else the largest smaller one that does.
-int default_parts(const workload::OperatorSpec& op) {
-  const std::int64_t rows = workload::shard_rows(op);
-  for (int d : {4, 3, 2})
-    if (rows % d == 0) return d;
-  return 1;
-}
 
 std::string resource_label(const sim::ResourceBusy& b) {
   return b.kind == schedule::ResourceKind::compute
@@ -83,18 +75,17 @@ void run_simulate(const SimulateArgs& a) {
   op.dtype = *dtype;
   unwrap(workload::validate(op));
 
-  std::vector<schedule::Strategy> strategies;
-  if (a.strategy == "all") {
-    strategies = schedule::all_strategies(default_parts(op));
-    if (!a.trace.empty()) throw UsageError("--trace needs a single --strategy, not 'all'");
-  } else {
-    strategies.push_back(unwrap(schedule::parse_strategy(a.strategy)));
-  }
+  if (a.strategy == "all" && !a.trace.empty())
+    throw UsageError("--trace needs a single --strategy, not 'all'");
+  if (a.strategy != "all") unwrap(schedule::parse_strategy(a.strategy));
   const OutputFile trace{"--trace", a.trace};
   check_outputs({trace, {"--json-out", a.json.file()}}, a.force);
   if (a.trace == "-" && a.json.to_stdout())
     throw UsageError("--trace - and --json both write to stdout");
   const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(prof, gpus));
+  // The same strategies as `compass run --strategy all` (study::strategies_to_run).
+  const std::vector<schedule::Strategy> strategies =
+      unwrap(study::strategies_to_run(a.strategy, prof, op, plan));
   sim::SimOptions opts;
   opts.busiest_links = a.busiest;
 

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "compass/schedule/generate.hpp"
 
 namespace compass::backends {
@@ -20,6 +23,31 @@ TEST(BackendContract, SummariseTimes) {
   m.times_s = {4.0, 1.0, 2.0};
   summarise_times(m);
   EXPECT_EQ(m.median_s, 2.0);
+}
+
+TEST(BackendContract, OneRuleForTheOutputError) {
+  EXPECT_EQ(relative_error(1e-6, 2.0), 5e-7);
+  EXPECT_EQ(relative_error(3e-6, 0.0), 3e-6);  // an all-zero reference: the absolute error
+  EXPECT_TRUE(std::isinf(relative_error(std::numeric_limits<double>::quiet_NaN(), 1.0)));
+  EXPECT_TRUE(std::isinf(relative_error(std::numeric_limits<double>::infinity(), 1.0)));
+}
+
+TEST(BackendContract, ACheckFoldsComparisonsAndJudgesByTheRule) {
+  CheckResult c;
+  EXPECT_FALSE(c.checked);
+  c.add(1e-6, 2.0);   // one rank
+  c.add(4e-6, 1.0);   // another: the largest error over the largest magnitude
+  EXPECT_EQ(c.max_abs_error, 4e-6);
+  EXPECT_EQ(c.max_ref_abs, 2.0);
+  EXPECT_EQ(c.max_rel_error, relative_error(4e-6, 2.0));
+  c.judge(1e-6);
+  EXPECT_TRUE(c.checked);
+  EXPECT_FALSE(c.passed);
+  c.judge(2e-6);
+  EXPECT_TRUE(c.passed);
+  c.add(std::numeric_limits<double>::quiet_NaN(), 1.0);  // a NaN output fails every tolerance
+  c.judge(1e30);
+  EXPECT_FALSE(c.passed);
 }
 
 TEST(BackendContract, OptionsAreChecked) {

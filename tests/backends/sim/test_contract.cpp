@@ -18,19 +18,33 @@ TEST(SimContract, PreparedRunsRepeatablyAndMatchesSimulate) {
   ASSERT_TRUE(check(p, s).ok());
   auto prep = Prepared::create(p, s);
   ASSERT_TRUE(prep.ok()) << prep.error().message;
-  auto a = prep->run();
-  auto b = prep->run();
+  auto a = prep->simulate();
+  auto b = prep->simulate();
   auto c = simulate(p, s);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_GT(a->total_s, 0);
   EXPECT_EQ(*a, *b);
   EXPECT_EQ(*a, *c);
-  const Measurement m = measurement(*a);
-  ASSERT_EQ(m.times_s.size(), 1u);
-  EXPECT_EQ(m.median_s, a->total_s);
-  EXPECT_EQ(m.min_s, a->total_s);
-  EXPECT_EQ(m.resources, a->resources);
-  EXPECT_FALSE(m.check.checked);
+  // The contract's run: the same simulation as a Measurement.
+  auto m = prep->run(RunOptions{});
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->times_s, measurement(*a).times_s);
+  ASSERT_EQ(m->times_s.size(), 1u);
+  EXPECT_EQ(m->median_s, a->total_s);
+  EXPECT_EQ(m->min_s, a->total_s);
+  EXPECT_EQ(m->resources, a->resources);
+  EXPECT_FALSE(m->check.checked);
+}
+
+TEST(SimContract, RunChecksItsOptionsLikeEveryBackend) {
+  const hardware::Profile p = star_profile(2, 50e9, 1e-6);
+  auto prep = Prepared::create(p, schedule::ring_allgather(2, 8, 8));
+  ASSERT_TRUE(prep.ok()) << prep.error().message;
+  RunOptions o;
+  o.repeat = 0;
+  auto m = prep->run(o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("repeat"), std::string::npos) << m.error().message;
 }
 
 TEST(SimContract, CheckNamesTheProblem) {

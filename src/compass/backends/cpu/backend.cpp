@@ -46,12 +46,8 @@ Result<Measurement> Prepared::run(const RunOptions& o) {
   summarise_times(m);
   if (o.check && inputs_->reference) {
     const ErrorStats e = compare_outputs(s_, ws_, *inputs_->reference);
-    m.check.checked = true;
-    m.check.max_abs_error = e.max_abs_error;
-    m.check.max_ref_abs = e.max_ref_abs;
-    m.check.max_rel_error = e.max_rel_error;
-    m.check.tolerance = kCheckTolerance;
-    m.check.passed = e.max_rel_error <= kCheckTolerance;
+    m.check.add(e.max_abs_error, e.max_ref_abs);
+    m.check.judge(kCheckTolerance);
   }
   return m;
 }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <new>
 
+#include "compass/backends/backend.hpp"
 #include "compass/backends/cpu/blas.hpp"
 
 namespace compass::backends::cpu {
@@ -133,8 +134,7 @@ void accumulate_error(const OperatorSpec& op, int rank, const float* values, std
     }
   }
   stats.elements += b.rows * b.cols;
-  stats.max_rel_error =
-      stats.max_ref_abs > 0 ? stats.max_abs_error / stats.max_ref_abs : stats.max_abs_error;
+  stats.max_rel_error = relative_error(stats.max_abs_error, stats.max_ref_abs);
 }
 
 }  // namespace compass::backends::cpu

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "compass/backends/launch/session.hpp"
 #include "compass/core/result.hpp"
 
 namespace compass::backends::cpu {
@@ -49,8 +50,10 @@ class TransportSink {
 /// Moves messages and transfer bytes between the processes of one run, one rank per process.
 /// post() and send_data() are called from executor threads and only queue; everything else,
 /// including the actual communication, happens on the one thread that calls poll() (and,
-/// between runs, the collectives), so the transport needs no thread support from MPI.
-class Transport {
+/// between runs, the collectives), so the transport needs no thread support from MPI. Its
+/// collectives between runs (barrier, farewell, all_gather, gather) are the ones a
+/// launch::Session needs.
+class Transport : public launch::Collectives {
  public:
   virtual ~Transport() = default;
   virtual int rank() const = 0;
@@ -77,20 +80,9 @@ class Transport {
   /// every pending operation so the transport can be destroyed.
   virtual void drain_after_failure(double grace_s) = 0;
 
-  // Collectives, called by every rank between runs (no run in progress).
-  /// Every rank arrives or the call fails after timeout_s naming the ranks rank 0 is missing.
-  virtual Status barrier(double timeout_s) = 0;
-  /// After a failed run, every process that knows of the failure calls this once: it tells
-  /// every other process it is leaving and waits up to timeout_s until all have said so, so
-  /// that each has reported the failure before any of them ends the job. True when every other
-  /// process said so in time: then each can end normally, and none has to abort the job.
-  virtual bool farewell(double timeout_s) = 0;
-  /// Every rank receives every rank's bytes (index = rank); also a barrier.
-  virtual Result<std::vector<std::string>> all_gather(const std::string& mine,
-                                                      double timeout_s) = 0;
-  /// Rank 0 receives every rank's vector (index = rank); other ranks get an empty result.
-  virtual Result<std::vector<std::vector<double>>> gather(const std::vector<double>& mine,
-                                                          double timeout_s) = 0;
+  // The collectives (launch::Collectives) are called by every rank between runs, with no run
+  // in progress. farewell: after a failed run, every process that knows of the failure calls
+  // it once, so that each has reported the failure before any of them ends the job.
 };
 
 }  // namespace compass::backends::cpu

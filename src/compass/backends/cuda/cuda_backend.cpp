@@ -159,10 +159,25 @@ Result<Prepared> Prepared::create(const schedule::Schedule& s, const RunOptions&
 #endif
 }
 
-Result<Measurement> Prepared::run() {
+Status take_run_options(const schedule::Schedule& s, const backends::RunOptions& o,
+                        RunOptions& prepared) {
+  COMPASS_TRY(check_options(o));
+  if (o.seed != prepared.seed)
+    return make_error("the inputs were made with seed {} when the run was prepared, not {}",
+                      prepared.seed, o.seed);
+  if (o.check && !prepared.check) COMPASS_TRY(reference_blocks(s));
+  prepared.repeat = o.repeat;
+  prepared.warmup = o.warmup;
+  prepared.check = o.check;
+  return Status::success();
+}
+
+Result<Measurement> Prepared::run(const backends::RunOptions& o) {
 #if defined(COMPASS_WITH_CUDA)
+  COMPASS_TRY(take_run_options(impl_->s, o, impl_->options));
   return device::measure(*impl_->run, impl_->s, impl_->options);
 #else
+  (void)o;
   return make_error("{}", kNoDevice);
 #endif
 }
@@ -171,7 +186,7 @@ const RunInfo& Prepared::info() const { return impl_->info; }
 
 Result<RunReport> run_schedule(const schedule::Schedule& s, const RunOptions& options) {
   COMPASS_ASSIGN(Prepared p, Prepared::create(s, options));
-  COMPASS_ASSIGN(Measurement m, p.run());
+  COMPASS_ASSIGN(Measurement m, p.run(options));
   return RunReport{std::move(m), p.info()};
 }
 

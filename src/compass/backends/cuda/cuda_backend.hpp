@@ -96,11 +96,12 @@ struct RunInfo {
 /// check_tolerance(); a failed check is not an error: the caller decides.
 class Prepared {
  public:
-  /// check_run_request, then device setup. Errors name the failing task or CUDA call; "no
-  /// CUDA device found" without one.
+  /// check_run_request, then device setup (inputs from options.seed). Errors name the failing
+  /// task or CUDA call; "no CUDA device found" without one.
   static Result<Prepared> create(const schedule::Schedule& s, const RunOptions& options);
-  /// warmup + repeat timed runs (CUDA events), then the check with RunOptions::check.
-  Result<Measurement> run();
+  /// o.warmup + o.repeat timed runs (CUDA events), then the check when o.check. The inputs
+  /// were made at create(): o.seed must be the seed given there.
+  Result<Measurement> run(const backends::RunOptions& o);
   const RunInfo& info() const;
 
   Prepared(Prepared&&) noexcept;
@@ -119,7 +120,7 @@ struct RunReport {
   RunInfo info;
 };
 
-/// Prepared::create then run(), for one-off runs.
+/// Prepared::create then run(options), for one-off runs.
 Result<RunReport> run_schedule(const schedule::Schedule& s, const RunOptions& options);
 
 /// Argument checks of run_schedule that need no GPU: repeat >= 1, warmup >= 0, a supported
@@ -136,7 +137,13 @@ Status check_run_request(const schedule::Schedule& s, const RunOptions& options)
 /// that would run fused must be valid. Each error says what to use instead.
 Status check_kernel_request(const schedule::Schedule& s, const RunOptions& options);
 
-/// The relative error (max |y - ref| / max |ref| over an output) --check accepts per dtype.
+/// Moves a run's options (repeat, warmup, check) into the options a schedule was prepared with;
+/// errors: bad counts, a seed other than the prepared one (the inputs exist already), a check
+/// the schedule has no reference blocks for.
+Status take_run_options(const schedule::Schedule& s, const backends::RunOptions& o,
+                        RunOptions& prepared);
+
+/// The relative error (backends::relative_error) --check accepts per dtype.
 double check_tolerance(DType t);
 
 // ---- Calibration ------------------------------------------------------------------------

@@ -69,10 +69,12 @@ Result<ProcessPrepared> ProcessPrepared::create(const schedule::Schedule& s,
 #endif
 }
 
-Result<Measurement> ProcessPrepared::run() {
+Result<Measurement> ProcessPrepared::run(const backends::RunOptions& o) {
 #if defined(COMPASS_WITH_CUDA)
+  COMPASS_TRY(take_run_options(impl_->s, o, impl_->options));
   return device::measure(*impl_->run);
 #else
+  (void)o;
   return make_error("no CUDA device found");
 #endif
 }

@@ -43,8 +43,9 @@ class ProcessPrepared {
   static Result<ProcessPrepared> create(const schedule::Schedule& s,
                                         const ProcessRunOptions& options,
                                         launch::ProcessGroup& group);
-  /// warmup + repeat iterations, each started together by every process, then the check.
-  Result<Measurement> run();
+  /// o.warmup + o.repeat iterations, each started together by every process, then the check
+  /// when o.check (o.seed: the seed given to create()).
+  Result<Measurement> run(const backends::RunOptions& o);
   const RunInfo& info() const;
 
   ProcessPrepared(ProcessPrepared&&) noexcept;

@@ -375,7 +375,7 @@ Result<Prepared> Prepared::create(const hardware::Profile& profile, const schedu
   return Prepared(std::make_unique<detail::Prepared>(std::move(prep)), profile, s, options);
 }
 
-Result<SimResult> Prepared::run() const {
+Result<SimResult> Prepared::simulate() const {
   COMPASS_ASSIGN(detail::RawResult raw,
                  options_.isolate ? detail::run_isolated(*prep_) : detail::run_engine(*prep_));
   if (raw.tasks.size() != s_->tasks.size())
@@ -390,6 +390,12 @@ Result<SimResult> Prepared::run() const {
   return r;
 }
 
+Result<Measurement> Prepared::run(const RunOptions& o) const {
+  COMPASS_TRY(check_options(o));
+  COMPASS_ASSIGN(const SimResult r, simulate());
+  return measurement(r);
+}
+
 backends::Measurement measurement(const SimResult& r) {
   backends::Measurement m;
   m.times_s = {r.total_s};
@@ -401,7 +407,7 @@ backends::Measurement measurement(const SimResult& r) {
 Result<SimResult> simulate(const hardware::Profile& profile, const schedule::Schedule& s,
                            const SimOptions& options) {
   COMPASS_ASSIGN(const Prepared prep, Prepared::create(profile, s, options));
-  return prep.run();
+  return prep.simulate();
 }
 
 double isolated_task_time_s(const hardware::Profile& profile, const schedule::Schedule& s,

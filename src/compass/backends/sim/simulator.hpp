@@ -93,8 +93,12 @@ class Prepared {
   /// Errors: those of check(), a missing route or a zero-bandwidth hop a transfer uses.
   static Result<Prepared> create(const hardware::Profile& profile, const schedule::Schedule& s,
                                  const SimOptions& options = {});
-  /// One simulation (deterministic: every run gives the same result).
-  Result<SimResult> run() const;
+  /// One simulation with everything it saw (deterministic: every call gives the same result).
+  Result<SimResult> simulate() const;
+  /// The backend contract's run: one simulation as a Measurement (measurement()); repeat,
+  /// warmup, check and seed do not apply to a deterministic simulation without data, but their
+  /// values are checked as every backend checks them.
+  Result<Measurement> run(const RunOptions& o) const;
 
   Prepared(Prepared&&) noexcept;
   Prepared& operator=(Prepared&&) noexcept;
@@ -113,7 +117,7 @@ class Prepared {
 /// do not apply to a deterministic simulation), and the busy time of every resource.
 backends::Measurement measurement(const SimResult& r);
 
-/// Simulates `s` on `profile` (Prepared::create, then run). Errors: an invalid schedule, ranks on GPUs the profile lacks or
+/// Simulates `s` on `profile` (Prepared::create, then simulate()). Errors: an invalid schedule, ranks on GPUs the profile lacks or
 /// sharing a GPU, a missing route or a zero-bandwidth hop on a route a transfer uses, a
 /// schedule whose resource order deadlocks, or a crashed simulator child.
 Result<SimResult> simulate(const hardware::Profile& profile, const schedule::Schedule& s,

@@ -117,7 +117,7 @@ workload::OperatorSpec check_op(const FusedCheckOptions& o) {
 // max |out - ref| / max |ref| and the NaN count of the comparisons into the report.
 void record_error(const Compare& c, FusedCheckReport& rep) {
   rep.nan_count = c.nans;
-  rep.max_rel_error = c.max_ref > 0 ? c.max_abs / c.max_ref : c.max_abs;
+  rep.max_rel_error = relative_error(c.max_abs, c.max_ref);
 }
 
 // cuBLASLt on GPU 0 for the references, and the GEMMs timed against the fused kernel.

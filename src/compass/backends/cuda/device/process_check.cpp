@@ -95,9 +95,7 @@ Status ProcessRun::check(CheckResult& report) {
   DeviceMemory Y;
   COMPASS_TRY(reference_output(Y));
   COMPASS_ASSIGN(const RankError e, compare_mine(Y));
-  report.max_abs_error = e.err;
-  report.max_ref_abs = e.ref;
-  report.max_rel_error = e.ref > 0 ? e.err / e.ref : e.err;
+  report.add(e.err, e.ref);
   report.worst = fmt::format("rank {} y[{}, {}]: got {}, want {}; {} elements over tolerance",
                              me_, e.at.first, e.at.second, e.val.first, e.val.second, e.bad);
   COMPASS_ASSIGN(const bool modified, inputs_modified());

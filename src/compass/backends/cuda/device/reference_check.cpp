@@ -158,9 +158,7 @@ Status Run::check(CheckResult& report) {
                              "per rank: {}",
                              worst, ranks[worst].at.first, ranks[worst].at.second,
                              ranks[worst].val.first, ranks[worst].val.second, bad);
-  report.max_ref_abs = max_abs_ref;
-  report.max_abs_error = max_abs_err;
-  report.max_rel_error = max_abs_ref > 0 ? max_abs_err / max_abs_ref : max_abs_err;
+  report.add(max_abs_err, max_abs_ref);
   COMPASS_ASSIGN(const std::string modified, modified_inputs());
   if (!modified.empty()) {
     // Not a numerical error: fail the check whatever the outputs say.

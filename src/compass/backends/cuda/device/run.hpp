@@ -31,8 +31,7 @@ Status finish_measurement(Measurement& m, DType dtype, bool want_check, CheckFn&
   m.check.tolerance = check_tolerance(dtype);
   if (!want_check) return Status::success();
   COMPASS_TRY(check(m.check));
-  m.check.checked = true;
-  m.check.passed = m.check.max_rel_error <= m.check.tolerance;
+  m.check.judge(m.check.tolerance);
   return Status::success();
 }
 
