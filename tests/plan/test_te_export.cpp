@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
 #include "compass/hardware/presets.hpp"
 #include "compass/model/estimate.hpp"
+#include "compass/plan/te_compare.hpp"
 #include "compass/plan/te_export.hpp"
 #include "compass/plan/te_model.hpp"
 
@@ -544,6 +547,105 @@ TEST(TeExport, RsDgradOnlyWhereFasterThanBulk) {
         ++checked;
       }
   EXPECT_EQ(checked, 18);
+}
+
+// A preset holding exactly the export's own configuration compares as the same everywhere and
+// is priced, operator by operator, as the export priced it: both sides use one pricing.
+TEST(TeCompare, OwnConfigurationIsTheSame) {
+  int compared = 0;
+  for (const char* preset : {"h100x8", "a6000x8"})
+    for (int tp : {2, 4, 8})
+      for (bool fp8 : {false, true}) {
+        if (fp8 && std::string(preset) != "h100x8") continue;
+        const hardware::Profile p = *hardware::make_preset(preset);
+        workload::ParallelConfig pc;
+        pc.tp = tp;
+        pc.seq = 4096;
+        pc.dtype = fp8 ? DType::fp8 : DType::bf16;
+        const LayerPlan lp = *plan_layer(p, *workload::resolve_model("llama2-13b"), pc);
+        TeExportOptions opt;
+        opt.fp8 = fp8;
+        const Result<TeExport> e = export_te(p, lp, opt);
+        ASSERT_TRUE(e.ok()) << e.error().message;
+        const auto& args = e->megatron_args;
+        if (std::any_of(args.begin(), args.end(),
+                        [](const std::string& a) { return a.starts_with("--disable-tp-comm"); }))
+          continue;  // a direction off: the entries stay at TE's defaults, unused
+        const nlohmann::json j = {{"name", "own"}, {"tp", tp}, {"layers", te_config_json(*e)}};
+        const Result<TePreset> own = parse_te_preset(j, "own");
+        ASSERT_TRUE(own.ok()) << own.error().message;
+        const Result<TeComparison> c = compare_te(p, lp, *e, *own);
+        ASSERT_TRUE(c.ok()) << c.error().message;
+        for (const TeEntryDiff& d : c->entries)
+          EXPECT_TRUE(d.differences.empty()) << preset << " tp " << tp << " " << d.name << ": "
+                                             << d.differences.front();
+        double sum = 0;
+        for (const TeRoleDiff& r : c->roles) {
+          EXPECT_NEAR(r.preset_s, r.compass_s, 1e-12) << preset << " tp " << tp << " " << r.role;
+          sum += r.preset_s;
+        }
+        EXPECT_NEAR(c->preset_s, sum, 1e-12);
+        ++compared;
+      }
+  EXPECT_GT(compared, 0);
+}
+
+TEST(TeCompare, ReadsPresetsAsTeDoes) {
+  const nlohmann::json j = nlohmann::json::parse(R"({
+    "name": "p", "tp": 4,
+    "layers": {
+      "proj_fprop": {"method": "pipeline", "num_sm": 24, "cga_size": 2, "num_splits": 4,
+                     "set_sm_margin": true, "fp8_buf": [false]},
+      "fc1_dgrad": {"method": "pipeline", "num_sm": 16, "cga_size": 2, "num_splits": 4,
+                    "set_sm_margin": true},
+      "qkv_fprop": {"method": "ring_exchange", "num_splits": 9}
+    }})");
+  const Result<TePreset> pr = parse_te_preset(j, "p");
+  ASSERT_TRUE(pr.ok()) << pr.error().message;
+  auto get = [&](const std::string& n) -> const TeEntry* {
+    for (const TeEntry& e : pr->entries)
+      if (e.name == n) return &e;
+    return nullptr;
+  };
+  ASSERT_NE(get("proj_fprop"), nullptr);
+  EXPECT_TRUE(get("proj_fprop")->fp8_buf);            // a non-empty list is true to Python
+  EXPECT_EQ(get("qkv_fprop")->num_splits, 4);         // ring exchange takes tp steps
+  EXPECT_EQ(get("fc1_wgrad"), nullptr);               // its dgrad carries the reduce-scatter
+  ASSERT_NE(get("qkv_wgrad"), nullptr);               // TE's default, bulk
+  EXPECT_EQ(get("qkv_wgrad")->method, TeMethod::bulk);
+  EXPECT_EQ(get("qkv_wgrad")->num_sm, 16);
+  EXPECT_FALSE(parse_te_preset(nlohmann::json::parse(R"({"tp": 4, "layers": {"qkv_fwd": {}}})"), "x").ok());
+  EXPECT_FALSE(parse_te_preset(nlohmann::json::parse(R"({"layers": {}})"), "x").ok());
+  // The preset's tp must be the plan's.
+  const Result<TeExport> e = export_for("h100x8", "llama2-13b", 8);
+  ASSERT_TRUE(e.ok());
+  const hardware::Profile p = *hardware::make_preset("h100x8");
+  workload::ParallelConfig pc;
+  pc.tp = 8;
+  pc.seq = 4096;
+  const LayerPlan lp = *plan_layer(p, *workload::resolve_model("llama2-13b"), pc);
+  const Result<TeComparison> c = compare_te(p, lp, *e, *pr);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("tp 4"), std::string::npos);
+}
+
+// Every published preset in tests/data/te_presets reads, and is a 10-layer configuration of its tp.
+TEST(TeCompare, EveryPublishedPresetReads) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(COMPASS_SOURCE_DIR) / "tests" / "data" / "te_presets";
+  int read = 0;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() != ".json") continue;
+    std::ifstream in(f.path());
+    const nlohmann::json j = nlohmann::json::parse(in);
+    const Result<TePreset> pr = parse_te_preset(j, f.path().stem().string());
+    ASSERT_TRUE(pr.ok()) << f.path() << ": " << pr.error().message;
+    EXPECT_EQ(pr->name, f.path().stem().string());
+    EXPECT_GE(pr->entries.size(), 8u);
+    EXPECT_FALSE(pr->source.empty());
+    ++read;
+  }
+  EXPECT_GT(read, 0);
 }
 
 }  // namespace

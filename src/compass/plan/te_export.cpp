@@ -594,8 +594,39 @@ std::string layer_note(const PlannedOp& po, const Candidate& c, const TeLayerRep
   return "nearest TE method";
 }
 
+// TE's default setting for `po` on the rank-order plan, priced as the export prices its own:
+// the plan's estimate, with bulk priced by te_model (TE's default 16 SMs with the margin) and
+// a reduce-scatter's BF16 buffer in an FP8 run (TE's defaults set no fp8_buf).
+Result<double> te_default_time_s(const hardware::Profile& p, const LayerPlan& lp,
+                                 const PlannedOp& po, const Choices& ch) {
+  const workload::OperatorSpec& op = po.choice.op;
+  const std::string& role = op.role;
+  const bool bulk = te_default_strategy(op).kind == StrategyKind::sequential &&
+                    (dgrad_layers().count(role) || wgrad_layers().count(role));
+  if (bulk) {
+    const bool is_dgrad = dgrad_layers().count(role) > 0;
+    const std::string d = is_dgrad ? role : role.substr(0, role.size() - 5) + "dgrad";
+    const std::string w = wgrad_of(d);
+    const TeEntry def = *te_default_entry(is_dgrad ? w : d, lp.parallel.tp);
+    const workload::OperatorSpec& od = ch.ops.at(d)->choice.op;
+    const workload::OperatorSpec& ow = ch.ops.at(w)->choice.op;
+    // The data gradient's reduce-scatter rides TE's *_wgrad communicator beside the
+    // weight-gradient GEMM; the input all-gather TE's *_dgrad one beside the data gradient's.
+    COMPASS_ASSIGN(const TeBulkPhase ph,
+                   is_dgrad ? te_bulk_phase(p, ow, od, lp.te_plan, def.num_sm, def.set_sm_margin, true)
+                            : te_bulk_phase(p, od, ow, lp.te_plan, def.num_sm, def.set_sm_margin, false));
+    return ph.total_s;
+  }
+  double extra = 0;
+  if (op.kind != workload::OpKind::ag_gemm) {
+    COMPASS_ASSIGN(extra, te_bf16_buffer_extra_s(p, op, lp.te_plan));
+  }
+  return po.te.total_s + extra;
+}
+
 // Per-layer report, in the plan's operator order, and the sums.
-void report_layers(const LayerPlan& lp, const Choices& ch, TeExport& ex) {
+Status report_layers(const hardware::Profile& p, const LayerPlan& lp, const Choices& ch,
+                     TeExport& ex) {
   for (const PlannedOp& po : lp.ops) {
     const std::string& role = po.choice.op.role;
     const Candidate& c = ch.chosen.at(role);
@@ -608,7 +639,7 @@ void report_layers(const LayerPlan& lp, const Choices& ch, TeExport& ex) {
     r.exported_as = c.as;
     r.exported_s = c.time_s;
     r.te_default = strategy_label_for_te_default(te_default_strategy(po.choice.op));
-    r.te_default_s = po.te.total_s;
+    COMPASS_ASSIGN(r.te_default_s, te_default_time_s(p, lp, po, ch));
     r.exact = c.as == r.compass && c.faithful;
     r.note = layer_note(po, c, r);
     ex.compass_s += r.compass_s;
@@ -616,6 +647,7 @@ void report_layers(const LayerPlan& lp, const Choices& ch, TeExport& ex) {
     ex.te_default_s += r.te_default_s;
     ex.layers.push_back(std::move(r));
   }
+  return {};
 }
 
 // The TP groups the launch covers: the plan's group in its ring order, then the rest of the
@@ -738,7 +770,7 @@ Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
   direction_args.insert(direction_args.end(), ex.megatron_args.begin(), ex.megatron_args.end());
   ex.megatron_args = std::move(direction_args);
   COMPASS_TRY(config_entries(ch, ex.tp, opt, ex));
-  report_layers(lp, ch, ex);
+  COMPASS_TRY(report_layers(p, lp, ch, ex));
   return ex;
 }
 

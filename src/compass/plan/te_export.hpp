@@ -92,7 +92,7 @@ struct TeLayerReport {
   schedule::Strategy exported_as;  ///< the strategy the model predicts the exported setting as
   double exported_s = 0;
   std::string te_default;      ///< TE's default setting for this operator
-  double te_default_s = 0;
+  double te_default_s = 0;     ///< on the rank-order ring, priced as the export prices its own
   bool exact = false;          ///< the export runs what Compass chose
   std::string note;            ///< why it differs, when it does
 };
