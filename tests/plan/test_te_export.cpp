@@ -585,6 +585,10 @@ TEST(TeCompare, OwnConfigurationIsTheSame) {
           sum += r.preset_s;
         }
         EXPECT_NEAR(c->preset_s, sum, 1e-12);
+        const nlohmann::json cj = to_json(*c);
+        EXPECT_EQ(cj.at("roles").size(), c->roles.size());
+        EXPECT_EQ(cj.at("entries").size(), te_layer_names().size());
+        EXPECT_NEAR(cj.at("total").at("preset_minus_compass_s").get<double>(), 0.0, 1e-12);
         ++compared;
       }
   EXPECT_GT(compared, 0);
