@@ -211,43 +211,40 @@ class Checker:
     def check_stdout_modes(self):
         """--out - is the configuration alone; no --out is the report alone."""
         with tempfile.TemporaryDirectory() as d:
-            r = run(self.cli, "export", "te", "--out", "-")
+            r = run(self.cli, "export", "te", "--out", "-", cwd=d)
             self.check(r.returncode == 0, f"--out -: exit {r.returncode}: {r.stderr}")
             try:
                 cfg = yaml.safe_load(r.stdout)
             except yaml.YAMLError:
                 cfg = None
             self.check(isinstance(cfg, dict) and "qkv_fprop" in cfg, "--out -: stdout is not the YAML")
-            self.check(not os.path.exists(os.path.join(d, "-.launch.sh")), "--out - wrote a file")
+            self.check(os.listdir(d) == [], f"--out - wrote files: {os.listdir(d)}")
             r2 = run(self.cli, "export", "te", "--out", d + "/")
             with open(os.path.join(d, "tp_comm_overlap.yaml")) as f:
                 self.check(yaml.safe_load(f) == cfg, "--out - differs from the written file")
-            r = run(self.cli, "export", "te")
+            r = run(self.cli, "export", "te", cwd=d)
             self.check(r.returncode == 0, f"no --out: exit {r.returncode}")
             self.check(not any(l.startswith("qkv_fprop:") for l in r.stdout.splitlines()),
                        "no --out: the report and the YAML are mixed on stdout")
 
     def check_hostile_path(self):
         """A configuration path full of shell syntax runs nothing when the script is sourced."""
-        with tempfile.TemporaryDirectory() as d:
-            name = "x$(touch PWNED)`touch PWNED2`'q\".yaml"
-            r = run(self.cli, "export", "te", "--out", name, cwd=d)
-            self.check(r.returncode == 0, f"hostile path: exit {r.returncode}: {r.stderr}")
-            launch = [f for f in os.listdir(d) if f.endswith(".launch.sh")]
-            self.check(len(launch) == 1, f"hostile path: launch scripts {launch}")
-            if launch:
-                env, args = source_launch(os.path.join(d, launch[0]), d)
-                self.check(env is not None, "hostile path: launch.sh does not source")
-                if args:
-                    self.check(args[args.index("--tp-comm-overlap-cfg") + 1] ==
-                               os.path.join(os.path.realpath(d), name)
-                               or args[args.index("--tp-comm-overlap-cfg") + 1] ==
-                               os.path.join(d, name),
-                               "hostile path: the configuration path changed on the way")
-            for f in ("PWNED", "PWNED2"):
-                self.check(not os.path.exists(os.path.join(d, f)),
-                           f"hostile path: sourcing the launch script ran a command ({f})")
-
+        for name in ("x$(touch PWNED).yaml", "x`touch PWNED`$(touch PWNED)'q\"; touch PWNED.yaml"):
+            with tempfile.TemporaryDirectory() as d:
+                r = run(self.cli, "export", "te", "--out", name, cwd=d)
+                self.check(r.returncode == 0, f"hostile path {name!r}: exit {r.returncode}: {r.stderr}")
+                launch = [f for f in os.listdir(d) if f.endswith(".launch.sh")]
+                self.check(len(launch) == 1, f"hostile path {name!r}: launch scripts {launch}")
+                if launch:
+                    env, args = source_launch(os.path.join(d, launch[0]), d)
+                    self.check(env is not None, f"hostile path {name!r}: launch.sh does not source")
+                    if args:
+                        cfg = args[args.index("--tp-comm-overlap-cfg") + 1]
+                        self.check(cfg in (os.path.join(os.path.realpath(d), name),
+                                           os.path.join(d, name)),
+                                   f"hostile path {name!r}: the configuration path became {cfg!r}")
+                self.check(not os.path.exists(os.path.join(d, "PWNED")),
+                           f"hostile path {name!r}: sourcing the launch script ran a command")
 
 def main():
     cli = os.path.abspath(sys.argv[1])
