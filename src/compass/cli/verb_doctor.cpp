@@ -1,6 +1,8 @@
 // compass doctor: says what the runtime can use on this machine (CPU and BLAS, the NVIDIA
-// driver and GPUs with their peer-access/NVLink matrix, CUDA IPC, NCCL, MPI, the torchrun
-// variables), one line per item. Absence is a finding, not an error: exit code 0.
+// driver and GPUs with their peer-access/NVLink matrix, CUDA multicast, CUDA IPC, the CUDA
+// runtime and cuBLAS, NCCL, MPI, the torchrun variables, torch / TransformerEngine /
+// Megatron-core versions, CUDA_DEVICE_MAX_CONNECTIONS), one line per item. Absence is a
+// finding, not an error: exit code 0.
 
 #include <thread>
 
@@ -90,7 +92,10 @@ void add_doctor_verb(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "doctor",
       "Say what the runtime can use here: CPU/BLAS, NVIDIA driver and GPUs with their "
-      "peer-access/NVLink matrix, CUDA IPC, NCCL, MPI, torchrun variables; one line per item. "
+      "peer-access/NVLink matrix, CUDA multicast, CUDA IPC, the CUDA runtime and cuBLAS, NCCL, "
+      "MPI, torchrun variables, and what a TransformerEngine/Megatron-LM launch needs (torch, "
+      "TransformerEngine and Megatron-core versions, CUDA_DEVICE_MAX_CONNECTIONS); one line per "
+      "item. Every external program runs without a shell and with a 5 s timeout. "
       "Reporting an absence is its job, so it exits 0 whatever is missing (\"no GPU\" included); "
       "exit 2 only for bad flags");
   args->json.add_to(sub, "the report");

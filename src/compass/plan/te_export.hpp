@@ -36,6 +36,7 @@ struct TeEntry {
   bool aggregate = false;
   bool atomic_gemm = false;
   bool use_ce = true;
+  bool fp8_buf = false;  ///< pipeline reduce-scatter: FP8 buffer (else BF16 in an FP8 run)
 };
 
 /// TE's default entry for `name` at TP degree `tp` (method, SMs, cluster size, margin, splits);
@@ -51,6 +52,9 @@ struct TeRuntime {
   std::int64_t rows_per_rank = 0;  ///< tokens each rank owns (seq x micro-batch / tp)
   bool fp8 = false;                ///< FP8 GEMMs (Megatron-LM --fp8-format)
   bool rs_dgrad = false;           ///< Megatron-LM --tp-comm-overlap-rs-dgrad
+  /// Megatron-LM --first-last-layers-bf16: TE builds a second, non-FP8 set of communicators
+  /// from the same configuration.
+  bool first_last_bf16 = false;
 };
 
 /// Checks a configuration against TE's and Megatron-LM's rules (docs/te-export.md, "Rules");
@@ -61,8 +65,21 @@ Status validate_te_config(const std::vector<TeEntry>& entries, const TeRuntime& 
 struct TeExportOptions {
   bool fp8 = false;          ///< the run uses FP8 GEMMs
   bool atomic_gemm = false;  ///< use TE's atomic GEMM where its rules allow it (needs fp8)
+  bool first_last_layers_bf16 = false;  ///< Megatron-LM --first-last-layers-bf16 (needs fp8)
+  bool delay_wgrad_compute = false;     ///< Megatron-LM --delay-wgrad-compute (refused)
+  /// Context-parallel size: the plan `lp` was made for seq / cp tokens per rank (what TE's
+  /// buffers hold); the launch names the whole sequence and --context-parallel-size.
+  int cp = 1;
   std::string config_path = "tp_comm_overlap.yaml";  ///< as named in --tp-comm-overlap-cfg
 };
+
+/// Whether CUDA multicast objects work between `gpus` of `p`: every GPU is Hopper-class or
+/// newer (sm_90+) and every route between two of them crosses an NVSwitch. Without it TE's
+/// userbuffers refuse to start unless UB_SKIPMC=1 is set.
+bool te_cuda_multicast(const hardware::Profile& p, const std::vector<int>& gpus);
+
+/// `s` as one bash word: single-quoted, with embedded quotes escaped ('\'').
+std::string shell_quote(std::string_view s);
 
 /// One layer role: Compass's choice, the exported TE setting and TE's default, each with the
 /// predicted time of the operator.
@@ -75,7 +92,7 @@ struct TeLayerReport {
   schedule::Strategy exported_as;  ///< the strategy the model predicts the exported setting as
   double exported_s = 0;
   std::string te_default;      ///< TE's default setting for this operator
-  double te_default_s = 0;
+  double te_default_s = 0;     ///< on the rank-order ring, priced as the export prices its own
   bool exact = false;          ///< the export runs what Compass chose
   std::string note;            ///< why it differs, when it does
 };
@@ -86,24 +103,40 @@ struct TeExport {
   std::int64_t seq = 0, micro_batch = 0;
   std::vector<TeEntry> entries;
   TeRuntime runtime;
-  std::vector<int> device_order;  ///< CUDA_VISIBLE_DEVICES: physical GPU of TP rank 0, 1, ...
+  int cp = 1;
+  bool multicast = false;         ///< te_cuda_multicast over the listed GPUs
+  /// CUDA_VISIBLE_DEVICES: physical GPU of local rank 0, 1, ...: every TP group of the node,
+  /// one after the other, each in its ring order.
+  std::vector<int> device_order;
+  std::vector<std::vector<int>> groups;  ///< the TP groups, each in ring order
   std::vector<std::pair<std::string, std::string>> env;  ///< variable, value
   std::vector<std::string> megatron_args;                 ///< one flag or value per item
   std::vector<TeLayerReport> layers;
   std::vector<std::string> notes;
+  /// What the run needs beyond the files (software versions, scaling recipe); `compass doctor`
+  /// checks the versions.
+  std::vector<std::string> requirements;
   double compass_s = 0, exported_s = 0, te_default_s = 0;  ///< sums over the layer's operators
 };
 
-/// Builds the export of `lp` (planned on `p`). Errors: no sequence parallelism (Megatron-LM's
-/// overlap requires it), tp < 2, atomic GEMM without FP8, a configuration that breaks a rule.
+/// Builds the export of `lp` (planned on `p`). Errors (each one line naming why): no sequence
+/// parallelism (Megatron-LM's overlap requires it), tp < 2, GPUs of the group without peer
+/// access (TE's userbuffers need it), atomic GEMM without FP8 or with BF16 first/last layers,
+/// --delay-wgrad-compute, a configuration that breaks a rule.
 Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
                            const TeExportOptions& opt);
 
-/// The overlap configuration as YAML (what --tp-comm-overlap-cfg reads), with a header comment.
+/// The keys TE reads for an entry of `method` on layer `name` (the others it ignores and the
+/// export does not write).
+std::vector<std::string> te_keys_read(std::string_view name, TeMethod method, bool fp8);
+
+/// The overlap configuration as YAML (what --tp-comm-overlap-cfg reads), with a header comment;
+/// each entry carries only te_keys_read.
 std::string te_config_yaml(const TeExport& e);
 /// The overlap configuration alone as JSON (JSON is also valid YAML for Megatron-LM's loader).
 nlohmann::json te_config_json(const TeExport& e);
-/// The launch settings as a bash file to source: exports and a MEGATRON_TP_ARGS array.
+/// The launch settings as a bash file to source: exports and a MEGATRON_TP_ARGS array, every
+/// value shell_quote'd.
 std::string te_launch_script(const TeExport& e);
 /// Everything: configuration, launch settings, per-layer report, notes.
 nlohmann::json to_json(const TeExport& e);

@@ -1,14 +1,23 @@
 #include "compass/backends/launch/doctor.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string_view>
+#include <thread>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -19,7 +28,95 @@
 #include <mpi.h>
 #endif
 
+extern char** environ;
+
 namespace compass::backends::launch {
+
+ProgramOutput run_with_timeout(const std::vector<std::string>& argv, double timeout_s) {
+  ProgramOutput out;
+  if (argv.empty() || argv[0].empty()) return out;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return out;
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  // A process group of its own, so a timeout kills whatever the program started too.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return out;
+  }
+  out.started = true;
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::duration<double>(timeout_s);
+  constexpr std::size_t kMaxOutput = 64 * 1024;
+  bool open = true;
+  int status = 0;
+  bool reaped = false;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    if (left.count() <= 0) {
+      out.timed_out = true;
+      break;
+    }
+    if (open) {
+      pollfd pfd{fds[0], POLLIN, 0};
+      const int n = poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count(), 50)));
+      if (n > 0) {
+        std::array<char, 4096> buf{};
+        const ssize_t got = read(fds[0], buf.data(), buf.size());
+        if (got > 0) {
+          if (out.output.size() < kMaxOutput)
+            out.output.append(buf.data(), static_cast<std::size_t>(got));
+        } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+          open = false;
+        }
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) {
+      reaped = true;
+      if (!open) break;
+      // Drain what is left without waiting for children that keep the pipe open.
+      pollfd pfd{fds[0], POLLIN, 0};
+      while (poll(&pfd, 1, 0) > 0) {
+        std::array<char, 4096> buf{};
+        const ssize_t got = read(fds[0], buf.data(), buf.size());
+        if (got <= 0) break;
+        if (out.output.size() < kMaxOutput) out.output.append(buf.data(), static_cast<std::size_t>(got));
+      }
+      break;
+    }
+  }
+  close(fds[0]);
+  if (!reaped) {
+    kill(-pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  } else {
+    kill(-pid, SIGKILL);  // children the program left behind
+  }
+  if (!out.timed_out) {
+    if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) out.exit_code = 128 + WTERMSIG(status);
+  }
+  return out;
+}
 
 std::string_view to_string(Verdict v) {
   switch (v) {
@@ -72,6 +169,7 @@ using CuDeviceGetPCIBusId = int (*)(char*, int, int);
 constexpr int kAttrUnifiedAddressing = 41;
 constexpr int kAttrComputeMajor = 75;
 constexpr int kAttrComputeMinor = 76;
+constexpr int kAttrMulticastSupported = 132;  // CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED
 
 // NVML entry points (nvmlDevice_t is an opaque pointer, nvmlReturn_t an enum, 0 = success).
 using NvmlInit = int (*)();
@@ -102,23 +200,21 @@ std::string find_on_path(const char* program) {
   return {};
 }
 
-// The first line `<program> --version` prints (stdout and stderr), or empty.
+// The first non-empty line `<program> --version` prints (stdout and stderr), or what went
+// wrong ("no answer within 5 s").
 std::string first_line_of_version(const std::string& program) {
-  // The path comes from PATH lookup of a fixed name; quote it for the shell anyway.
-  std::string quoted = "'";
-  for (char c : program) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  quoted += "'";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((quoted + " --version 2>&1").c_str(), "r"),
-                                             pclose);
-  if (!pipe) return {};
-  std::array<char, 256> line{};
-  std::string out;
-  while (fgets(line.data(), static_cast<int>(line.size()), pipe.get()) != nullptr) {
-    out = line.data();
-    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-    if (!out.empty()) break;
+  const ProgramOutput r = run_with_timeout({program, "--version"}, kProgramTimeoutS);
+  if (!r.started) return "cannot start it";
+  if (r.timed_out) return fmt::format("no answer to --version within {:g} s", kProgramTimeoutS);
+  std::string_view rest(r.output);
+  while (!rest.empty()) {
+    const auto nl = rest.find('\n');
+    std::string line(rest.substr(0, nl));
+    rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) return line;
   }
-  return out;
+  return "no version printed";
 }
 
 void probe_gpus(RuntimeReport& report) {
@@ -229,6 +325,19 @@ void probe_gpus(RuntimeReport& report) {
     report.findings.push_back({"p2p", Verdict::missing, "one GPU: no peer pairs"});
   }
 
+  int multicast = 0;
+  for (int i = 0; i < n; ++i) {
+    int v = 0;
+    if (attr(&v, kAttrMulticastSupported, handles[static_cast<std::size_t>(i)]) == 0 && v != 0)
+      ++multicast;
+  }
+  report.findings.push_back(
+      {"multicast", multicast == n ? Verdict::ok : Verdict::missing,
+       multicast == n ? "every GPU supports CUDA multicast (TE's userbuffers use it)"
+                      : fmt::format("{} of {} GPUs support CUDA multicast: launch TE's "
+                                    "userbuffers with UB_SKIPMC=1 (compass export te sets it)",
+                                    multicast, n)});
+
   bool uva = true;
   for (const GpuInfo& g : report.gpus) uva = uva && g.unified_addressing;
   report.findings.push_back(
@@ -282,6 +391,118 @@ void probe_mpi(RuntimeReport& report) {
 #endif
 }
 
+// "12.2.1" from cuBLAS's integer version (major*10000 + minor*100 + patch for 11+).
+std::string cublas_version_text(std::size_t v) {
+  return fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
+}
+
+// The CUDA runtime and cuBLAS(Lt) the dynamic loader finds, with what atomic GEMM needs.
+void probe_cuda_libraries(RuntimeReport& report) {
+  using RuntimeGetVersion = int (*)(int*);
+  std::string runtime;
+  for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}) {
+    Library lib(name);
+    auto get = lib.symbol<RuntimeGetVersion>("cudaRuntimeGetVersion");
+    int v = 0;
+    if (get != nullptr && get(&v) == 0 && v > 0) {
+      runtime = fmt::format("{} {}.{}", name, v / 1000, (v % 1000) / 10);
+      break;
+    }
+  }
+  report.findings.push_back({"cudart", runtime.empty() ? Verdict::missing : Verdict::ok,
+                             runtime.empty() ? "no CUDA runtime library found by the loader "
+                                               "(torch wheels bundle their own: see cublas-wheel "
+                                               "under python)"
+                                             : runtime});
+  using CublasLtGetVersion = std::size_t (*)();
+  for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so"}) {
+    Library lib(name);
+    auto get = lib.symbol<CublasLtGetVersion>("cublasLtGetVersion");
+    if (get == nullptr) continue;
+    const std::size_t v = get();
+    const bool atomic_ok = v >= 120200 && v < 130000;
+    report.findings.push_back(
+        {"cublas", Verdict::ok,
+         fmt::format("{} {}: TE's atomic GEMM {} (it needs cuBLAS and CUDA >= 12.2 and < 13)",
+                     name, cublas_version_text(v), atomic_ok ? "possible" : "unavailable")});
+    return;
+  }
+  report.findings.push_back({"cublas", Verdict::missing,
+                             "no cuBLASLt library found by the loader (TE's atomic GEMM needs "
+                             "cuBLAS >= 12.2 and < 13)"});
+}
+
+// torch, TransformerEngine, Megatron-core and the pip cuBLAS wheel, by their installed package
+// metadata (python3 -c, no package imported, so it takes a fraction of a second).
+void probe_python_packages(RuntimeReport& report) {
+  const std::string python = find_on_path("python3");
+  const char* items[] = {"torch", "te", "megatron-core"};
+  if (python.empty()) {
+    for (const char* item : items)
+      report.findings.push_back({item, Verdict::missing, "no python3 on PATH"});
+    return;
+  }
+  static const char* kScript =
+      "import importlib.metadata as m\n"
+      "for key, names in (('torch', ['torch']), ('te', ['transformer_engine', "
+      "'transformer-engine', 'transformer_engine_torch']), ('megatron-core', ['megatron-core', "
+      "'megatron_core']), ('cublas-wheel', ['nvidia-cublas-cu12', 'nvidia-cublas'])):\n"
+      "    for n in names:\n"
+      "        try:\n"
+      "            print(key, m.version(n))\n"
+      "            break\n"
+      "        except Exception:\n"
+      "            pass\n"
+      "print('end')\n";
+  const ProgramOutput r = run_with_timeout({python, "-c", kScript}, kProgramTimeoutS);
+  // One "key version" line per installed package, then "end".
+  std::map<std::string, std::string> versions;
+  std::string why;
+  bool ended = false;
+  if (!r.started) why = fmt::format("cannot start {}", python);
+  else if (r.timed_out) why = fmt::format("{} gave no answer within {:g} s", python, kProgramTimeoutS);
+  else {
+    std::string_view rest(r.output);
+    while (!rest.empty()) {
+      const auto nl = rest.find('\n');
+      const std::string_view line = rest.substr(0, nl);
+      rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
+      if (line == "end") ended = true;
+      const auto sp = line.find(' ');
+      if (sp != std::string_view::npos)
+        versions[std::string(line.substr(0, sp))] = std::string(line.substr(sp + 1));
+    }
+    if (!ended) why = fmt::format("{} printed no package list (exit {})", python, r.exit_code);
+  }
+  for (const char* item : items) {
+    if (!why.empty()) {
+      report.findings.push_back({item, Verdict::warn, why});
+      continue;
+    }
+    const auto it = versions.find(item);
+    if (it == versions.end()) {
+      report.findings.push_back({item, Verdict::missing, fmt::format("not installed for {}", python)});
+      continue;
+    }
+    std::string detail = fmt::format("{} (for {})", it->second, python);
+    if (std::string_view(item) == "torch" && versions.count("cublas-wheel"))
+      detail += fmt::format("; its cuBLAS wheel {}", versions["cublas-wheel"]);
+    report.findings.push_back({item, Verdict::ok, detail});
+  }
+}
+
+// Megatron-LM's tensor-parallel overlap needs kernels issued in order on one hardware queue.
+void probe_max_connections(RuntimeReport& report) {
+  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const bool one = v != nullptr && std::string_view(v) == "1";
+  report.findings.push_back(
+      {"max-conn", one ? Verdict::ok : Verdict::warn,
+       one ? "CUDA_DEVICE_MAX_CONNECTIONS=1"
+           : fmt::format("CUDA_DEVICE_MAX_CONNECTIONS is {}; Megatron-LM's TP overlap needs 1 "
+                         "(compass export te's launch script sets it)",
+                         v == nullptr ? std::string("unset") : fmt::format("'{}'", v))});
+}
+
 void probe_env_launch(RuntimeReport& report) {
   const char* names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"};
   std::string set, unset;
@@ -306,11 +527,15 @@ RuntimeReport probe_runtime() {
   probe_gpus(report);
   if (report.gpus.empty()) {
     report.findings.push_back({"p2p", Verdict::missing, "no GPU"});
+    report.findings.push_back({"multicast", Verdict::missing, "no GPU"});
     report.findings.push_back({"cuda-ipc", Verdict::missing, "no GPU"});
   }
+  probe_cuda_libraries(report);
   probe_nccl(report);
   probe_mpi(report);
   probe_env_launch(report);
+  probe_python_packages(report);
+  probe_max_connections(report);
   return report;
 }
 

@@ -47,10 +47,29 @@ struct RuntimeReport {
   int nccl_version = 0;                        ///< e.g. 22803 for 2.28.3; 0 when not loaded
 };
 
-/// Probes the driver (libcuda.so.1), NVML (libnvidia-ml.so.1), NCCL (libnccl.so.2) and MPI
-/// (mpirun on PATH, the MPI library compass was built with). Never fails: what is absent is
-/// a finding with Verdict::missing.
+/// Probes the driver (libcuda.so.1), NVML (libnvidia-ml.so.1), NCCL (libnccl.so.2), MPI
+/// (mpirun on PATH, the MPI library compass was built with) and what a TransformerEngine /
+/// Megatron-LM launch needs (CUDA multicast, the CUDA runtime and cuBLAS versions, torch,
+/// TransformerEngine and Megatron-core through python3, CUDA_DEVICE_MAX_CONNECTIONS). Every
+/// external program runs with an argument vector (no shell) and kProgramTimeoutS. Never fails:
+/// what is absent is a finding with Verdict::missing.
 RuntimeReport probe_runtime();
+
+/// How long doctor lets one external program run before killing it (and its children).
+inline constexpr double kProgramTimeoutS = 5.0;
+
+/// What an external program did: its exit code, stdout and stderr together, and whether it
+/// ran past the timeout (then it was killed with its process group).
+struct ProgramOutput {
+  bool started = false;
+  bool timed_out = false;
+  int exit_code = -1;
+  std::string output;
+};
+
+/// Runs argv[0] (a path) with `argv`, stdin from /dev/null, in a process group of its own,
+/// for at most `timeout_s`; never involves a shell. Output beyond 64 KiB is dropped.
+ProgramOutput run_with_timeout(const std::vector<std::string>& argv, double timeout_s);
 
 /// NCCL's integer version (major*10000 + minor*100 + patch for 2.9+) as "2.28.3". Inline, so
 /// that the backends use it without linking this layer.

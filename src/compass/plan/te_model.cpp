@@ -1,0 +1,94 @@
+#include "compass/plan/te_model.hpp"
+
+#include <algorithm>
+#include <optional>
+
+
+namespace compass::plan {
+
+using schedule::Strategy;
+using schedule::StrategyKind;
+
+const std::vector<int>& te_bulk_sm_choices() {
+  static const std::vector<int> sms = {2, 4, 8, 16, 24, 32};
+  return sms;
+}
+
+double te_sm_copy_bandwidth_bytes_per_s(const hardware::Profile& p, int gpu) {
+  const hardware::DeviceSpec& d = p.gpu_device(gpu);
+  if (d.sm_count <= 0 || d.memory_bandwidth_bytes_per_s <= 0) return 0;
+  return d.memory_bandwidth_bytes_per_s / d.sm_count;
+}
+
+namespace {
+
+Result<model::Estimate> sequential(const hardware::Profile& p, const workload::OperatorSpec& op,
+                                   const schedule::CommPlan& plan) {
+  return model::estimate(p, op, Strategy{StrategyKind::sequential, 0}, plan);
+}
+
+}  // namespace
+
+Result<TeBulkPhase> te_bulk_phase(const hardware::Profile& p, const workload::OperatorSpec& gemm_op,
+                                  const workload::OperatorSpec& comm_op,
+                                  const schedule::CommPlan& plan, int num_sm, bool set_sm_margin,
+                                  bool comm_bf16) {
+  COMPASS_ASSIGN(const model::Estimate g, sequential(p, gemm_op, plan));
+  workload::OperatorSpec cop = comm_op;
+  if (comm_bf16) cop.dtype = DType::bf16;
+  COMPASS_ASSIGN(const model::Estimate c, sequential(p, cop, plan));
+  const int gpu = plan.gpus.empty() ? 0 : plan.gpus.front();
+  const int sms = p.gpu_device(gpu).sm_count;
+  const int n = std::clamp(num_sm, 1, std::max(1, sms - 1));
+  // The collective on n SMs: the model's link-bound time, or what n SMs can copy, if slower.
+  const double bytes_per_rank = static_cast<double>(workload::rank_shapes(cop).comm_bytes) *
+                                (cop.tp - 1) / std::max(1, cop.tp);
+  const double sm_bw = te_sm_copy_bandwidth_bytes_per_s(p, gpu);
+  const double sm_bound_s = sm_bw > 0 ? bytes_per_rank / (n * sm_bw) : 0;
+  TeBulkPhase out;
+  out.num_sm = num_sm;
+  out.set_sm_margin = set_sm_margin;
+  out.comm_s = std::max(c.comm_s, sm_bound_s) * p.interference.comm_slowdown_beside_gemm;
+  // The GEMM loses n SMs: for its whole run with the margin, only while the collective runs
+  // without it; and it is slowed by the memory traffic of the copies beside it.
+  const double share = sms > n ? static_cast<double>(n) / (sms - n) : 0;
+  double gemm = set_sm_margin ? g.compute_s * (1 + share)
+                              : g.compute_s + std::min(out.comm_s, g.compute_s) * share;
+  gemm += std::min(out.comm_s, gemm) * (p.interference.gemm_slowdown_sm_copy - 1);
+  out.gemm_s = gemm;
+  out.total_s = std::max(out.gemm_s, out.comm_s) + g.overhead_s + c.overhead_s;
+  return out;
+}
+
+Result<TeBulkPhase> te_best_bulk_phase(const hardware::Profile& p,
+                                       const workload::OperatorSpec& gemm_op,
+                                       const workload::OperatorSpec& comm_op,
+                                       const schedule::CommPlan& plan, bool comm_bf16) {
+  std::optional<TeBulkPhase> best;
+  for (int n : te_bulk_sm_choices())
+    for (bool margin : {true, false}) {
+      COMPASS_ASSIGN(const TeBulkPhase ph,
+                     te_bulk_phase(p, gemm_op, comm_op, plan, n, margin, comm_bf16));
+      if (!best || ph.total_s < best->total_s * (1 - 1e-9)) best = ph;
+    }
+  return *best;
+}
+
+Result<double> te_bf16_buffer_extra_s(const hardware::Profile& p, const workload::OperatorSpec& op,
+                                      const schedule::CommPlan& plan) {
+  if (op.dtype != DType::fp8) return 0.0;
+  workload::OperatorSpec bf = op;
+  bf.dtype = DType::bf16;
+  COMPASS_ASSIGN(const model::Estimate e8, sequential(p, op, plan));
+  COMPASS_ASSIGN(const model::Estimate e16, sequential(p, bf, plan));
+  return std::max(0.0, e16.comm_s - e8.comm_s);
+}
+
+double te_rs_dgrad_wgrad_s(const hardware::Profile& p, const model::Estimate& wgrad_seq,
+                           double dgrad_s, double dgrad_comm_s) {
+  const double gather_s = wgrad_seq.comm_s * p.interference.comm_slowdown_beside_gemm;
+  const double both_s = std::max(dgrad_s, dgrad_comm_s + gather_s);
+  return both_s - dgrad_s + wgrad_seq.compute_s + wgrad_seq.overhead_s;
+}
+
+}  // namespace compass::plan

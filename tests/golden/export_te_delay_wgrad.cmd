@@ -1,0 +1,1 @@
+export te --profile h100x8 --delay-wgrad-compute

@@ -1,0 +1,1 @@
+export te --profile rtx4090x8 --tp 4

@@ -1,0 +1,1 @@
+export te --out - --json
