@@ -167,6 +167,24 @@ TEST(MpiFailure, ARankThatNeverStartsIsATimeoutNotAHang) {
   EXPECT_LT(t.seconds, 30.0);
 }
 
+// A rank that fails outside a run (here: preparing its schedule) tells the others, which stop
+// with its error at their next exchange instead of waiting for it.
+TEST(MpiFailure, ARankThatFailsBeforeItsRunStopsTheOthersWithItsError) {
+  REQUIRE_MPIRUN();
+  std::vector<std::string> args = run_args("gemm_rs", 3, "mpi");
+  args.insert(args.end(), {"--fault-prepare-rank", "1"});
+  const Timed t = run_timed(mpirun(3, args), 60);
+  ASSERT_FALSE(t.result.timed_out) << "the job hung";
+  EXPECT_NE(t.result.exit_code, 0);
+  for (int r = 0; r < 3; ++r) {
+    const std::string tag = "[rank " + std::to_string(r) + " of 3]";
+    const auto at = t.result.err.find(tag);
+    ASSERT_NE(at, std::string::npos) << tag << " missing in:\n" << t.result.err;
+    const std::string line = t.result.err.substr(at, t.result.err.find('\n', at) - at);
+    EXPECT_NE(line.find("injected fault while preparing"), std::string::npos) << line;
+  }
+}
+
 TEST(MpiFailure, WrongProcessCountIsAnError) {
   REQUIRE_MPIRUN();
   std::vector<std::string> args = run_args("ag_gemm", 3, "mpi");
@@ -328,6 +346,20 @@ TEST(EnvFailure, OneRankFailsEveryRankExitsNamingIt) {
         << procs[r].result.err;
     EXPECT_NE(procs[r].result.err.find(failing), std::string::npos) << procs[r].result.err;
     EXPECT_LT(procs[r].seconds, 10.0) << procs[r].result.err;
+  }
+}
+
+TEST(EnvFailure, ARankThatFailsBeforeItsRunStopsTheOthersWithItsError) {
+  std::vector<std::string> args = run_args("ag_gemm", 3, "env");
+  args.insert(args.end(), {"--fault-prepare-rank", "2"});
+  const std::vector<Timed> procs = run_env_world(3, args, {}, 60);
+  for (std::size_t r = 0; r < procs.size(); ++r) {
+    ASSERT_FALSE(procs[r].result.timed_out) << "rank " << r << " hung";
+    EXPECT_EQ(procs[r].result.exit_code, 2) << "rank " << r;
+    EXPECT_NE(procs[r].result.err.find("[rank " + std::to_string(r) + " of 3]"), std::string::npos)
+        << procs[r].result.err;
+    EXPECT_NE(procs[r].result.err.find("injected fault while preparing"), std::string::npos)
+        << procs[r].result.err;
   }
 }
 

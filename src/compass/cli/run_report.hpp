@@ -35,6 +35,7 @@ struct RunArgs {
   // Fault injection for tests (hidden flags).
   int fault_task = -1;        ///< the process that owns this task fails it
   int fault_stall_rank = -1;  ///< this rank never starts (sleeps before joining)
+  int fault_prepare_rank = -1;  ///< this rank fails to prepare its first schedule
 };
 
 /// --launch mpi or env: one process per rank.

@@ -91,6 +91,7 @@ study::RunRequest make_request(const RunArgs& a) {
   r.sync = *sync;
   r.launch_timeout_s = a.launch_timeout_s;
   r.fault_task = a.fault_task;
+  r.fault_prepare_rank = a.fault_prepare_rank;
   return r;
 }
 
@@ -208,6 +209,9 @@ void add_run_verb(CLI::App& app) {
                   "mpi/env: seconds the processes may take to start and meet")
       ->capture_default_str();
   sub->add_option("--fault-task", args->fault_task, "testing: the owner of this task fails it")
+      ->group("");
+  sub->add_option("--fault-prepare-rank", args->fault_prepare_rank,
+                  "testing: this rank fails to prepare its first schedule")
       ->group("");
   sub->add_option("--fault-stall-rank", args->fault_stall_rank, "testing: this rank never starts")
       ->group("");

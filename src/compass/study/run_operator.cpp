@@ -56,6 +56,17 @@ cuda::ProcessRunOptions cuda_process_options(const RunRequest& r) {
   return options;
 }
 
+// Tells every other process of a multi-process run that this one failed with `e`, so that each
+// stops with it at its next exchange instead of waiting for this one; returns `e`. The messages
+// get launch::kAnnounceBound_s to leave (the rest of the stop bound is the farewell's).
+Error announced(cpu::Transport* t, Error e) {
+  if (!t) return e;
+  for (int r = 0; r < t->size(); ++r)
+    if (r != t->rank()) t->post(r, cpu::Message{cpu::MessageKind::abort, -1, t->rank(), e.message});
+  t->drain_after_failure(launch::kAnnounceBound_s);
+  return e;
+}
+
 // Runs one schedule into `run` (and what ran); errors name the strategy.
 using Runner = std::function<Status(StrategyRun& run)>;
 
@@ -89,8 +100,9 @@ Result<Runner> cpu_runner(const RunRequest& r, const std::vector<StrategyRun>& r
   std::int64_t workspace = 0;
   for (const auto& run : runs)
     workspace = std::max(workspace, cpu::Workspace::bytes_needed(run.schedule));
-  COMPASS_ASSIGN(std::shared_ptr<const cpu::Inputs> inputs,
-                 cpu::make_inputs(r.op, r.run, workspace));
+  auto made = cpu::make_inputs(r.op, r.run, workspace);
+  if (!made.ok()) return announced(transport.get(), made.error());
+  std::shared_ptr<const cpu::Inputs> inputs = std::move(made).value();
   cpu::ExecutorOptions options;
   options.blas_threads_per_rank = r.threads_per_rank;
   options.wait_timeout_s = r.wait_timeout_s;
@@ -104,7 +116,11 @@ Result<Runner> cpu_runner(const RunRequest& r, const std::vector<StrategyRun>& r
       options.transfer_engine = *engine;
     }
     auto prepared = cpu::Prepared::create(s, inputs, options);
-    if (!prepared.ok()) return strategy_error(s, prepared.error().message);
+    if (prepared.ok() && session && session->rank() == r.fault_prepare_rank)
+      prepared = Error{"injected fault while preparing"};
+    // A failure outside the executor's run: the other processes learn of it from this one.
+    if (!prepared.ok())
+      return announced(options.transport.get(), strategy_error(s, prepared.error().message));
     auto m = prepared->run(r.run);
     if (!m.ok()) return strategy_error(s, m.error().message);
     run.m = std::move(m).value();

@@ -43,6 +43,7 @@ struct RunRequest {
   // One process per rank (a Session given to run_operator).
   double launch_timeout_s = 60;  ///< bound on the processes' start and every exchange
   int fault_task = -1;           ///< testing: the process owning this task fails it
+  int fault_prepare_rank = -1;   ///< testing: this rank fails to prepare its first schedule
 };
 
 /// One strategy's schedule and what running it measured.

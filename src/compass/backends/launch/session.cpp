@@ -258,7 +258,7 @@ void Session::leave_after_failure() {
   // When every process has said goodbye, all of them have reported and each ends normally
   // (MPI_Finalize, exit 2). MPI_Abort is kept for a peer that did not answer: it would
   // otherwise wait forever, but it may also cut off output the launcher has not forwarded.
-  const bool all_left = collectives_ && collectives_->farewell(kStopBound_s);
+  const bool all_left = collectives_ && collectives_->farewell(kStopBound_s - kAnnounceBound_s);
   collectives_.reset();
   if (mpi_ && !all_left) mpi_->abort_job(2);
 }

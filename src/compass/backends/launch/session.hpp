@@ -30,8 +30,10 @@ std::string_view to_string(LaunchKind k);
 Result<LaunchKind> parse_launch_kind(std::string_view s);
 
 /// The longest a process that failed stays to tell the others (and hear from them) before it
-/// ends; after it an MPI job is aborted, so no process waits for a peer that is gone.
+/// ends; after it an MPI job is aborted, so no process waits for a peer that is gone. Of it, a
+/// failure announced outside a run may take kAnnounceBound_s to leave; the farewell the rest.
 inline constexpr double kStopBound_s = 1.0;
+inline constexpr double kAnnounceBound_s = 0.2;
 
 /// What a session needs from the transport between runs (every rank calls each of them).
 class Collectives {
@@ -137,8 +139,8 @@ class Session {
   /// rank 0 gets every rank's numbers combined (combine_numbers); other ranks get nullopt.
   Result<std::optional<RankNumbers>> gather_numbers(const RankNumbers& mine, double bound_s);
 
-  /// After this process has reported a failure: tells the others and waits up to kStopBound_s
-  /// for them to say the same, drops the transport, and aborts the MPI job when one did not
+  /// After this process has reported a failure: tells the others and waits up to kStopBound_s -
+  /// kAnnounceBound_s for them to say the same, drops the transport, and aborts the MPI job when one did not
   /// answer (it might otherwise wait forever). Returns only when the process may end normally.
   void leave_after_failure();
 
