@@ -37,7 +37,7 @@ struct Pipe {
 }  // namespace
 
 ProcessResult run_process(const std::vector<std::string>& argv, const std::string& cwd,
-                          double timeout_s) {
+                          double timeout_s, Stream out_to, Stream err_to) {
   ProcessResult res;
   if (argv.empty()) {
     res.spawn_error = "empty argv";
@@ -52,8 +52,16 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::strin
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out.fd[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, err.fd[1], 2);
+  const Stream to[2] = {out_to, err_to};
+  const int pipe_end[2] = {out.fd[1], err.fd[1]};
+  for (int i = 0; i < 2; ++i) {
+    if (to[i] == Stream::pipe)
+      posix_spawn_file_actions_adddup2(&fa, pipe_end[i], i + 1);
+    else if (to[i] == Stream::full)
+      posix_spawn_file_actions_addopen(&fa, i + 1, "/dev/full", O_WRONLY, 0);
+    else
+      posix_spawn_file_actions_addclose(&fa, i + 1);
+  }
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
 
   std::vector<char*> cargv;
@@ -83,6 +91,11 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::strin
   pollfd fds[2] = {{out.fd[0], POLLIN, 0}, {err.fd[0], POLLIN, 0}};
   std::string* sinks[2] = {&res.out, &res.err};
   int open_fds = 2;
+  for (int i = 0; i < 2; ++i)
+    if (to[i] != Stream::pipe) {
+      fds[i].fd = -1;  // nothing to read: the child's end went elsewhere
+      --open_fds;
+    }
   char buf[65536];
   while (open_fds > 0) {
     const auto left =
@@ -193,6 +206,16 @@ ProcessResult compass_in(const std::string& dir, const std::vector<std::string>&
   std::vector<std::string> argv{compass_binary()};
   argv.insert(argv.end(), args.begin(), args.end());
   ProcessResult r = run_process(argv, dir, timeout_s);
+  EXPECT_TRUE(r.spawn_error.empty()) << r.spawn_error;
+  EXPECT_FALSE(r.timed_out) << "timed out: compass " << (args.empty() ? "" : args.front());
+  return r;
+}
+
+ProcessResult compass_with_streams(const std::string& dir, const std::vector<std::string>& args,
+                                   Stream out, Stream err, double timeout_s) {
+  std::vector<std::string> argv{compass_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcessResult r = run_process(argv, dir, timeout_s, out, err);
   EXPECT_TRUE(r.spawn_error.empty()) << r.spawn_error;
   EXPECT_FALSE(r.timed_out) << "timed out: compass " << (args.empty() ? "" : args.front());
   return r;

@@ -15,9 +15,13 @@ struct ProcessResult {
   std::string spawn_error;  ///< non-empty when the child could not be started
 };
 
+/// Where the child's stdout or stderr goes: a pipe the result collects, /dev/full (every write
+/// fails with ENOSPC), or nowhere (the descriptor closed, as "2>&-" does).
+enum class Stream { pipe, full, closed };
+
 /// Runs `argv[0]` (a path, not searched in PATH) with `argv`, in `cwd`, stdin from /dev/null.
 ProcessResult run_process(const std::vector<std::string>& argv, const std::string& cwd,
-                          double timeout_s);
+                          double timeout_s, Stream out = Stream::pipe, Stream err = Stream::pipe);
 
 /// Splits a command line on whitespace; double quotes group words ("a b" -> one argument,
 /// "" -> an empty one) and inside them \" and \\ escape. Returns false on an unclosed quote.
@@ -43,5 +47,9 @@ std::string compass_binary();
 /// Runs `compass <args...>` in `dir`; a test failure when it cannot start or times out.
 ProcessResult compass_in(const std::string& dir, const std::vector<std::string>& args,
                          double timeout_s = 300);
+
+/// The same with stdout and stderr sent where `out` and `err` say.
+ProcessResult compass_with_streams(const std::string& dir, const std::vector<std::string>& args,
+                                   Stream out, Stream err, double timeout_s = 300);
 
 }  // namespace compass::testing

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -403,6 +404,243 @@ TEST(Validation, ControlCharactersInArgumentsAreEscaped) {
   const ProcessResult prof = compass_in(dir.path(), {"topo", "--profile", "no\x1b]0;x\x07such"});
   expect_usage_error(prof, "no\\x1b]0;x\\x07such");
   EXPECT_EQ(prof.err.find('\x1b'), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Integer and time flags: one parser, which refuses overflow, empty and senseless values and
+// echoes the text as typed
+
+TEST(IntegerFlags, OverflowEmptyAndSenselessValuesAreRefused) {
+  const std::vector<std::string> op = {"op", "--op", "gemm_rs", "--n", "5120", "--k", "13824",
+                                       "--tp", "8"};
+  const std::vector<std::string> sched = {"schedule", "--op", "ag_gemm", "--n", "32", "--k", "16",
+                                          "--tp", "2", "--strategy", "sequential"};
+  const FlagCase cases[] = {
+      {with(kRunSmall, {"--seed", "18446744073709551616"}), "--seed"},
+      {with(kRunSmall, {"--seed", "9223372036854775808"}), "--seed"},
+      {with(kRunSmall, {"--seed", ""}), "--seed"},
+      {with(kRunSmall, {"--seed", " 5"}), "--seed"},
+      {with(kRunSmall, {"--repeat", ""}), "--repeat"},
+      {with(kRunSmall, {"--warmup", "-1"}), "--warmup"},
+      {with(kRunSmall, {"--threads-per-rank", "0"}), "--threads-per-rank"},
+      {with(kRunSmall, {"--threads-per-rank", "4294967297"}), "--threads-per-rank"},
+      {with(op, {"--m", "18446744073709551616"}), "--m"},
+      {with(op, {"--m", ""}), "--m"},
+      {with(op, {"--m", "0x10"}), "--m"},
+      {with(op, {"--m", "1e3"}), "--m"},
+      {with(op, {"--m", "-8192"}), "--m"},
+      {with(sched, {"--m", "99999999999999999999999"}), "--m"},
+      {with(sched, {"--m", "64", "--limit", "-1"}), "--limit"},
+      {{"op", "--op", "gemm_rs", "--m", "64", "--n", "64", "--k", "64", "--tp", ""}, "--tp"},
+      {{"op", "--op", "gemm_rs", "--m", "64", "--n", "64", "--k", "64", "--tp", "4294967298"},
+       "--tp"},
+      {{"plan", "--seq", "0"}, "--seq"},
+      {{"plan", "--mbs", ""}, "--mbs"},
+      {{"plan", "--seq", "18446744073709551617"}, "--seq"},
+      {{"plan", "--refine", "sim", "--refine-candidates", ""}, "--refine-candidates"},
+      {{"export", "te", "--seq", "-4096"}, "--seq"},
+      {{"sweep", "--limit", "-1"}, "--limit"},
+      {{"sweep", "--stride", "0"}, "--stride"},
+      {{"sweep", "--threads", "-1"}, "--threads"},
+      {{"sweep", "--threads", "99999999999"}, "--threads"},
+      {{"topo", "--random", "-5", "--tp", "4"}, "--random"},
+      {{"topo", "--random", "", "--tp", "4"}, "--random"},
+      {{"calibrate", "--backend", "cuda", "--device", "-1", "--out", "x.json"}, "--device"},
+      {{"validate", "--calibration", "c.json", "--repeat", "0"}, "--repeat"},
+      {{"validate", "--calibration", "c.json", "--warmup", ""}, "--warmup"},
+      {{"simulate", "--m", "64", "--n", "32", "--k", "16", "--tp", "2", "--links", "-3"},
+       "--links"},
+  };
+  for (const FlagCase& c : cases) {
+    std::string line;
+    for (const auto& a : c.args) line += " '" + a + "'";
+    SCOPED_TRACE(line);
+    TempDir dir;
+    const ProcessResult r = compass_in(dir.path(), c.args, 60);
+    expect_usage_error(r, c.error);
+    // The message echoes the value exactly as it was typed.
+    const auto flag = std::find(c.args.begin(), c.args.end(), std::string(c.error));
+    ASSERT_NE(flag, c.args.end());
+    EXPECT_NE(r.err.find("'" + *(flag + 1) + "'"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("9223372036854775807'"), std::string::npos) << "saturated: " << r.err;
+  }
+}
+
+TEST(IntegerFlags, TheLargestValidValueStillWorks) {
+  TempDir dir;
+  // Plain decimal with a leading zero is sixty-four, not octal 52.
+  const ProcessResult r =
+      compass_in(dir.path(), {"schedule", "--op", "ag_gemm", "--m", "064", "--n", "32", "--k",
+                              "16", "--tp", "2", "--strategy", "sequential", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"m\":64,"), std::string::npos) << r.out.substr(0, 400);
+  const ProcessResult seed =
+      compass_in(dir.path(), with(kRunSmall, {"--seed", "9223372036854775807", "--repeat", "1",
+                                              "--warmup", "0"}));
+  EXPECT_EQ(seed.exit_code, 0) << seed.err;
+}
+
+TEST(TimeFlags, HugeOrMalformedTimesAreRefusedWithTheMaximum) {
+  const FlagCase cases[] = {
+      {with(kRunSmall, {"--launch-timeout", "1e12"}), "--launch-timeout"},
+      {with(kRunSmall, {"--launch-timeout", "0"}), "--launch-timeout"},
+      {with(kRunSmall, {"--launch-timeout", ""}), "--launch-timeout"},
+      {with(kRunSmall, {"--launch-timeout", "-1"}), "--launch-timeout"},
+      {with(kRunSmall, {"--launch-timeout", "1e400"}), "--launch-timeout"},
+      {with(kRunSmall, {"--wait-timeout", "1e12"}), "--wait-timeout"},
+      {with(kRunSmall, {"--wait-timeout", "5s"}), "--wait-timeout"},
+  };
+  for (const FlagCase& c : cases) {
+    std::string line;
+    for (const auto& a : c.args) line += " '" + a + "'";
+    SCOPED_TRACE(line);
+    TempDir dir;
+    const ProcessResult r = compass_in(dir.path(), c.args, 60);
+    expect_usage_error(r, c.error);
+    EXPECT_NE(r.err.find("1000000"), std::string::npos) << "the maximum is not stated: " << r.err;
+    const auto flag = std::find(c.args.begin(), c.args.end(), std::string(c.error));
+    EXPECT_NE(r.err.find("'" + *(flag + 1) + "'"), std::string::npos) << r.err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Limits on new inputs
+
+// A `nvidia-smi topo -m` matrix of n GPUs all joined by PCIe (NODE), in the printed layout.
+std::string topo_matrix(int n) {
+  std::string text = "\t";
+  for (int i = 0; i < n; ++i) text += "GPU" + std::to_string(i) + "\t";
+  text += "CPU Affinity\tNUMA Affinity\n";
+  for (int i = 0; i < n; ++i) {
+    text += "GPU" + std::to_string(i);
+    for (int j = 0; j < n; ++j) text += i == j ? "\t X " : "\tNODE";
+    text += "\t0-63\t0\n";
+  }
+  return text;
+}
+
+TEST(Limits, DiscoverRefusesMoreGpusThanAMachineHas) {
+  TempDir dir;
+  spit(dir.path() + "/ok.txt", topo_matrix(16));
+  const ProcessResult ok = compass_in(dir.path(), {"discover", "--from-topo", "ok.txt"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  spit(dir.path() + "/65.txt", topo_matrix(65));
+  expect_usage_error(compass_in(dir.path(), {"discover", "--from-topo", "65.txt"}, 30),
+                     "65 GPUs (at most 64");
+  // The case: a 1000-GPU matrix (a few MB) is refused at once, in bounded memory.
+  spit(dir.path() + "/1000.txt", topo_matrix(1000));
+  const ProcessResult big = compass_in(dir.path(), {"discover", "--from-topo", "1000.txt"}, 30);
+  expect_usage_error(big, "1000.txt");
+}
+
+TEST(Limits, NcclLogNumbersMustBePlausible) {
+  const std::string log = test_data("nccl/all_reduce_8xh20.log");
+  struct Case {
+    std::string from, to, error;
+  };
+  const Case cases[] = {
+      {"   3.07       0    17.95", "  1e300       0    17.95", "busbw 1e300"},
+      {"   1.76    3.07", "  1e308    3.07", "algbw 1e308"},
+      {"       32768          8192", "100000000000000000000000          8192",
+       "size '100000000000000000000000'"},
+      {"       32768          8192", "           0          8192", "size '0'"},
+      {"    18.66    1.76", "   1e+300    1.76", "time 1e+300"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.to);
+    TempDir dir;
+    std::string text = log;
+    const auto at = text.find(c.from);
+    ASSERT_NE(at, std::string::npos) << c.from;
+    text.replace(at, c.from.size(), c.to);
+    spit(dir.path() + "/bad.log", text);
+    expect_usage_error(compass_in(dir.path(), {"calibrate", "--from-nccl-tests", "bad.log",
+                                               "--profile", "h100x8"}),
+                       c.error);
+  }
+}
+
+// Inputs that are not regular files are refused at once: a FIFO with no writer would block a
+// plain open() for good.
+TEST(Limits, FifosAndDevicesAreNotInputFiles) {
+  TempDir dir;
+  const std::string fifo = dir.path() + "/in.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::vector<std::vector<std::string>> cases = {
+      {"plot", "in.json", "--out", "x.png"},
+      {"discover", "--from-topo", "in.json"},
+      {"calibrate", "--from-nccl-tests", "in.json"},
+      {"plan", "--model", "in.json"},
+      {"topo", "--profile", "in.json"},
+      {"plot", "/dev/zero", "--out", "x.png"},
+      {"discover", "--from-topo", "/dev/zero"},
+  };
+  for (const auto& args : cases) {
+    SCOPED_TRACE(args[0] + " " + args[1] + " " + args[2]);
+    const ProcessResult r = compass_in(dir.path(), args, 20);
+    expect_usage_error(r, "not a regular file");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several outputs: all or none
+
+TEST(AllOrNone, ALaterFailingOutputLeavesNoEarlierOne) {
+  TempDir dir;
+  const std::string src = COMPASS_SOURCE_DIR;
+  const std::string log = src + "/tests/data/nccl/all_reduce_8xh20.log";
+  const std::vector<std::vector<std::string>> cases = {
+      sweep_with({"--csv", "a.csv", "--json", "/dev/full"}),
+      sweep_with({"--csv", "a.csv", "--json-out", "/dev/full"}),
+      sweep_with({"--json-out", "a.json", "--csv", "/dev/full"}),
+      {"simulate", "--m", "64", "--n", "32", "--k", "16", "--tp", "2", "--strategy", "sequential",
+       "--trace", "t.json", "--json-out", "/dev/full"},
+      {"calibrate", "--from-nccl-tests", log, "--profile", "h100x8", "--out", "p.json",
+       "--json-out", "/dev/full"},
+      {"export", "te", "--out", "cfg.yaml", "--json-out", "/dev/full"},
+  };
+  for (const auto& args : cases) {
+    std::string line;
+    for (const auto& a : args) line += " " + a;
+    SCOPED_TRACE(line);
+    const ProcessResult r = compass_in(dir.path(), args);
+    expect_usage_error(r, "/dev/full");
+    EXPECT_TRUE(listing(dir.path()).empty()) << listing(dir.path()).front() << " was written";
+    for (const auto& name : listing(dir.path())) fs::remove(dir.path() + "/" + name);
+  }
+}
+
+// A disk that fills up at the second file: neither file, no temporary left behind.
+TEST(AllOrNone, DiskFullAtTheSecondFileLeavesNeither) {
+  TempDir probe;
+  const ProcessResult ok =
+      compass_in(probe.path(), sweep_with({"--csv", "a.csv", "--json-out", "b.json"}));
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  const auto csv = fs::file_size(probe.path() + "/a.csv");
+  const auto json = fs::file_size(probe.path() + "/b.json");
+  ASSERT_LT(csv, json);
+  TempDir dir;
+  const ProcessResult r = compass_with_file_limit(
+      dir.path(), sweep_with({"--csv", "a.csv", "--json-out", "b.json"}),
+      static_cast<rlim_t>(csv + (json - csv) / 2));
+  expect_usage_error(r, "b.json");
+  EXPECT_TRUE(listing(dir.path()).empty()) << listing(dir.path()).size() << " files left";
+}
+
+TEST(AllOrNone, CalibrateOutDashIsStdout) {
+  TempDir dir;
+  const std::string log = std::string(COMPASS_SOURCE_DIR) + "/tests/data/nccl/all_reduce_8xh20.log";
+  const ProcessResult r = compass_in(
+      dir.path(), {"calibrate", "--from-nccl-tests", log, "--profile", "h100x8", "--out", "-"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(listing(dir.path()).empty()) << "created " << listing(dir.path()).front();
+  const auto j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.out.substr(0, 200);
+  EXPECT_TRUE(j.contains("links")) << r.out.substr(0, 200);
+  EXPECT_NE(r.err.find("fit of profile h100x8"), std::string::npos) << r.err;
+  expect_usage_error(compass_in(dir.path(), {"calibrate", "--from-nccl-tests", log, "--out", "-",
+                                             "--json"}),
+                     "both write to stdout");
 }
 
 }  // namespace

@@ -18,19 +18,7 @@ namespace compass::cli {
 
 namespace {
 
-std::string read_log(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw UsageError(fmt::format("{}: no such file", path));
-  if (!fs::is_regular_file(path, ec)) throw UsageError(fmt::format("{}: not a regular file", path));
-  if (fs::file_size(path, ec) > (std::uintmax_t{64} << 20))
-    throw UsageError(fmt::format("{}: file too large for an nccl-tests log", path));
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw UsageError(fmt::format("{}: cannot open for reading", path));
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+constexpr std::uint64_t kMaxLogBytes = std::uint64_t{64} << 20;  // an nccl-tests log is KiBs
 
 std::string size_text(double b) {
   if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:g}G", b / (1024.0 * 1024 * 1024));
@@ -48,14 +36,16 @@ double error_pct(double predicted, double measured) {
 void run_calibrate_from_nccl_tests(const NcclFitArgs& a) {
   const std::string profile_name = a.profile.empty() ? "a6000x8" : a.profile;
   const hardware::Profile base = load_profile(profile_name);
-  std::error_code ec;
-  if (!a.out.empty() && !a.force && std::filesystem::exists(a.out, ec))
-    throw UsageError(fmt::format("--out: '{}' exists (use --force to overwrite)", a.out));
-  a.json.check_writable(a.force);
+  if (a.out == "-" && a.json.to_stdout())
+    throw UsageError("--out - and --json both write to stdout; write one of them to a file");
+  check_outputs({{"--out", a.out}, {"--json-out", a.json.file()}}, a.force);
   std::vector<model::NcclLog> logs;
-  for (const std::string& path : a.logs) logs.push_back(unwrap(model::parse_nccl_tests_log(read_log(path), path)));
+  for (const std::string& path : a.logs) logs.push_back(unwrap(model::parse_nccl_tests_log(read_input_file(path, kMaxLogBytes), path)));
   const model::FitResult fit = unwrap(model::fit_to_nccl_tests(base, logs));
-  if (!a.out.empty()) unwrap(hardware::save_profile_file(fit.profile, a.out, a.force));
+  unwrap(hardware::validate(fit.profile));
+  // The profile and the JSON are written together or not at all.
+  StagedOutputs outputs;
+  outputs.add({"--out", a.out}, hardware::profile_to_json(fit.profile), a.force);
 
   if (a.json.any()) {
     nlohmann::ordered_json j;
@@ -88,36 +78,39 @@ void run_calibrate_from_nccl_tests(const NcclFitArgs& a) {
                               {"why", c.why}});
     j["notes"] = fit.notes;
     j["out"] = a.out;
-    a.json.emit(j, a.force);
-    if (a.json.to_stdout()) return;
+    a.json.stage(outputs, j, a.force);
   }
+  outputs.commit();
+  if (a.json.to_stdout()) return;
+  // With the profile on stdout the table goes to stderr.
+  std::FILE* human = a.out == "-" ? stderr : stdout;
 
-  fmt::print("fit of profile {} to {} nccl-tests log{}\n", base.name, logs.size(), logs.size() == 1 ? "" : "s");
+  print_to(human, "fit of profile {} to {} nccl-tests log{}\n", base.name, logs.size(), logs.size() == 1 ? "" : "s");
   for (std::size_t i = 0; i < fit.logs.size(); ++i) {
     const auto& f = fit.logs[i];
-    fmt::print("\n{}: {}, {} ranks on GPUs {}\n", f.origin, model::to_string(f.test), f.ranks, fmt::join(f.gpus, ","));
-    for (const std::string& n : logs[i].notes) fmt::print("  note: {}\n", n);
-    fmt::print("  {:>8} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "size", "measured", "before", "error", "fitted", "error");
+    print_to(human, "\n{}: {}, {} ranks on GPUs {}\n", f.origin, model::to_string(f.test), f.ranks, fmt::join(f.gpus, ","));
+    for (const std::string& n : logs[i].notes) print_to(human, "  note: {}\n", n);
+    print_to(human, "  {:>8} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "size", "measured", "before", "error", "fitted", "error");
     for (const auto& p : f.points)
-      fmt::print("  {:>8} {:>9.2f} GB {:>9.2f} GB {:>7.1f}% {:>9.2f} GB {:>7.1f}%{}\n", size_text(p.size_bytes),
+      print_to(human, "  {:>8} {:>9.2f} GB {:>9.2f} GB {:>7.1f}% {:>9.2f} GB {:>7.1f}%{}\n", size_text(p.size_bytes),
                  p.measured_busbw, p.before_busbw, error_pct(p.before_busbw, p.measured_busbw), p.after_busbw,
                  error_pct(p.after_busbw, p.measured_busbw), p.large ? "  *" : "");
     double before_max = 0;
     for (const auto& p : f.points)
       if (p.large && p.measured_busbw > 0)
         before_max = std::max(before_max, std::abs(p.before_busbw - p.measured_busbw) / p.measured_busbw);
-    fmt::print("  (busbw in GB/s; * = large sizes, used for the fit: max error {:.1f}% before, {:.1f}% "
+    print_to(human, "  (busbw in GB/s; * = large sizes, used for the fit: max error {:.1f}% before, {:.1f}% "
                "fitted)\n",
                100 * before_max, 100 * f.large_max_error);
-    for (const std::string& u : f.unexplained) fmt::print("  cannot explain: {}\n", u);
+    for (const std::string& u : f.unexplained) print_to(human, "  cannot explain: {}\n", u);
   }
-  fmt::print("\nlinks changed: {}\n", fit.changes.size());
+  print_to(human, "\nlinks changed: {}\n", fit.changes.size());
   for (const auto& c : fit.changes)
-    fmt::print("  {:<16} {} -> {}, latency {} -> {} ({})\n", c.link, format_bandwidth(c.bandwidth_before),
+    print_to(human, "  {:<16} {} -> {}, latency {} -> {} ({})\n", c.link, format_bandwidth(c.bandwidth_before),
                format_bandwidth(c.bandwidth_after), format_seconds(c.latency_before), format_seconds(c.latency_after),
                c.why);
-  for (const std::string& n : fit.notes) fmt::print("note: {}\n", n);
-  if (!a.out.empty()) fmt::print("wrote {}\n", a.out);
+  for (const std::string& n : fit.notes) print_to(human, "note: {}\n", n);
+  if (!a.out.empty() && a.out != "-") print_to(human, "wrote {}\n", a.out);
 }
 
 }  // namespace compass::cli

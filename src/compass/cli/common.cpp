@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 
@@ -18,6 +19,30 @@
 #include "compass/hardware/profile_io.hpp"
 
 namespace compass::cli {
+
+namespace {
+
+std::string stdout_failure(int err) {
+  return fmt::format("writing to stdout failed: {}", err != 0 ? std::strerror(err) : "I/O error");
+}
+
+}  // namespace
+
+void write_stdout(std::string_view text) {
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::ferror(stdout))
+    throw StdoutError(stdout_failure(errno));
+}
+
+bool try_write_stderr(std::string_view text) noexcept {
+  if (std::ferror(stderr)) return false;  // gone once: later text would arrive out of order
+  return std::fwrite(text.data(), 1, text.size(), stderr) == text.size() &&
+         std::fflush(stderr) == 0;
+}
+
+void write_stderr(std::string_view text) {
+  if (!try_write_stderr(text)) throw StderrGone{};
+}
 
 std::string parse_links_option(const std::string& text) {
   const std::string prefix = "emulated:";
@@ -39,6 +64,10 @@ std::optional<double> parse_link_scale(const std::string& text) {
     throw UsageError(
         fmt::format("--link-scale: expected a positive number or 'auto', got '{}'", text));
   return f;
+}
+
+std::string read_input_file(const std::string& path, std::uint64_t max_bytes) {
+  return unwrap(read_regular_file(path, max_bytes));
 }
 
 hardware::Profile load_profile(const std::string& preset_or_path) {
@@ -69,22 +98,7 @@ workload::OperatorSpec operator_from_flags(const std::string& op, std::int64_t m
   return spec;
 }
 
-CLI::Validator positive_tp() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        std::size_t used = 0;
-        long v = 0;
-        try {
-          v = std::stol(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != text.size() || text.empty())
-          return fmt::format("must be a positive integer, got '{}'", text);
-        return v > 0 ? std::string() : fmt::format("must be positive, got {}", v);
-      },
-      "POSITIVE");
-}
+CLI::Validator positive_tp() { return integer_in(1, std::numeric_limits<int>::max()); }
 
 CLI::Validator nonempty_gpus() {
   return CLI::Validator(
@@ -143,11 +157,11 @@ void add_layer_plan_flags(CLI::App* sub, LayerPlanFlags& f) {
   sub->add_option("--model", f.model, "Built-in model name or model JSON file")
       ->capture_default_str();
   f.tp_option = sub->add_option("--tp", f.tp, "Tensor-parallel degree (default: 8, or the size "
-                                              "of --gpus)")->check(positive_tp());
+                                              "of --gpus)")->transform(positive_tp());
   sub->add_option("--gpus", f.gpus, "GPU ordinals of the TP group, e.g. 0,1,4,5 (default 0..tp-1)")
       ->check(nonempty_gpus());
-  sub->add_option("--seq", f.seq, "Sequence length")->capture_default_str();
-  sub->add_option("--mbs", f.mbs, "Micro-batch size")->capture_default_str();
+  add_integer_option(sub, "--seq", f.seq, "Sequence length", 1)->capture_default_str();
+  add_integer_option(sub, "--mbs", f.mbs, "Micro-batch size", 1)->capture_default_str();
   sub->add_flag("--no-sp", f.no_sp, "Without sequence parallelism (GEMM + AllReduce)");
 }
 
@@ -190,6 +204,65 @@ void check_run_counts(int repeat, int warmup) {
     throw UsageError(fmt::format("--repeat: must be in 1..{}, got {}", kMaxRuns, repeat));
   if (warmup < 0 || warmup > kMaxRuns)
     throw UsageError(fmt::format("--warmup: must be in 0..{}, got {}", kMaxRuns, warmup));
+}
+
+Result<std::int64_t> parse_integer(std::string_view text, std::int64_t min, std::int64_t max) {
+  const auto fail = [&] {
+    return make_error("must be an integer in {}..{}, got '{}'", min, max, text);
+  };
+  std::size_t i = 0;
+  const bool negative = !text.empty() && text[0] == '-';
+  if (negative) i = 1;
+  if (i == text.size()) return fail();
+  // Accumulated as a negative number: its range holds INT64_MIN too.
+  std::int64_t value = 0;
+  for (; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c < '0' || c > '9') return fail();
+    const int digit = c - '0';
+    if (value < (std::numeric_limits<std::int64_t>::min() + digit) / 10) return fail();
+    value = value * 10 - digit;
+  }
+  if (!negative) {
+    if (value == std::numeric_limits<std::int64_t>::min()) return fail();
+    value = -value;
+  }
+  if (value < min || value > max) return fail();
+  return value;
+}
+
+CLI::Validator integer_in(std::int64_t min, std::int64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        const Result<std::int64_t> v = parse_integer(text, min, max);
+        if (!v.ok()) return v.error().message;
+        text = std::to_string(*v);
+        return {};
+      },
+      fmt::format("INT in {}..{}", min, max));
+}
+
+CLI::Validator seconds_in(double max_s, bool zero_ok) {
+  return CLI::Validator(
+      [max_s, zero_ok](std::string& text) -> std::string {
+        const std::string fail =
+            fmt::format("must be a number of seconds {} {:.0f}, got '{}'",
+                        zero_ok ? "from 0 to" : "above 0 and at most", max_s, text);
+        double v = 0;
+        std::size_t used = 0;
+        const bool plain = !text.empty() && text.find_first_of(" \t\n") == std::string::npos;
+        try {
+          if (plain) v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (!plain || used != text.size() || !std::isfinite(v) || v < 0 || (v == 0 && !zero_ok) ||
+            v > max_s)
+          return fail;
+        text = fmt::format("{}", v);  // CLI11 converts the plain decimal form only
+        return {};
+      },
+      "SECONDS");
 }
 
 CLI::Validator non_empty(const std::string& what) {
@@ -236,12 +309,39 @@ bool writes_stdout(const std::vector<OutputFile>& outputs) {
 
 void write_output(const OutputFile& out, const std::string& text, bool force) {
   if (out.path == "-") {
+    errno = 0;
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
-      throw UsageError(fmt::format("{}: writing to stdout failed", out.flag));
+      throw StdoutError(fmt::format("{}: {}", out.flag, stdout_failure(errno)));
     return;
   }
   if (Status s = write_file_atomic(out.path, text, force); !s.ok())
     throw UsageError(fmt::format("{}: {}", out.flag, s.error().message));
+}
+
+void StagedOutputs::add(const OutputFile& out, std::string text, bool force) {
+  if (out.path.empty()) return;
+  if (out.path == "-") {
+    staged_.push_back(Staged{out.flag, std::nullopt, std::move(text)});
+    return;
+  }
+  Result<StagedFile> f = StagedFile::stage(out.path, text, force);
+  if (!f.ok()) throw UsageError(fmt::format("{}: {}", out.flag, f.error().message));
+  staged_.push_back(Staged{out.flag, std::move(f).value(), {}});
+}
+
+void StagedOutputs::commit() {
+  // What can still fail goes first: devices (a full one), then stdout; renames last.
+  for (Staged& s : staged_)
+    if (s.file && s.file->in_place())
+      if (Status st = s.file->commit(); !st.ok())
+        throw UsageError(fmt::format("{}: {}", s.flag, st.error().message));
+  for (Staged& s : staged_)
+    if (!s.file) write_output(OutputFile{s.flag, "-"}, s.stdout_text, false);
+  for (Staged& s : staged_)
+    if (s.file && !s.file->in_place())
+      if (Status st = s.file->commit(); !st.ok())
+        throw UsageError(fmt::format("{}: {}", s.flag, st.error().message));
+  staged_.clear();
 }
 
 void JsonOutput::add_to(CLI::App* sub, const std::string& what, Spelling spelling) {
@@ -277,10 +377,24 @@ void JsonOutput::check_writable(bool force) const {
   check_outputs({{"--json-out", file()}}, force);
 }
 
-void JsonOutput::emit_text(std::string text, bool force) const {
+void JsonOutput::stage_text(StagedOutputs& outputs, std::string text, bool force) const {
   if (text.empty() || text.back() != '\n') text += '\n';
-  if (to_stdout()) write_output(OutputFile{"--json", "-"}, text, force);
-  if (!file().empty()) write_output(OutputFile{"--json-out", file()}, text, force);
+  if (to_stdout()) outputs.add(OutputFile{"--json", "-"}, text, force);
+  if (!file().empty()) outputs.add(OutputFile{"--json-out", file()}, std::move(text), force);
+}
+
+void JsonOutput::stage(StagedOutputs& outputs, const nlohmann::json& j, bool force) const {
+  stage_text(outputs, j.dump(2), force);
+}
+
+void JsonOutput::stage(StagedOutputs& outputs, const nlohmann::ordered_json& j, bool force) const {
+  stage_text(outputs, j.dump(2), force);
+}
+
+void JsonOutput::emit_text(std::string text, bool force) const {
+  StagedOutputs outputs;
+  stage_text(outputs, std::move(text), force);
+  outputs.commit();
 }
 
 void JsonOutput::emit(const nlohmann::json& j, bool force) const { emit_text(j.dump(2), force); }
@@ -348,6 +462,15 @@ ProgressBar::ProgressBar(std::string label, const ProgressFlags& flags)
 
 ProgressBar::~ProgressBar() { finish(); }
 
+void ProgressBar::draw(const std::string& text) noexcept {
+  // Progress never stops the work: when stderr refuses it, the bar stops drawing and run_app
+  // exits with code 2 at the end (try_write_stderr remembers the failure).
+  if (!try_write_stderr(text)) {
+    mode_ = Mode::none;
+    drawn_ = false;
+  }
+}
+
 void ProgressBar::update(double fraction, std::size_t done, std::size_t total) {
   if (mode_ == Mode::none) return;
   fraction = std::clamp(fraction, 0.0, 1.0);
@@ -359,10 +482,9 @@ void ProgressBar::update(double fraction, std::size_t done, std::size_t total) {
     if (step == last_permille_) return;
     last_permille_ = step;
     if (total > 0)
-      fmt::print(stderr, "compass: progress: {} {}/{}\n", label_, done, total);
+      draw(fmt::format("compass: progress: {} {}/{}\n", label_, done, total));
     else
-      fmt::print(stderr, "compass: progress: {} {}%\n", label_, step);
-    std::fflush(stderr);
+      draw(fmt::format("compass: progress: {} {}%\n", label_, step));
     return;
   }
   if (permille == last_permille_) return;  // redraw only when the bar changes
@@ -370,17 +492,15 @@ void ProgressBar::update(double fraction, std::size_t done, std::size_t total) {
   constexpr int kWidth = 30;
   const int n = static_cast<int>(fraction * kWidth);
   std::string counts = total > 0 ? fmt::format(" {}/{}", done, total) : "";
-  fmt::print(stderr, "\r{} [{}{}] {:3.0f}%{}", label_, std::string(n, '#'),
-             std::string(kWidth - n, ' '), 100 * fraction, counts);
-  std::fflush(stderr);
   drawn_ = true;
+  draw(fmt::format("\r{} [{}{}] {:3.0f}%{}", label_, std::string(n, '#'),
+                   std::string(kWidth - n, ' '), 100 * fraction, counts));
 }
 
 void ProgressBar::finish() {
   if (!drawn_) return;
-  fmt::print(stderr, "\r\033[K");
-  std::fflush(stderr);
   drawn_ = false;
+  draw("\r\033[K");
 }
 
 }  // namespace compass::cli

@@ -2,14 +2,23 @@
 // Shared pieces of the command-line verbs. Verbs report bad input by throwing UsageError;
 // main() prints it as one line on stderr and exits with code 2.
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "compass/core/file_io.hpp"
 #include "compass/core/format.hpp"
 #include "compass/core/result.hpp"
 #include "compass/hardware/profile.hpp"
@@ -30,6 +39,47 @@ struct ExitCode {
   int code = 1;
 };
 
+/// stdout could not be written (closed, full, a broken device): run_app reports it on stderr
+/// and exits with code 2.
+class StdoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// stderr could not be written: nothing can be reported, so run_app exits with code 2 quietly.
+struct StderrGone {};
+
+/// The one way the CLI writes to its standard streams (every verb prints through these).
+/// write_stdout throws StdoutError and write_stderr throws StderrGone when the stream refuses a
+/// byte; stdout's buffer is checked again when run_app ends.
+void write_stdout(std::string_view text);
+void write_stderr(std::string_view text);
+/// The same for stderr without throwing (progress, and messages while an error is reported):
+/// false when it failed. A failure is remembered and makes run_app exit with code 2.
+bool try_write_stderr(std::string_view text) noexcept;
+
+/// fmt-formatted text on stdout (checked, see write_stdout).
+template <typename... T>
+void out(fmt::format_string<T...> f, T&&... args) {
+  write_stdout(fmt::format(f, std::forward<T>(args)...));
+}
+/// fmt-formatted text on stderr (checked, see write_stderr).
+template <typename... T>
+void err(fmt::format_string<T...> f, T&&... args) {
+  write_stderr(fmt::format(f, std::forward<T>(args)...));
+}
+
+/// out() when `stream` is stdout, else err() (a human table goes to stderr when stdout carries
+/// machine output).
+template <typename... T>
+void print_to(std::FILE* stream, fmt::format_string<T...> f, T&&... args) {
+  const std::string text = fmt::format(f, std::forward<T>(args)...);
+  if (stream == stdout)
+    write_stdout(text);
+  else
+    write_stderr(text);
+}
+
 /// The value of a Result, or throws UsageError with its message.
 template <typename T>
 T unwrap(Result<T> r) {
@@ -39,6 +89,10 @@ T unwrap(Result<T> r) {
 inline void unwrap(const Status& s) {
   if (!s.ok()) throw UsageError(s.error().message);
 }
+
+/// The text of an input file (read_regular_file: a regular file of at most `max_bytes`, never
+/// a FIFO or a device), or throws UsageError naming it.
+std::string read_input_file(const std::string& path, std::uint64_t max_bytes);
 
 /// Loads `--profile` (a preset name or a JSON file).
 hardware::Profile load_profile(const std::string& preset_or_path);
@@ -58,8 +112,9 @@ std::optional<double> parse_link_scale(const std::string& text);
 std::vector<int> parse_gpu_list(const std::string& text);
 
 /// Checks of the values given to --tp and --gpus, attached where the options are added: a
-/// given --tp must be positive (0 never means "every GPU") and a given --gpus must name at
-/// least one GPU (an empty list never means "the default group").
+/// given --tp must be a positive integer (integer_in; 0 never means "every GPU"; attach it with
+/// ->transform()) and a given --gpus must name at least one GPU (an empty list never means
+/// "the default group").
 CLI::Validator positive_tp();
 CLI::Validator nonempty_gpus();
 
@@ -95,6 +150,36 @@ PlannedLayer plan_from_flags(const LayerPlanFlags& f, DType dtype = DType::bf16,
 inline constexpr int kMaxRuns = 1000000;
 void check_run_counts(int repeat, int warmup);
 
+/// The one parser of the CLI's integer flags: an optional '-' and decimal digits (nothing else,
+/// no spaces, no "0x", no exponent), within [min, max]. The error states the range and echoes
+/// the text as typed: "must be an integer in 1..2147483647, got '2147483648'".
+Result<std::int64_t> parse_integer(std::string_view text, std::int64_t min, std::int64_t max);
+
+/// A CLI11 check with parse_integer, attached with ->transform() (->check() gives it a copy): it
+/// rewrites the value in plain decimal, so CLI11's own conversion (which saturates on overflow
+/// and reads "010" as octal) only sees valid numbers.
+CLI::Validator integer_in(std::int64_t min, std::int64_t max);
+
+/// Adds an integer flag checked by integer_in(min, max), the range clipped to T's.
+template <typename T>
+CLI::Option* add_integer_option(CLI::App* sub, const std::string& name, T& value,
+                                const std::string& help, std::int64_t min,
+                                std::int64_t max = std::numeric_limits<std::int64_t>::max()) {
+  static_assert(std::is_integral_v<T> && std::is_signed_v<T>);
+  min = std::max<std::int64_t>(min, std::numeric_limits<T>::min());
+  max = std::min<std::int64_t>(max, std::numeric_limits<T>::max());
+  return sub->add_option(name, value, help)->transform(integer_in(min, max));
+}
+
+/// The longest time a time flag accepts (seconds; about 11.6 days): larger values would overflow
+/// the clocks' integer durations.
+inline constexpr double kMaxFlagSeconds = 1e6;
+
+/// A CLI11 check of a time flag, attached with ->transform(): a finite number of seconds in
+/// 0..max_s (0 itself only with `zero_ok`); the error states the range and echoes the text as
+/// typed.
+CLI::Validator seconds_in(double max_s, bool zero_ok);
+
 /// A CLI11 check that rejects an empty value ("<what>: empty ...").
 CLI::Validator non_empty(const std::string& what);
 
@@ -105,6 +190,8 @@ std::string format_seconds(double s);
 std::string format_bandwidth(double bytes_per_s);
 /// Human formatting of bytes ("1.00 GiB").
 std::string format_bytes(double bytes);
+
+class StagedOutputs;
 
 /// The JSON output every verb with a JSON result shares. `--json` prints the verb's result as
 /// JSON on stdout and nothing else goes to stdout; `--json-out FILE` writes the same JSON to a
@@ -129,6 +216,11 @@ class JsonOutput {
   void emit(const nlohmann::ordered_json& j, bool force) const;
   /// Same for a document already serialised (a trailing newline is added when missing).
   void emit_text(std::string text, bool force) const;
+  /// Stages the JSON into `outputs` instead (see StagedOutputs), for commands with other
+  /// outputs: they are then written all or none.
+  void stage(StagedOutputs& outputs, const nlohmann::json& j, bool force) const;
+  void stage(StagedOutputs& outputs, const nlohmann::ordered_json& j, bool force) const;
+  void stage_text(StagedOutputs& outputs, std::string text, bool force) const;
   /// Refuses early when the output file exists and `force` is false.
   void check_writable(bool force) const;
 
@@ -159,6 +251,27 @@ void check_outputs(const std::vector<OutputFile>& outputs, bool force);
 
 /// True when one of the outputs is "-" (stdout): the human table then goes to stderr.
 bool writes_stdout(const std::vector<OutputFile>& outputs);
+
+/// The outputs of one command, written all or none. add() stages each one (a file is written to
+/// a temporary file beside it and checked, so a full disk or a missing permission fails here);
+/// commit() then writes devices and FIFOs in place, then stdout, then renames the staged files
+/// into place. A failure before commit() leaves every output untouched; the destructor removes
+/// what was staged and not committed.
+class StagedOutputs {
+ public:
+  /// Stages `text` for `out` (nothing when its path is empty); errors name the flag.
+  void add(const OutputFile& out, std::string text, bool force);
+  /// Writes everything staged, in the order above; errors name the flag.
+  void commit();
+
+ private:
+  struct Staged {
+    std::string flag;
+    std::optional<StagedFile> file;  ///< none for stdout
+    std::string stdout_text;
+  };
+  std::vector<Staged> staged_;
+};
 
 /// Writes one output: "-" to stdout (checked), else atomically (core/file_io.hpp): a failed
 /// write leaves no partial file and keeps the old one. Errors name the flag.
@@ -206,6 +319,7 @@ class ProgressBar {
 
  private:
   enum class Mode { none, bar, lines };
+  void draw(const std::string& text) noexcept;
   std::string label_;
   Mode mode_;
   bool drawn_ = false;

@@ -32,33 +32,33 @@ struct CalibrateArgs {
 
 void print_table(std::FILE* out, const backends::cuda::CalibrationResult& c,
                  const std::string& path) {
-  fmt::print(out, "calibrated {} ({}, {} SMs, {} visible GPU{}) in {:.1f} s\n", c.device, c.arch,
+  print_to(out, "calibrated {} ({}, {} SMs, {} visible GPU{}) in {:.1f} s\n", c.device, c.arch,
              c.sm_count, c.device_count, c.device_count == 1 ? "" : "s", c.elapsed_s);
-  fmt::print(out, "  {:<34} {}\n", "GEMM shapes measured (BF16)", c.gemm.size());
-  fmt::print(out, "  {:<34} {:.1f} TFLOP/s\n", "best BF16 GEMM", c.best_bf16_flops / 1e12);
-  fmt::print(out, "  {:<34} {}\n", "device-to-device copy", format_bandwidth(c.copy_bandwidth_bytes_per_s));
+  print_to(out, "  {:<34} {}\n", "GEMM shapes measured (BF16)", c.gemm.size());
+  print_to(out, "  {:<34} {:.1f} TFLOP/s\n", "best BF16 GEMM", c.best_bf16_flops / 1e12);
+  print_to(out, "  {:<34} {}\n", "device-to-device copy", format_bandwidth(c.copy_bandwidth_bytes_per_s));
   if (c.peer_bandwidth_bytes_per_s) {
-    fmt::print(out, "  {:<34} {}\n", "peer copy GPU0 -> GPU1", format_bandwidth(*c.peer_bandwidth_bytes_per_s));
+    print_to(out, "  {:<34} {}\n", "peer copy GPU0 -> GPU1", format_bandwidth(*c.peer_bandwidth_bytes_per_s));
   }
-  fmt::print(out, "  {:<34} {}\n", "kernel launch", format_seconds(c.kernel_launch_s));
-  fmt::print(out, "  {:<34} {}\n", "copy launch", format_seconds(c.copy_launch_s));
+  print_to(out, "  {:<34} {}\n", "kernel launch", format_seconds(c.kernel_launch_s));
+  print_to(out, "  {:<34} {}\n", "copy launch", format_seconds(c.copy_launch_s));
   if (c.collective_launch_s) {
-    fmt::print(out, "  {:<34} {}\n", "NCCL collective launch", format_seconds(*c.collective_launch_s));
+    print_to(out, "  {:<34} {}\n", "NCCL collective launch", format_seconds(*c.collective_launch_s));
   }
-  fmt::print(out, "  {:<34} {}\n", "GEMM beside copy-engine copies",
+  print_to(out, "  {:<34} {}\n", "GEMM beside copy-engine copies",
              format_ratio(c.gemm_slowdown_copy_engine));
-  fmt::print(out, "  {:<34} {}\n", "GEMM beside an SM copy kernel",
+  print_to(out, "  {:<34} {}\n", "GEMM beside an SM copy kernel",
              format_ratio(c.gemm_slowdown_sm_copy));
-  fmt::print(out, "  {:<34} {}\n", "copy beside a GEMM", format_ratio(c.comm_slowdown_beside_gemm));
+  print_to(out, "  {:<34} {}\n", "copy beside a GEMM", format_ratio(c.comm_slowdown_beside_gemm));
   if (c.fused_gemm_overhead) {
-    fmt::print(out, "  {:<34} {}\n", "fused kernel / cuBLASLt", format_ratio(*c.fused_gemm_overhead));
+    print_to(out, "  {:<34} {}\n", "fused kernel / cuBLASLt", format_ratio(*c.fused_gemm_overhead));
   }
   if (c.fused_slowdown_copy_engine) {
-    fmt::print(out, "  {:<34} {}\n", "fused kernel beside copies",
+    print_to(out, "  {:<34} {}\n", "fused kernel beside copies",
                format_ratio(*c.fused_slowdown_copy_engine));
   }
-  for (const auto& n : c.notes) fmt::print(out, "  note: {}\n", n);
-  fmt::print(out, "wrote {}\n", path);
+  for (const auto& n : c.notes) print_to(out, "  note: {}\n", n);
+  print_to(out, "wrote {}\n", path);
 }
 
 nlohmann::ordered_json to_json(const backends::cuda::CalibrationResult& c, const std::string& out) {
@@ -134,7 +134,9 @@ void run_calibrate_cpu(const CalibrateArgs& a) {
   measured.description = fmt::format("this CPU measured by compass calibrate --backend cpu "
                                      "(topology of {})", base.name);
   unwrap(hardware::validate(measured));
-  write_output({"--out", a.out}, hardware::profile_to_json(measured), a.force);
+  // The profile and the JSON are written together or not at all.
+  StagedOutputs outputs;
+  outputs.add({"--out", a.out}, hardware::profile_to_json(measured), a.force);
   if (a.json.any()) {
     nlohmann::ordered_json j;
     j["backend"] = "cpu";
@@ -147,18 +149,19 @@ void run_calibrate_cpu(const CalibrateArgs& a) {
     j["task_overhead_s"] = c.task_overhead_s;
     j["wake_lag_s"] = c.wake_lag_s;
     j["profile"] = a.out;
-    a.json.emit(j, a.force);
-    if (a.json.to_stdout()) return;
+    a.json.stage(outputs, j, a.force);
   }
+  outputs.commit();
+  if (a.json.to_stdout()) return;
   std::FILE* out = human_stream(a);
-  fmt::print(out, "calibrated this CPU ({}) in {:.1f} s\n", c.blas, c.elapsed_s);
-  fmt::print(out, "  {:<34} {} ({} at once)\n", "GEMM shapes measured (FP32)", c.gemm.size(),
+  print_to(out, "calibrated this CPU ({}) in {:.1f} s\n", c.blas, c.elapsed_s);
+  print_to(out, "  {:<34} {} ({} at once)\n", "GEMM shapes measured (FP32)", c.gemm.size(),
              c.concurrency);
-  fmt::print(out, "  {:<34} {:.1f} GFLOP/s\n", "best FP32 GEMM (per rank)", c.best_flops_per_s / 1e9);
-  fmt::print(out, "  {:<34} {}\n", "memcpy", format_bandwidth(c.copy_bandwidth_bytes_per_s));
-  fmt::print(out, "  {:<34} {}\n", "executor task overhead", format_seconds(c.task_overhead_s));
-  fmt::print(out, "  {:<34} {}\n", "timed-wait lateness", format_seconds(c.wake_lag_s));
-  fmt::print(out, "wrote {}\n", a.out);
+  print_to(out, "  {:<34} {:.1f} GFLOP/s\n", "best FP32 GEMM (per rank)", c.best_flops_per_s / 1e9);
+  print_to(out, "  {:<34} {}\n", "memcpy", format_bandwidth(c.copy_bandwidth_bytes_per_s));
+  print_to(out, "  {:<34} {}\n", "executor task overhead", format_seconds(c.task_overhead_s));
+  print_to(out, "  {:<34} {}\n", "timed-wait lateness", format_seconds(c.wake_lag_s));
+  print_to(out, "wrote {}\n", a.out);
 }
 
 void run_calibrate(const CalibrateArgs& a) {
@@ -179,8 +182,10 @@ void run_calibrate(const CalibrateArgs& a) {
   const backends::cuda::CalibrationResult c = unwrap(backends::cuda::calibrate(options));
   hardware::Profile measured = backends::cuda::apply_calibration(base, c);
   unwrap(hardware::validate(measured));
-  write_output({"--out", a.out}, hardware::profile_to_json(measured), a.force);
-  if (a.json.any()) a.json.emit(to_json(c, a.out), a.force);
+  StagedOutputs outputs;
+  outputs.add({"--out", a.out}, hardware::profile_to_json(measured), a.force);
+  if (a.json.any()) a.json.stage(outputs, to_json(c, a.out), a.force);
+  outputs.commit();
   if (!a.json.to_stdout()) print_table(human_stream(a), c, a.out);
 }
 
@@ -203,12 +208,12 @@ void add_calibrate_verb(CLI::App& app) {
                   "base profile (preset or file) the measurements are written into "
                   "(default h200x1 for cuda, a6000x8 for cpu)")
       ->capture_default_str();
-  sub->add_option("--device", args->device, "CUDA device to measure")->capture_default_str();
+  add_integer_option(sub, "--device", args->device, "CUDA device to measure", 0)->capture_default_str();
   sub->add_option("--grid", args->grid,
                   "cpu: GEMM shapes of the validation grid small, paper-scaled or all")
       ->capture_default_str();
   sub->add_option("--tp", args->tp, "cpu: GEMMs measured at once (= ranks of the runs)")
-      ->check(positive_tp())
+      ->transform(positive_tp())
       ->capture_default_str();
   sub->add_flag("--force", args->force, "overwrite --out (and --json-out) if it exists");
   add_progress_flags(sub, args->progress);

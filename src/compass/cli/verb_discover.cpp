@@ -31,39 +31,28 @@ struct DiscoverOptions {
   bool force = false;
 };
 
-std::string read_text(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw UsageError(fmt::format("{}: no such file", path));
-  if (!fs::is_regular_file(path, ec)) throw UsageError(fmt::format("{}: not a regular file", path));
-  if (fs::file_size(path, ec) > (std::uintmax_t{64} << 20))
-    throw UsageError(fmt::format("{}: file too large for a topology matrix", path));
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw UsageError(fmt::format("{}: cannot open for reading", path));
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+// A matrix of kMaxTopoGpus GPUs with NICs is a few KiB; far larger text is not such a matrix.
+constexpr std::uint64_t kMaxTopoBytes = std::uint64_t{4} << 20;
 
 void print_summary(const hardware::Profile& p) {
-  fmt::print("profile {}: {} GPUs ({}), {} nodes, {} links, p2p {}\n", p.name, p.gpu_count(),
+  out("profile {}: {} GPUs ({}), {} nodes, {} links, p2p {}\n", p.name, p.gpu_count(),
              p.devices.empty() ? "?" : p.devices[0].name, p.nodes.size(), p.links.size(),
              p.p2p ? "on" : "off");
   for (const hardware::Link& l : p.links)
-    fmt::print("  {:<14} {:<12} {:>10} -- {:<10} {}{}\n", l.name, hardware::to_string(l.kind),
+    out("  {:<14} {:<12} {:>10} -- {:<10} {}{}\n", l.name, hardware::to_string(l.kind),
                p.nodes[l.a].name, p.nodes[l.b].name, format_bandwidth(l.bandwidth_bytes_per_s),
                l.shared ? " shared" : "");
-  for (const std::string& n : p.notes) fmt::print("  note: {}\n", n);
+  for (const std::string& n : p.notes) out("  note: {}\n", n);
 }
 
 void emit(const hardware::Profile& p, const DiscoverOptions& o) {
   if (o.out.empty()) {
-    fmt::print("{}", hardware::profile_to_json(p));
+    out("{}", hardware::profile_to_json(p));
     return;
   }
   unwrap(hardware::save_profile_file(p, o.out, o.force));
   print_summary(p);
-  fmt::print("wrote {}\n", o.out);
+  out("wrote {}\n", o.out);
 }
 
 std::string default_name(const std::string& path) {
@@ -75,7 +64,7 @@ void run_discover(const DiscoverOptions& o) {
   hardware::TopoProfileOptions options;
   options.p2p = !o.no_p2p;
   if (!o.from_topo.empty()) {
-    const std::string text = read_text(o.from_topo);
+    const std::string text = read_input_file(o.from_topo, kMaxTopoBytes);
     const hardware::TopoMatrix m = unwrap(hardware::parse_topo_matrix(text, o.from_topo));
     const bool assumed = o.gpu.empty();
     hardware::GpuModel gpu =

@@ -217,17 +217,20 @@ void run(const ExportOptions& o) {
   }
   const std::string config =
       o.format == "json" ? plan::te_config_json(e).dump(2) + "\n" : plan::te_config_yaml(e);
+  // The configuration, the launch script and the JSON are written all or none.
+  StagedOutputs outputs;
   if (paths.config == "-") {
     check_outputs({{"--out", "-"}, {"--json-out", o.json.file()}}, o.force);
-    write_output(OutputFile{"--out", "-"}, config, o.force);
+    outputs.add(OutputFile{"--out", "-"}, config, o.force);
   } else if (!paths.config.empty()) {
     // Check both files before writing either, so a refusal leaves nothing half-written.
     check_outputs({{"--out", paths.config}, {"--out", paths.launch}, {"--json-out", o.json.file()}},
                   o.force);
-    write_output(OutputFile{"--out", paths.config}, config, o.force);
-    write_output(OutputFile{"--out", paths.launch}, plan::te_launch_script(e), o.force);
+    outputs.add(OutputFile{"--out", paths.config}, config, o.force);
+    outputs.add(OutputFile{"--out", paths.launch}, plan::te_launch_script(e), o.force);
   }
-  if (o.json.any()) o.json.emit(plan::to_json(e), o.force);
+  if (o.json.any()) o.json.stage(outputs, plan::to_json(e), o.force);
+  outputs.commit();
   if (!o.json.to_stdout()) print_report(e, paths);
 }
 

@@ -32,10 +32,10 @@ void list_presets(const ListOptions& o) {
     o.json.emit(out, o.force);
     if (o.json.to_stdout()) return;
   }
-  fmt::print("{:<10} {:>4}  {}\n", "PRESET", "GPUS", "DESCRIPTION");
+  out("{:<10} {:>4}  {}\n", "PRESET", "GPUS", "DESCRIPTION");
   for (const std::string& name : names) {
     const hardware::Profile p = unwrap(hardware::make_preset(name));
-    fmt::print("{:<10} {:>4}  {}\n", name, p.gpu_count(), p.description);
+    out("{:<10} {:>4}  {}\n", name, p.gpu_count(), p.description);
   }
 }
 
@@ -55,10 +55,10 @@ void list_models(const ListOptions& o) {
     o.json.emit(out, o.force);
     if (o.json.to_stdout()) return;
   }
-  fmt::print("{:<12} {:>6} {:>6} {:>5} {:>8} {:>6} {:>7}  {}\n", "MODEL", "HIDDEN", "FFN", "HEADS",
+  out("{:<12} {:>6} {:>6} {:>5} {:>8} {:>6} {:>7}  {}\n", "MODEL", "HIDDEN", "FFN", "HEADS",
              "KV_HEADS", "LAYERS", "VOCAB", "SWIGLU");
   for (const workload::ModelConfig& m : models)
-    fmt::print("{:<12} {:>6} {:>6} {:>5} {:>8} {:>6} {:>7}  {}\n", m.name, m.hidden, m.ffn, m.heads,
+    out("{:<12} {:>6} {:>6} {:>5} {:>8} {:>6} {:>7}  {}\n", m.name, m.hidden, m.ffn, m.heads,
                m.kv_heads, m.layers, m.vocab, m.swiglu ? "yes" : "no");
 }
 

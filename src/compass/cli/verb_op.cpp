@@ -35,14 +35,14 @@ std::string ring_text(const std::vector<int>& ring, const std::vector<int>& gpus
 void print_human(const model::OperatorChoice& c, const schedule::CommPlan& plan,
                  const std::string& profile) {
   using compass::format_duration;
-  fmt::print("operator  {} on {}\n", workload::describe(c.op), profile);
-  fmt::print("ring      {}\n", ring_text(plan.ring, plan.gpus));
-  fmt::print("ring2     {}\n\n", ring_text(plan.ring2, plan.gpus));
-  fmt::print("{:<18} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", "strategy", "total",
+  out("operator  {} on {}\n", workload::describe(c.op), profile);
+  out("ring      {}\n", ring_text(plan.ring, plan.gpus));
+  out("ring2     {}\n\n", ring_text(plan.ring2, plan.gpus));
+  out("{:<18} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", "strategy", "total",
              "compute", "exposed", "overhead", "interf.", "comm", "bottleneck");
   for (std::size_t i = 0; i < c.estimates.size(); ++i) {
     const model::Estimate& e = c.estimates[i];
-    fmt::print("{:<18} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}{}\n",
+    out("{:<18} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}{}\n",
                schedule::to_string(e.strategy) + (i == c.chosen ? " *" : ""),
                format_duration(e.total_s), format_duration(e.compute_s),
                format_duration(e.exposed_comm_s), format_duration(e.overhead_s),
@@ -51,19 +51,19 @@ void print_human(const model::OperatorChoice& c, const schedule::CommPlan& plan,
                e.congested.empty() ? "" : fmt::format(" ({} congested)", e.congested.size()));
   }
   const model::OdpResult& o = c.odp;
-  fmt::print("\ndecomposition model T(d) = A*d + B + C/d ({}-bound)\n",
+  out("\ndecomposition model T(d) = A*d + B + C/d ({}-bound)\n",
              o.coef.comm_bound ? "communication" : "compute");
-  fmt::print("  A = {}  B = {}  C = {}  sqrt(C/A) = {:.2f}\n", format_duration(o.coef.a_s),
+  out("  A = {}  B = {}  C = {}  sqrt(C/A) = {:.2f}\n", format_duration(o.coef.a_s),
              format_duration(o.coef.b_s), format_duration(o.coef.c_s), o.d_continuous);
-  fmt::print("  {:>4} {:>10} {:>10}\n", "d", "T(d)", "estimate");
+  out("  {:>4} {:>10} {:>10}\n", "d", "T(d)", "estimate");
   for (std::size_t i = 0; i < o.feasible.size(); ++i)
-    fmt::print("  {:>4} {:>10} {:>10}{}{}\n", o.feasible[i], format_duration(o.formula_s[i]),
+    out("  {:>4} {:>10} {:>10}{}{}\n", o.feasible[i], format_duration(o.formula_s[i]),
                format_duration(o.exact_s[i]), o.feasible[i] == o.d_closed ? "  <- d* (closed form)" : "",
                o.feasible[i] == o.d_argmin ? "  <- argmin" : "");
-  fmt::print("  d* = {} ({}), argmin d = {} ({}), gap {:.1f}%\n\n", o.d_closed,
+  out("  d* = {} ({}), argmin d = {} ({}), gap {:.1f}%\n\n", o.d_closed,
              format_duration(o.t_closed_s), o.d_argmin, format_duration(o.t_argmin_s),
              100.0 * o.gap());
-  fmt::print("choice    {}\n", c.reason);
+  out("choice    {}\n", c.reason);
 }
 
 void run(const OpOptions& o) {
@@ -94,10 +94,10 @@ void add_op_verb(CLI::App& app) {
   sub->add_option("--profile", opts->profile, "Preset name or profile JSON file")
       ->capture_default_str();
   sub->add_option("--op", opts->op, "ag_gemm, gemm_rs or gemm_ar")->required();
-  sub->add_option("--m", opts->m, "Tokens M (global)")->required();
-  sub->add_option("--n", opts->n, "Output features N (global)")->required();
-  sub->add_option("--k", opts->k, "Input features K (global)")->required();
-  sub->add_option("--tp", opts->tp, "Tensor-parallel degree")->check(positive_tp())->required();
+  add_integer_option(sub, "--m", opts->m, "Tokens M (global)", 1)->required();
+  add_integer_option(sub, "--n", opts->n, "Output features N (global)", 1)->required();
+  add_integer_option(sub, "--k", opts->k, "Input features K (global)", 1)->required();
+  sub->add_option("--tp", opts->tp, "Tensor-parallel degree")->transform(positive_tp())->required();
   sub->add_option("--dtype", opts->dtype, "Element type")->capture_default_str();
   sub->add_option("--gpus", opts->gpus, "GPU ordinals of the TP group (default 0..tp-1)")
       ->check(nonempty_gpus());

@@ -47,7 +47,7 @@ void print_refine(const plan::LayerPlan& lp, const RefineReport& r,
                   const study::RefineOptions& o) {
   using compass::format_duration;
   int simulated = 0, changed = 0, candidates = 0;
-  fmt::print("\nrefined by simulation (candidates predicted within {:.0f}% of the best, at most "
+  out("\nrefined by simulation (candidates predicted within {:.0f}% of the best, at most "
              "{})\n",
              100 * o.margin, o.max_candidates);
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
@@ -61,10 +61,10 @@ void print_refine(const plan::LayerPlan& lp, const RefineReport& r,
       sims += fmt::format("{}{} {}", k ? ", " : "",
                           schedule::to_string(lp.ops[i].choice.estimates[ro.simulated[k]].strategy),
                           format_duration(ro.simulated_s[k]));
-    fmt::print("  {:<11} {:<8} simulated {}\n", r.ops[i].first, ro.changed() ? "changed" : "kept",
+    out("  {:<11} {:<8} simulated {}\n", r.ops[i].first, ro.changed() ? "changed" : "kept",
                sims);
   }
-  fmt::print("{} of {} operators had close candidates; {} simulated, {} choices changed; "
+  out("{} of {} operators had close candidates; {} simulated, {} choices changed; "
              "planning took {} ({} for the model alone)\n",
              simulated, r.ops.size(), candidates, changed, format_duration(r.planning_s),
              format_duration(r.model_planning_s));
@@ -97,14 +97,14 @@ nlohmann::json refine_json(const plan::LayerPlan& lp, const RefineReport& r,
 void print_human(const plan::LayerPlan& lp) {
   using compass::format_duration;
   using schedule::StrategyKind;
-  fmt::print("plan      {} on {}, tp {}, seq {}, micro-batch {}, sequence parallel {}\n",
+  out("plan      {} on {}, tp {}, seq {}, micro-batch {}, sequence parallel {}\n",
              lp.model.name, lp.profile, lp.parallel.tp, lp.parallel.seq, lp.parallel.micro_batch,
              lp.parallel.sequence_parallel ? "on" : "off");
   std::string ring;
   for (int r : lp.plan.ring) ring += fmt::format("{} -> ", lp.plan.gpus[r]);
   if (!lp.plan.ring.empty()) ring += std::to_string(lp.plan.gpus[lp.plan.ring.front()]);
-  fmt::print("ring      {}\n\n", ring);
-  fmt::print(
+  out("ring      {}\n\n", ring);
+  out(
       "{:<11} {:<4} {:<8} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} "
       "{:>10}  {}\n",
       "role", "pass", "kind", "M", "N", "K", "sequential", "decomp:d*", "all2all", "ring",
@@ -112,7 +112,7 @@ void print_human(const plan::LayerPlan& lp) {
   for (const plan::PlannedOp& po : lp.ops) {
     const model::OperatorChoice& c = po.choice;
     const workload::OperatorSpec& op = c.op;
-    fmt::print(
+    out(
         "{:<11} {:<4} {:<8} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} "
         "{:>10}  {}\n",
                op.role, po.layer_op.pass == workload::Pass::forward ? "fwd" : "bwd",
@@ -127,31 +127,31 @@ void print_human(const plan::LayerPlan& lp) {
                format_duration(c.of(StrategyKind::fuse_synth).total_s),
                format_duration(po.te.total_s), schedule::to_string(c.choice().strategy));
   }
-  fmt::print("\nreasons\n");
+  out("\nreasons\n");
   for (const plan::PlannedOp& po : lp.ops)
-    fmt::print("  {:<11} {}\n", po.choice.op.role, po.choice.reason);
+    out("  {:<11} {}\n", po.choice.op.role, po.choice.reason);
   const plan::OtherWork& w = lp.other;
-  fmt::print("\nper layer outside the TP operators: attention {} + {}, element-wise {} + {}, "
+  out("\nper layer outside the TP operators: attention {} + {}, element-wise {} + {}, "
              "plain GEMMs {} + {} (fwd + bwd)\n",
              format_duration(w.attention_fwd_s), format_duration(w.attention_bwd_s),
              format_duration(w.elementwise_fwd_s), format_duration(w.elementwise_bwd_s),
              format_duration(w.plain_gemm_fwd_s), format_duration(w.plain_gemm_bwd_s));
-  fmt::print("LM head (3 GEMMs): {}; {} layers\n\n", format_duration(lp.lm_head_s), lp.model.layers);
-  fmt::print("{:<12} {:>12} {:>12} {:>14} {:>10}\n", "config", "TP ops/layer", "layer",
+  out("LM head (3 GEMMs): {}; {} layers\n\n", format_duration(lp.lm_head_s), lp.model.layers);
+  out("{:<12} {:>12} {:>12} {:>14} {:>10}\n", "config", "TP ops/layer", "layer",
              "iteration", "speedup");
   const std::pair<const char*, const plan::IterationEstimate*> rows[] = {
       {"megatron", &lp.megatron}, {"te-default", &lp.te}, {"compass", &lp.compass}};
   for (const auto& [name, it] : rows)
-    fmt::print("{:<12} {:>12} {:>12} {:>14} {:>10}\n", name, format_duration(it->tp_ops_s),
+    out("{:<12} {:>12} {:>12} {:>14} {:>10}\n", name, format_duration(it->tp_ops_s),
                format_duration(it->layer_s), format_duration(it->total_s),
                format_ratio(lp.megatron.total_s / it->total_s));
-  fmt::print("\ncompass over megatron {}, over te-default {} (one micro-batch, "
+  out("\ncompass over megatron {}, over te-default {} (one micro-batch, "
              "forward + backward)\n",
              format_ratio(lp.megatron.total_s / lp.compass.total_s),
              format_ratio(lp.te.total_s / lp.compass.total_s));
   std::string left;
   for (const std::string& s : plan::LayerPlan::left_out()) left += (left.empty() ? "" : ", ") + s;
-  fmt::print("left out: {}\n", left);
+  out("left out: {}\n", left);
 }
 
 void run(const PlanOptions& o) {
@@ -211,8 +211,8 @@ void add_plan_verb(CLI::App& app) {
                   "with --refine sim: simulate candidates predicted within this fraction of the "
                   "best")
       ->capture_default_str();
-  sub->add_option("--refine-candidates", opts->refine_candidates,
-                  "with --refine sim: simulate at most this many candidates per operator")
+  add_integer_option(sub, "--refine-candidates", opts->refine_candidates,
+                     "with --refine sim: simulate at most this many candidates per operator", 1)
       ->capture_default_str();
   sub->callback([opts] { run(*opts); });
 }

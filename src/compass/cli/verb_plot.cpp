@@ -28,13 +28,13 @@ struct PlotOptions {
   JsonOutput json;
 };
 
+constexpr std::uint64_t kMaxDataBytes = std::uint64_t{1} << 30;  // the plotted JSON
+
 // The kind plots.py will draw (the same recognition rules), or a UsageError.
-std::string kind_of(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw UsageError(fmt::format("{}: cannot open", path));
+std::string kind_of(const std::string& path, const std::string& text) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(f);
+    j = nlohmann::json::parse(text);
   } catch (const std::exception&) {
     throw UsageError(fmt::format("{}: not valid JSON", path));
   }
@@ -48,25 +48,32 @@ std::string kind_of(const std::string& path) {
 }
 
 void run(const PlotOptions& o) {
-  const std::string kind = kind_of(o.data);
+  // Read without waiting (a FIFO or a device is refused, never blocks); the script draws this
+  // copy, so it reads exactly what was checked.
+  const std::string text = read_input_file(o.data, kMaxDataBytes);
+  const std::string kind = kind_of(o.data, text);
   check_outputs({{"--out", o.out}, {"--json-out", o.json.file()}}, o.force);
   const std::string script = find_script("plots.py", "python/tpcompass/plots.py", "plot");
   const std::string python = python_with_matplotlib("plot");
   // The script draws into a private directory; the PNG then reaches --out atomically.
   const PrivateTempDir dir = unwrap(PrivateTempDir::create());
   const std::string png = dir.path() + "/plot" + fs::path(o.out).extension().string();
-  const int rc = unwrap(run_program({python, script, o.data, png}, /*quiet=*/true));
+  const std::string data = unwrap(dir.write("data.json", text));
+  const int rc = unwrap(run_program({python, script, data, png}, /*quiet=*/true));
   if (rc != 0) throw UsageError(fmt::format("plot: {} {} failed (exit {})", python, script, rc));
   std::ifstream in(png, std::ios::binary);
   std::ostringstream bytes;
   bytes << in.rdbuf();
   if (!in || bytes.str().empty()) throw UsageError(fmt::format("plot: {} was not written", o.out));
-  write_output(OutputFile{"--out", o.out}, bytes.str(), o.force);
-  std::error_code ec;
+  // The image and the JSON are written together or not at all.
+  StagedOutputs outputs;
+  outputs.add(OutputFile{"--out", o.out}, bytes.str(), o.force);
   if (o.json.any())
-    o.json.emit(nlohmann::json{{"out", o.out}, {"kind", kind}, {"bytes", fs::file_size(o.out, ec)}},
-                o.force);
-  if (!o.json.to_stdout()) fmt::print("wrote {} ({})\n", o.out, kind);
+    o.json.stage(outputs,
+                 nlohmann::json{{"out", o.out}, {"kind", kind}, {"bytes", bytes.str().size()}},
+                 o.force);
+  outputs.commit();
+  if (!o.json.to_stdout()) out("wrote {} ({})\n", o.out, kind);
 }
 
 }  // namespace

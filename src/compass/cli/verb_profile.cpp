@@ -37,11 +37,11 @@ struct CheckOptions {
 void run_dump(const DumpOptions& o) {
   const hardware::Profile p = load_profile(o.profile);
   if (o.out.empty()) {
-    fmt::print("{}", hardware::profile_to_json(p));
+    out("{}", hardware::profile_to_json(p));
     return;
   }
   unwrap(hardware::save_profile_file(p, o.out, o.force));
-  fmt::print("wrote {} ({} GPUs, {} links, {} routes)\n", o.out, p.gpu_count(), p.links.size(),
+  out("wrote {} ({} GPUs, {} links, {} routes)\n", o.out, p.gpu_count(), p.links.size(),
              p.routes.size());
 }
 
@@ -56,9 +56,9 @@ void run_diff(const DiffOptions& o) {
     o.json.emit(out, o.force);
   }
   if (!o.json.to_stdout()) {
-    fmt::print("a: {}\nb: {}\n", o.a, o.b);
-    for (const auto& d : diffs) fmt::print("{}\n  a: {}\n  b: {}\n", d.path, d.a, d.b);
-    fmt::print("{} difference{}\n", diffs.size(), diffs.size() == 1 ? "" : "s");
+    out("a: {}\nb: {}\n", o.a, o.b);
+    for (const auto& d : diffs) out("{}\n  a: {}\n  b: {}\n", d.path, d.a, d.b);
+    out("{} difference{}\n", diffs.size(), diffs.size() == 1 ? "" : "s");
   }
   // Like diff(1): 0 when identical, 1 when they differ (2 stays for bad input).
   if (!diffs.empty()) throw ExitCode{1};
@@ -79,10 +79,10 @@ void run_check(const CheckOptions& o) {
     // the JSON above is the whole output
   } else if (errors.empty()) {
     const hardware::Profile p = unwrap(hardware::load_profile_file(o.file));
-    fmt::print("{}: ok ({} GPUs, {} nodes, {} links, {} routes)\n", o.file, p.gpu_count(),
+    out("{}: ok ({} GPUs, {} nodes, {} links, {} routes)\n", o.file, p.gpu_count(),
                p.nodes.size(), p.links.size(), p.routes.size());
   } else {
-    for (const Error& e : errors) fmt::print("{}\n", e.message);
+    for (const Error& e : errors) out("{}\n", e.message);
   }
   if (!errors.empty())
     throw UsageError(fmt::format("{}: {} error{}", o.file, errors.size(),

@@ -176,11 +176,11 @@ void add_run_verb(CLI::App& app) {
   sub->add_option("--backend", args->backend, "cpu (ranks as threads) or cuda")
       ->capture_default_str();
   sub->add_option("--op", args->op, "ag_gemm, gemm_rs or gemm_ar")->required();
-  sub->add_option("--m", args->m, "tokens M (global)")->required();
-  sub->add_option("--n", args->n, "output features N (global)")->required();
-  sub->add_option("--k", args->k, "input features K (global)")->required();
+  add_integer_option(sub, "--m", args->m, "tokens M (global)", 1)->required();
+  add_integer_option(sub, "--n", args->n, "output features N (global)", 1)->required();
+  add_integer_option(sub, "--k", args->k, "input features K (global)", 1)->required();
   sub->add_option("--tp", args->tp, "tensor-parallel degree p (ranks; default: the size of --gpus)")
-      ->check(positive_tp());
+      ->transform(positive_tp());
   sub->add_option("--gpus", args->gpus,
                   "GPU ordinals of the TP group on --profile, e.g. 0,1,4,5 (default 0..tp-1): "
                   "rank r is the r-th; they set the rings, the emulated links and, with "
@@ -207,13 +207,16 @@ void add_run_verb(CLI::App& app) {
                   "NCCL, the others through CUDA IPC)");
   sub->add_option("--launch-timeout", args->launch_timeout_s,
                   "mpi/env: seconds the processes may take to start and meet")
+      ->transform(seconds_in(kMaxFlagSeconds, /*zero_ok=*/false))
       ->capture_default_str();
-  sub->add_option("--fault-task", args->fault_task, "testing: the owner of this task fails it")
+  add_integer_option(sub, "--fault-task", args->fault_task,
+                     "testing: the owner of this task fails it", -1)
       ->group("");
-  sub->add_option("--fault-prepare-rank", args->fault_prepare_rank,
-                  "testing: this rank fails to prepare its first schedule")
+  add_integer_option(sub, "--fault-prepare-rank", args->fault_prepare_rank,
+                     "testing: this rank fails to prepare its first schedule", -1)
       ->group("");
-  sub->add_option("--fault-stall-rank", args->fault_stall_rank, "testing: this rank never starts")
+  add_integer_option(sub, "--fault-stall-rank", args->fault_stall_rank,
+                     "testing: this rank never starts", -1)
       ->group("");
   sub->add_option("--sync", args->sync,
                   "cuda: how streams wait for each other: events (cudaEventRecord/StreamWaitEvent) "
@@ -226,14 +229,19 @@ void add_run_verb(CLI::App& app) {
                   "slots and summed in rank order; the run's dependencies then use flags) or "
                   "chunked (one cuBLASLt GEMM per chunk); default: fused where the kernels are "
                   "built and the GPU supports them, else chunked");
-  sub->add_option("--repeat", args->repeat, "timed runs per strategy")->capture_default_str();
-  sub->add_option("--warmup", args->warmup, "untimed runs first")->capture_default_str();
-  sub->add_option("--seed", args->seed, "seed of the random X and W")->capture_default_str();
-  sub->add_option("--threads-per-rank", args->threads_per_rank, "BLAS threads per GEMM call (cpu)")
+  add_integer_option(sub, "--repeat", args->repeat, "timed runs per strategy", 1, kMaxRuns)
+      ->capture_default_str();
+  add_integer_option(sub, "--warmup", args->warmup, "untimed runs first", 0, kMaxRuns)
+      ->capture_default_str();
+  add_integer_option(sub, "--seed", args->seed, "seed of the random X and W", 0)
+      ->capture_default_str();
+  add_integer_option(sub, "--threads-per-rank", args->threads_per_rank,
+                     "BLAS threads per GEMM call (cpu)", 1, 1024)
       ->capture_default_str();
   sub->add_option("--wait-timeout", args->wait_timeout_s,
                   "seconds a task may wait for its dependencies (cpu; 0 = automatic), or with "
                   "cuda mpi/env every exchange and iteration (0 = --launch-timeout)")
+      ->transform(seconds_in(kMaxFlagSeconds, /*zero_ok=*/true))
       ->capture_default_str();
   sub->add_option("--links", args->links,
                   "cpu: emulated:<preset|file> paces transfers on that machine's links "

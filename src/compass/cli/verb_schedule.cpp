@@ -53,20 +53,20 @@ std::string resource_text(const schedule::Resource& r) {
 
 void print_human(const Schedule& s, const schedule::CommPlan& plan, const std::string& profile,
                  int limit) {
-  fmt::print("schedule: {}, strategy {}, profile {}\n", workload::describe(s.op),
+  out("schedule: {}, strategy {}, profile {}\n", workload::describe(s.op),
              schedule::to_string(s.strategy), profile);
   std::string gpus;
   for (std::size_t i = 0; i < s.gpus.size(); ++i)
     gpus += fmt::format("{}r{}=gpu{}", i ? " " : "", i, s.gpus[i]);
-  fmt::print("ranks: {}\n", gpus);
-  fmt::print("ring (ranks):  {}\n", ring_text(plan.ring));
-  fmt::print("ring2 (ranks): {}\n", ring_text(plan.ring2));
-  fmt::print("copy engines used: {}\n", s.copy_engines);
+  out("ranks: {}\n", gpus);
+  out("ring (ranks):  {}\n", ring_text(plan.ring));
+  out("ring2 (ranks): {}\n", ring_text(plan.ring2));
+  out("copy engines used: {}\n", s.copy_engines);
 
-  fmt::print("\nbuffers of rank 0 (every rank has the same):\n");
+  out("\nbuffers of rank 0 (every rank has the same):\n");
   for (const schedule::Buffer& b : s.buffers)
     if (b.rank == 0)
-      fmt::print("  {:<6} {:>7} x {:<7} {}\n", b.name, b.rows, b.cols, schedule::to_string(b.role));
+      out("  {:<6} {:>7} x {:<7} {}\n", b.name, b.rows, b.cols, schedule::to_string(b.role));
 
   // Per rank and resource: task counts by kind, bytes moved and GEMM FLOPs.
   struct Load {
@@ -97,26 +97,26 @@ void print_human(const Schedule& s, const schedule::CommPlan& plan, const std::s
         break;
     }
   }
-  fmt::print("\ntasks: {}\n", s.tasks.size());
-  fmt::print("  {:<5} {:<8} {:>6} {:>9} {:>6} {:>5} {:>5} {:>14} {:>10}\n", "RANK", "RESOURCE",
+  out("\ntasks: {}\n", s.tasks.size());
+  out("  {:<5} {:<8} {:>6} {:>9} {:>6} {:>5} {:>5} {:>14} {:>10}\n", "RANK", "RESOURCE",
              "TASKS", "TRANSFER", "GEMM", "ADD", "COPY", "BYTES", "GFLOP");
   for (const auto& [key, l] : loads) {
     const auto [rank, kind, index] = key;
-    fmt::print("  {:<5} {:<8} {:>6} {:>9} {:>6} {:>5} {:>5} {:>14} {:>10.4g}\n", rank,
+    out("  {:<5} {:<8} {:>6} {:>9} {:>6} {:>5} {:>5} {:>14} {:>10.4g}\n", rank,
                resource_text({rank, static_cast<schedule::ResourceKind>(kind), index}), l.tasks,
                l.transfers, l.gemms, l.adds, l.copies, l.bytes, l.flops / 1e9);
   }
 
-  fmt::print("\nbytes per link (sender -> receiver):\n");
-  if (link_bytes.empty()) fmt::print("  none\n");
+  out("\nbytes per link (sender -> receiver):\n");
+  if (link_bytes.empty()) out("  none\n");
   for (const auto& [pair, bytes] : link_bytes)
-    fmt::print("  r{} -> r{}  {:>14}  ({})\n", pair.first, pair.second, bytes,
+    out("  r{} -> r{}  {:>14}  ({})\n", pair.first, pair.second, bytes,
                format_bytes(static_cast<double>(bytes)));
 
   const std::size_t shown = std::min(s.tasks.size(), static_cast<std::size_t>(limit));
-  fmt::print("\ntask list ({} of {}; --limit changes this, --json prints all):\n", shown,
+  out("\ntask list ({} of {}; --limit changes this, --json prints all):\n", shown,
              s.tasks.size());
-  fmt::print("  {:>4}  {:<8} {:<11} {:<28} {:<36} {}\n", "ID", "KIND", "RESOURCE", "NAME", "DATA",
+  out("  {:>4}  {:<8} {:<11} {:<28} {:<36} {}\n", "ID", "KIND", "RESOURCE", "NAME", "DATA",
              "DEPS");
   for (std::size_t i = 0; i < shown; ++i) {
     const Task& t = s.tasks[i];
@@ -135,7 +135,7 @@ void print_human(const Schedule& s, const schedule::CommPlan& plan, const std::s
     std::string deps;
     for (std::size_t d = 0; d < t.deps.size(); ++d)
       deps += fmt::format("{}{}", d ? "," : "", t.deps[d]);
-    fmt::print("  {:>4}  {:<8} {:<11} {:<28} {:<36} {}\n", t.id, schedule::to_string(t.kind),
+    out("  {:>4}  {:<8} {:<11} {:<28} {:<36} {}\n", t.id, schedule::to_string(t.kind),
                fmt::format("r{}.{}", t.resource.rank, resource_text(t.resource)), t.name, data,
                deps.empty() ? "-" : deps);
   }
@@ -171,11 +171,11 @@ void add_schedule_verb(CLI::App& app) {
       "Build the task graph of one operator under one strategy (on the topology-aware rings of "
       "GPUs 0..tp-1) and print a summary or, with --json, the schedule (docs/schedule.md).");
   sub->add_option("--op", args->op, "ag_gemm, gemm_rs or gemm_ar")->required();
-  sub->add_option("--m", args->m, "tokens M (global rows)")->required();
-  sub->add_option("--n", args->n, "output features N")->required();
-  sub->add_option("--k", args->k, "input features K")->required();
+  add_integer_option(sub, "--m", args->m, "tokens M (global rows)", 1)->required();
+  add_integer_option(sub, "--n", args->n, "output features N", 1)->required();
+  add_integer_option(sub, "--k", args->k, "input features K", 1)->required();
   sub->add_option("--tp", args->tp, "tensor-parallel degree p (default: the size of --gpus)")
-      ->check(positive_tp());
+      ->transform(positive_tp());
   sub->add_option("--gpus", args->gpus,
                   "GPU ordinals of the TP group, e.g. 0,1,4,5 (default 0..tp-1)")
       ->check(nonempty_gpus());
@@ -187,7 +187,7 @@ void add_schedule_verb(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--profile", args->profile, "machine: a preset name or a profile JSON file")
       ->capture_default_str();
-  sub->add_option("--limit", args->limit, "tasks to list in the human output")
+  add_integer_option(sub, "--limit", args->limit, "tasks to list in the human output", 0)
       ->capture_default_str();
   args->json.add_to(sub, "the schedule");
   add_force_flag(sub, args->force, "--json-out");

@@ -37,21 +37,21 @@ std::string resource_label(const sim::ResourceBusy& b) {
 
 void print_single(std::FILE* out, const hardware::Profile& prof, const schedule::Schedule& s,
                   const sim::SimResult& r) {
-  fmt::print(out, "simulated {} on {} (GPUs {}), strategy {}\n", workload::describe(s.op), prof.name,
+  print_to(out, "simulated {} on {} (GPUs {}), strategy {}\n", workload::describe(s.op), prof.name,
              fmt::join(s.gpus, ","), schedule::to_string(s.strategy));
-  fmt::print(out, "  total            {}\n", format_seconds(r.total_s));
-  fmt::print(out, "  exposed comm     {} (worst rank: compute stream idle)\n",
+  print_to(out, "  total            {}\n", format_seconds(r.total_s));
+  print_to(out, "  exposed comm     {} (worst rank: compute stream idle)\n",
              format_seconds(r.exposed_comm_s));
-  fmt::print(out, "  transfers        {} ({})\n\n", r.transfers, format_bytes(r.transferred_bytes));
-  fmt::print(out, "  {:<20} {:>6} {:>12} {:>7}\n", "resource", "tasks", "busy", "busy %");
+  print_to(out, "  transfers        {} ({})\n\n", r.transfers, format_bytes(r.transferred_bytes));
+  print_to(out, "  {:<20} {:>6} {:>12} {:>7}\n", "resource", "tasks", "busy", "busy %");
   for (const sim::ResourceBusy& b : r.resources)
-    fmt::print(out, "  {:<20} {:>6} {:>12} {:>7.1f}\n", resource_label(b), b.tasks,
+    print_to(out, "  {:<20} {:>6} {:>12} {:>7.1f}\n", resource_label(b), b.tasks,
                format_seconds(b.busy_s), r.total_s > 0 ? 100.0 * b.busy_s / r.total_s : 0.0);
   if (r.busiest_links.empty()) return;
-  fmt::print(out, "\n  {:<28} {:>11} {:>11} {:>7} {:>7}\n", "busiest links", "bandwidth", "bytes",
+  print_to(out, "\n  {:<28} {:>11} {:>11} {:>7} {:>7}\n", "busiest links", "bandwidth", "bytes",
              "busy %", "util %");
   for (const sim::LinkUse& l : r.busiest_links)
-    fmt::print(out, "  {:<28} {:>11} {:>11} {:>7.1f} {:>7.1f}\n", l.name,
+    print_to(out, "  {:<28} {:>11} {:>11} {:>7.1f} {:>7.1f}\n", l.name,
                format_bandwidth(l.bandwidth_bytes_per_s), format_bytes(l.bytes),
                100.0 * l.busy_fraction,
                r.total_s > 0 ? 100.0 * l.bytes / l.bandwidth_bytes_per_s / r.total_s : 0.0);
@@ -92,8 +92,11 @@ void run_simulate(const SimulateArgs& a) {
   if (strategies.size() == 1) {
     const schedule::Schedule s = unwrap(schedule::generate(op, strategies[0], plan));
     const sim::SimResult r = unwrap(sim::simulate(prof, s, opts));
-    if (!a.trace.empty()) write_output(trace, sim::trace_to_json(r, s), a.force);
-    if (a.json.any()) a.json.emit_text(sim::sim_result_to_json(r, s), a.force);
+    // The trace and the JSON are written together or not at all.
+    StagedOutputs outputs;
+    outputs.add(trace, sim::trace_to_json(r, s), a.force);
+    if (a.json.any()) a.json.stage_text(outputs, sim::sim_result_to_json(r, s), a.force);
+    outputs.commit();
     if (!a.json.to_stdout()) print_single(a.trace == "-" ? stderr : stdout, prof, s, r);
     return;
   }
@@ -130,16 +133,16 @@ void run_simulate(const SimulateArgs& a) {
     a.json.emit(out, a.force);
     if (a.json.to_stdout()) return;
   }
-  fmt::print("simulated {} on {} (GPUs {})\n", workload::describe(op), prof.name,
+  out("simulated {} on {} (GPUs {})\n", workload::describe(op), prof.name,
              fmt::join(gpus, ","));
-  fmt::print("  {:<18} {:>12} {:>13} {:>8}  {}\n", "strategy", "total", "exposed comm", "vs best",
+  out("  {:<18} {:>12} {:>13} {:>8}  {}\n", "strategy", "total", "exposed comm", "vs best",
              "busiest link (busy %)");
   for (const Row& r : rows) {
     std::string link = "-";
     if (!r.result.busiest_links.empty())
       link = fmt::format("{} ({:.0f})", r.result.busiest_links[0].name,
                          100.0 * r.result.busiest_links[0].busy_fraction);
-    fmt::print("  {:<18} {:>12} {:>13} {:>8}  {}\n", schedule::to_string(r.strategy),
+    out("  {:<18} {:>12} {:>13} {:>8}  {}\n", schedule::to_string(r.strategy),
                format_seconds(r.result.total_s), format_seconds(r.result.exposed_comm_s),
                format_ratio(best > 0 ? r.result.total_s / best : 1.0, 2), link);
   }
@@ -155,11 +158,11 @@ void add_simulate_verb(CLI::App& app) {
   sub->add_option("--profile", args->profile, "Preset name or profile JSON file")
       ->capture_default_str();
   sub->add_option("--op", args->op, "Operator kind: ag_gemm, gemm_rs, gemm_ar")->capture_default_str();
-  sub->add_option("--m", args->m, "Tokens M (global)")->required();
-  sub->add_option("--n", args->n, "Output features N (global)")->required();
-  sub->add_option("--k", args->k, "Input features K (global)")->required();
+  add_integer_option(sub, "--m", args->m, "Tokens M (global)", 1)->required();
+  add_integer_option(sub, "--n", args->n, "Output features N (global)", 1)->required();
+  add_integer_option(sub, "--k", args->k, "Input features K (global)", 1)->required();
   sub->add_option("--tp", args->tp, "TP degree (default: every GPU, or the size of --gpus)")
-      ->check(positive_tp());
+      ->transform(positive_tp());
   sub->add_option("--gpus", args->gpus, "GPU ordinals of the TP group, e.g. 0,1,2,3")
       ->check(nonempty_gpus());
   sub->add_option("--strategy", args->strategy,
@@ -168,7 +171,7 @@ void add_simulate_verb(CLI::App& app) {
   sub->add_option("--dtype", args->dtype, "Element type")->capture_default_str();
   add_output_option(sub, "--trace", args->trace,
                     "Write a Chrome/Perfetto trace (JSON) to this file ('-' for stdout)");
-  sub->add_option("--links", args->busiest, "How many busiest link directions to report")
+  add_integer_option(sub, "--links", args->busiest, "How many busiest link directions to report", 0)
       ->capture_default_str();
   sub->add_flag("--force", args->force, "Overwrite the trace file (and --json-out) if it exists");
   args->json.add_to(sub, "the simulated times");

@@ -32,6 +32,8 @@ namespace compass::cli {
 
 namespace {
 
+constexpr int kMaxThreads = 1024;  // --threads: planning workers
+
 struct SweepOptions {
   std::string profile = "a6000x8";
   std::string profiles;  // comma-separated: one accuracy table over several machines
@@ -58,14 +60,14 @@ using study::SimRow;
 void print_distributions(
     std::FILE* out, const char* title,
     std::initializer_list<std::pair<const char*, const plan::Distribution*>> lines) {
-  fmt::print(out, "{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", title, "rows", "min", "median", "mean",
+  print_to(out, "{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", title, "rows", "min", "median", "mean",
              "max");
   for (const auto& [what, d] : lines) {
     if (d->count == 0) {  // no rows: no statistics to show
-      fmt::print(out, "{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", what, 0, "-", "-", "-", "-");
+      print_to(out, "{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", what, 0, "-", "-", "-", "-");
       continue;
     }
-    fmt::print(out, "{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", what, d->count,
+    print_to(out, "{:<44} {:>5} {:>7} {:>7} {:>7} {:>7}\n", what, d->count,
                format_ratio(d->min), format_ratio(d->median), format_ratio(d->mean),
                format_ratio(d->max));
   }
@@ -75,22 +77,22 @@ void print_sim_summary(std::FILE* out, const plan::SweepResult& r, const std::ve
   const study::SimSummary s = study::summarise(rows);
   const study::Accuracy& a = s.accuracy;
   const double n = static_cast<double>(rows.size());
-  fmt::print(out, "\nmodel vs simulation   {} configurations, {} strategies each\n", rows.size(),
+  print_to(out, "\nmodel vs simulation   {} configurations, {} strategies each\n", rows.size(),
              kCandidateCount);
-  fmt::print(out, "{:<18} {:>7} {:>8}  {}\n", "strategy", "MAPE", "worst", "worst row");
+  print_to(out, "{:<18} {:>7} {:>8}  {}\n", "strategy", "MAPE", "worst", "worst row");
   for (int j = 0; j < kCandidateCount; ++j) {
     const study::StrategyError e =
         rows.empty() ? study::StrategyError{} : a.by_strategy[static_cast<std::size_t>(j)];
-    fmt::print(out, "{:<18} {:>6.2f}% {:>7.2f}%  {}\n", candidate_name(j), 100 * e.mape,
+    print_to(out, "{:<18} {:>6.2f}% {:>7.2f}%  {}\n", candidate_name(j), 100 * e.mape,
                100 * e.worst.value, rows.empty() ? "-" : row_label(r, e.worst.config));
   }
-  fmt::print(out, "{:<18} {:>6.2f}% {:>7.2f}%  {}\n", "overall", 100 * a.mape, 100 * a.worst.value,
+  print_to(out, "{:<18} {:>6.2f}% {:>7.2f}%  {}\n", "overall", 100 * a.mape, 100 * a.worst.value,
              rows.empty() ? "-" : row_label(r, a.worst.config));
-  fmt::print(out, "choice == simulated best in {} of {} rows ({:.1f}%); within {:.1f}% of it in {} "
+  print_to(out, "choice == simulated best in {} of {} rows ({:.1f}%); within {:.1f}% of it in {} "
              "({:.1f}%)\n",
              a.choice_is_best, rows.size(), 100 * a.choice_is_best / n,
              100 * model::kTieTolerance, s.choice_within_tie, 100 * s.choice_within_tie / n);
-  fmt::print(out, "regret (sim time lost following the model): mean {:.2f}%, worst {:.2f}% ({})\n",
+  print_to(out, "regret (sim time lost following the model): mean {:.2f}%, worst {:.2f}% ({})\n",
              100 * a.mean_regret, 100 * a.worst_regret.value,
              rows.empty() ? "-" : row_label(r, a.worst_regret.config));
   print_distributions(out, "simulated speedup",
@@ -100,14 +102,14 @@ void print_sim_summary(std::FILE* out, const plan::SweepResult& r, const std::ve
                        {"decompose:d* over decompose:4", &s.dstar_over_d4},
                        {"choice over sequential", &s.choice_over_seq},
                        {"simulated best over sequential", &s.simbest_over_seq}});
-  fmt::print(out, "simulated fuse:all2all slower than sequential in {} of {} rows\n",
+  print_to(out, "simulated fuse:all2all slower than sequential in {} of {} rows\n",
              s.a2a_slower_than_seq, rows.size());
   print_distributions(out, "tree patterns, simulated",
                       {{"best tree pattern over dbl-ring, comm-bound", &s.trees_over_dring_cb},
                        {"share of attainable speedup, comm-bound", &s.attained_cb},
                        {"share of attainable speedup, all rows", &s.attained_all}});
   const study::RefineOptions ro;
-  fmt::print(out, "with plan --refine sim (candidates within {:.0f}%, at most {}): choice == "
+  print_to(out, "with plan --refine sim (candidates within {:.0f}%, at most {}): choice == "
              "simulated best in {} of {} rows ({:.1f}%); regret mean {:.2f}%, worst {:.2f}%; "
              "{} simulations ({:.1f} per row)\n",
              100 * ro.margin, ro.max_candidates, s.refined.choice_is_best, rows.size(),
@@ -172,7 +174,7 @@ nlohmann::json sim_json(const plan::SweepResult& r, const std::vector<SimRow>& r
 
 void print_rows(std::FILE* out, const plan::SweepResult& r) {
   using compass::format_duration;
-  fmt::print(
+  print_to(
       out,
       "{:>3} {:<10} {:<5} {:>3} {:>6} {:>10} {:>10} {:>3} {:>10} {:>10} {:>10} {:>10} {:>10} "
       "{:>10}  {}\n",
@@ -181,7 +183,7 @@ void print_rows(std::FILE* out, const plan::SweepResult& r) {
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     const plan::SweepRow& row = r.rows[i];
     const model::OperatorChoice& c = row.choice;
-    fmt::print(
+    print_to(
         out,
         "{:>3} {:<10} {:<5} {:>3} {:>6} {:>10} {:>10} {:>3} {:>10} {:>10} {:>10} {:>10} {:>10} "
         "{:>10}  {}\n",
@@ -196,15 +198,15 @@ void print_rows(std::FILE* out, const plan::SweepResult& r) {
                format_duration(c.of(StrategyKind::fuse_synth).total_s),
                schedule::to_string(c.choice().strategy));
   }
-  fmt::print(out, "\n");
+  print_to(out, "\n");
 }
 
 void print_summary(std::FILE* out, const plan::SweepResult& r) {
   const plan::SweepSummary& s = r.summary;
-  fmt::print(out, "summary   {} configurations on {}\n", r.rows.size(), r.profile);
-  fmt::print(out, "wins     ");
-  for (const auto& [name, n] : s.wins) fmt::print(out, " {} {}", name, n);
-  fmt::print(out, "\n");
+  print_to(out, "summary   {} configurations on {}\n", r.rows.size(), r.profile);
+  print_to(out, "wins     ");
+  for (const auto& [name, n] : s.wins) print_to(out, " {} {}", name, n);
+  print_to(out, "\n");
   print_distributions(out, "speedup",
                       {{"fuse:double-ring over fuse:all2all", &s.double_ring_over_all2all},
                        {"best tree pattern over fuse:double-ring", &s.trees_over_double_ring},
@@ -212,15 +214,11 @@ void print_summary(std::FILE* out, const plan::SweepResult& r) {
                        {"decompose:d* over decompose:4", &s.dstar_over_d4},
                        {"decompose:d* over the worst d", &s.dstar_over_worst_d},
                        {"choice over sequential", &s.choice_over_sequential}});
-  fmt::print(out, "fuse:all2all slower than sequential in {} of {} rows\n",
+  print_to(out, "fuse:all2all slower than sequential in {} of {} rows\n",
              s.all2all_slower_than_sequential, r.rows.size());
-  fmt::print(out, "ODP closed form d* equals the exact argmin in {} of {} rows; gap mean {:.2f}%, "
+  print_to(out, "ODP closed form d* equals the exact argmin in {} of {} rows; gap mean {:.2f}%, "
              "max {:.2f}%\n",
              s.closed_form_is_argmin, r.rows.size(), 100 * s.odp_gap.mean, 100 * s.odp_gap.max);
-}
-
-void emit(const std::string& path, const std::string& text, bool force) {
-  write_output(OutputFile{"--csv", path}, text, force);
 }
 
 // The grid rows of --limit/--stride whose tp fits `group_limit` GPUs, and how many were skipped.
@@ -267,7 +265,7 @@ void run(const SweepOptions& o) {
   check_outputs({{"--csv", o.csv}, {"--json-out", o.json.file()}}, o.force);
   const auto [grid, skipped] = select_grid(o, profile, group_limit);
   if (skipped > 0)
-    fmt::print(stdout_data ? stderr : stdout,
+    print_to(stdout_data ? stderr : stdout,
                "note: skipped {} grid rows with tp > {} (the GPUs of {})\n", skipped, group_limit,
                gpus.empty() ? fmt::format("'{}'", profile.name) : "--gpus");
   if (o.sim && !backends::sim::compiled_in())
@@ -288,8 +286,13 @@ void run(const SweepOptions& o) {
     };
     sim_rows = unwrap(study::simulate_sweep(profile, r, sim_progress, gpus));
   }
-  if (!o.csv.empty()) emit(o.csv, o.sim ? sim_csv(r, sim_rows) : plan::sweep_csv(r), o.force);
-  if (o.json.any()) o.json.emit(o.sim ? sim_json(r, sim_rows) : plan::to_json(r), o.force);
+  // The CSV and the JSON are written together or not at all.
+  StagedOutputs outputs;
+  if (!o.csv.empty())
+    outputs.add({"--csv", o.csv}, o.sim ? sim_csv(r, sim_rows) : plan::sweep_csv(r), o.force);
+  if (o.json.any())
+    o.json.stage(outputs, o.sim ? sim_json(r, sim_rows) : plan::to_json(r), o.force);
+  outputs.commit();
   if (stdout_data) return;
   if (o.csv.empty() && !o.json.any() && !o.summary_only) print_rows(stdout, r);
   print_summary(stdout, r);
@@ -324,7 +327,7 @@ void run_many(const SweepOptions& o) {
     profiles.push_back(load_profile(n));
     select_grid(o, profiles.back(), profiles.back().gpu_count());
   }
-  fmt::print("{:<22} {:>5} {:>7} {:>12} {:>12} {:>13}  {:>8} {:>8}  {}\n", "profile", "rows",
+  out("{:<22} {:>5} {:>7} {:>12} {:>12} {:>13}  {:>8} {:>8}  {}\n", "profile", "rows",
              "MAPE", "choice=best", "mean regret", "worst regret", "refined", "r.worst",
              "targets missed");
   for (const hardware::Profile& profile : profiles) {
@@ -359,15 +362,15 @@ void run_many(const SweepOptions& o) {
     miss(choice >= kTargetChoice, "choice");
     miss(a.mean_regret <= kTargetMeanRegret, "mean regret");
     miss(a.worst_regret.value <= kTargetWorstRegret, "worst regret");
-    fmt::print("{:<22} {:>5} {:>6.2f}% {:>11.1f}% {:>11.2f}% {:>12.2f}%  {:>7.1f}% {:>7.2f}%  {}\n",
+    out("{:<22} {:>5} {:>6.2f}% {:>11.1f}% {:>11.2f}% {:>12.2f}%  {:>7.1f}% {:>7.2f}%  {}\n",
                profile.name, rows.size(), 100 * a.mape, 100 * choice, 100 * a.mean_regret,
                100 * a.worst_regret.value, 100 * refined_choice,
                100 * summary.refined.worst_regret.value, missed.empty() ? "none" : missed);
     std::fflush(stdout);
   }
-  fmt::print("refined, r.worst: choice = simulated best and worst regret had plan --refine sim "
+  out("refined, r.worst: choice = simulated best and worst regret had plan --refine sim "
              "been used (model targets are judged without it)\n");
-  fmt::print("targets: MAPE <= {:.0f}%, choice = simulated best >= {:.0f}%, mean regret <= "
+  out("targets: MAPE <= {:.0f}%, choice = simulated best >= {:.0f}%, mean regret <= "
              "{:.1f}%, worst regret <= {:.0f}%\n",
              100 * kTargetMape, 100 * kTargetChoice, 100 * kTargetMeanRegret,
              100 * kTargetWorstRegret);
@@ -395,11 +398,12 @@ void add_sweep_verb(CLI::App& app) {
   add_progress_flags(sub, opts->progress);
   sub->add_flag("--sim", opts->sim,
                 "Also simulate every row's strategies (SimGrid) and report the model's accuracy");
-  sub->add_option("--limit", opts->limit, "Sweep at most this many rows (0: all)");
-  sub->add_option("--stride", opts->stride, "Take every S-th grid row")->capture_default_str();
-  sub->add_option("--threads", opts->threads,
-                  "Threads planning the grid (0: one per hardware thread; the rows do not depend "
-                  "on it)")
+  add_integer_option(sub, "--limit", opts->limit, "Sweep at most this many rows (0: all)", 0);
+  add_integer_option(sub, "--stride", opts->stride, "Take every S-th grid row", 1)->capture_default_str();
+  add_integer_option(sub, "--threads", opts->threads,
+                     "Threads planning the grid (0: one per hardware thread; the rows do not "
+                     "depend on it)",
+                     0, kMaxThreads)
       ->capture_default_str();
   sub->callback([opts] {
     if (opts->profiles.empty())

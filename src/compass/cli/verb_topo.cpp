@@ -105,54 +105,54 @@ double busy_of(const PatternTime& t, const std::string& name) {
 
 void print_human(const TopoReport& r, double size_bytes) {
   const Profile& p = r.profile;
-  fmt::print("machine: {}\n", p.name);
-  if (!p.description.empty()) fmt::print("  {}\n", p.description);
+  out("machine: {}\n", p.name);
+  if (!p.description.empty()) out("  {}\n", p.description);
   std::string pairs;
   for (const auto& [x, y] : p.p2p_pairs)
     pairs += fmt::format("{}{}-{}", pairs.empty() ? "" : ", ", p.nodes[p.gpu_node(x)].name,
                          p.nodes[p.gpu_node(y)].name);
-  fmt::print("  peer-to-peer: {}\n",
+  out("  peer-to-peer: {}\n",
              p.p2p ? "yes"
                    : pairs.empty() ? std::string("no (staged through host memory)")
                                    : "only " + pairs + " (the rest staged through host memory)");
-  for (const std::string& n : p.notes) fmt::print("  note: {}\n", n);
+  for (const std::string& n : p.notes) out("  note: {}\n", n);
 
-  fmt::print("\ndevices:\n");
-  fmt::print("  {:<16} {:<6} {:>4} {:>10} {:>12} {:>3}  {}\n", "NAME", "ARCH", "SMS", "MEMORY",
+  out("\ndevices:\n");
+  out("  {:<16} {:<6} {:>4} {:>10} {:>12} {:>3}  {}\n", "NAME", "ARCH", "SMS", "MEMORY",
              "MEM BW", "CE", "PEAK");
   for (const hardware::DeviceSpec& d : p.devices) {
     std::string peak;
     for (const auto& [dtype, flops] : d.peak_flops)
       peak += fmt::format("{}{} {:.1f} TFLOP/s", peak.empty() ? "" : ", ", to_string(dtype),
                           flops / 1e12);
-    fmt::print("  {:<16} {:<6} {:>4} {:>10} {:>12} {:>3}  {}\n", d.name, d.arch, d.sm_count,
+    out("  {:<16} {:<6} {:>4} {:>10} {:>12} {:>3}  {}\n", d.name, d.arch, d.sm_count,
                format_bytes(d.memory_bytes), format_bandwidth(d.memory_bandwidth_bytes_per_s),
                d.copy_engines, peak);
   }
 
-  fmt::print("\nnodes ({}):\n", p.nodes.size());
-  fmt::print("  {:<4} {:<16} {:<13} {}\n", "ID", "NAME", "KIND", "DEVICE");
+  out("\nnodes ({}):\n", p.nodes.size());
+  out("  {:<4} {:<16} {:<13} {}\n", "ID", "NAME", "KIND", "DEVICE");
   for (std::size_t i = 0; i < p.nodes.size(); ++i)
-    fmt::print("  {:<4} {:<16} {:<13} {}\n", i, p.nodes[i].name, to_string(p.nodes[i].kind),
+    out("  {:<4} {:<16} {:<13} {}\n", i, p.nodes[i].name, to_string(p.nodes[i].kind),
                p.nodes[i].device);
 
-  fmt::print("\nlinks ({}):\n", p.links.size());
-  fmt::print("  {:<18} {:<12} {:<28} {:>11} {:>11} {:>9}  {}\n", "NAME", "KIND", "A <-> B", "A->B",
+  out("\nlinks ({}):\n", p.links.size());
+  out("  {:<18} {:<12} {:<28} {:>11} {:>11} {:>9}  {}\n", "NAME", "KIND", "A <-> B", "A->B",
              "B->A", "LATENCY", "SHARED");
   for (const hardware::Link& l : p.links)
-    fmt::print("  {:<18} {:<12} {:<28} {:>11} {:>11} {:>9}  {}\n", l.name, to_string(l.kind),
+    out("  {:<18} {:<12} {:<28} {:>11} {:>11} {:>9}  {}\n", l.name, to_string(l.kind),
                fmt::format("{} <-> {}", p.nodes[l.a].name, p.nodes[l.b].name),
                format_bandwidth(l.bandwidth_bytes_per_s),
                format_bandwidth(l.reverse_bandwidth_bytes_per_s), format_seconds(l.latency_s),
                l.shared ? "yes" : "no");
 
-  fmt::print("\ngroup: {} GPU{} ({})\n", r.group.size(), r.group.size() == 1 ? "" : "s",
+  out("\ngroup: {} GPU{} ({})\n", r.group.size(), r.group.size() == 1 ? "" : "s",
              join_ints(r.group));
-  fmt::print("ring:        {}\n", ring_text(r.ring));
-  fmt::print("double ring: {}\n", ring_text(r.double_ring.first));
-  fmt::print("             {}\n", ring_text(r.double_ring.second));
+  out("ring:        {}\n", ring_text(r.ring));
+  out("double ring: {}\n", ring_text(r.double_ring.first));
+  out("             {}\n", ring_text(r.double_ring.second));
 
-  fmt::print(
+  out(
       "\nall-gather of {} ({} per rank), max-min link sharing (speedup = ring time / time):\n",
       format_bytes(size_bytes), format_bytes(size_bytes / static_cast<double>(r.group.size())));
   const double ring_s = r.patterns.front().time_s;
@@ -160,42 +160,42 @@ void print_human(const TopoReport& r, double size_bytes) {
   if (b.time_s > 0) {
     std::string cut;
     for (const std::string& h : b.cut_hops) cut += (cut.empty() ? "" : ", ") + h;
-    fmt::print("  lower bound (cuts, {}): {}: {} {} at most {} (min cut: {})\n",
+    out("  lower bound (cuts, {}): {}: {} {} at most {} (min cut: {})\n",
                b.exact ? "every subset" : "candidate subsets", format_seconds(b.time_s),
                format_bytes(b.bytes), b.crossing, format_bandwidth(b.capacity_bytes_per_s), cut);
   }
-  fmt::print("  {:<12} {:>11} {:>8} {:>6}  {}\n", "PATTERN", "TIME", "SPEEDUP", "/BOUND",
+  out("  {:<12} {:>11} {:>8} {:>6}  {}\n", "PATTERN", "TIME", "SPEEDUP", "/BOUND",
              "BOTTLENECK (busy time)");
   for (const PatternTime& t : r.patterns) {
     std::string neck = t.bottleneck.empty() ? "-"
                                             : fmt::format("{} ({})", t.bottleneck,
                                                           format_seconds(busy_of(t, t.bottleneck)));
     std::string ratio = t.time_s > 0 ? fmt::format("{:.2f}x", ring_s / t.time_s) : "-";
-    fmt::print("  {:<12} {:>11} {:>8} {:>6}  {}\n", t.pattern, format_seconds(t.time_s), ratio,
+    out("  {:<12} {:>11} {:>8} {:>6}  {}\n", t.pattern, format_seconds(t.time_s), ratio,
                bound_ratio(t.time_s, b.time_s), neck);
   }
 
-  fmt::print("  (hier, synth: busiest direction's busy time, reached with perfect pipelining)\n");
+  out("  (hier, synth: busiest direction's busy time, reached with perfect pipelining)\n");
   if (!r.sims.empty()) {
-    fmt::print("\nsimulated all-gather along the trees (SimGrid, chunked as fuse:hier/fuse:synth "
+    out("\nsimulated all-gather along the trees (SimGrid, chunked as fuse:hier/fuse:synth "
                "run it):\n");
-    fmt::print("  {:<12} {:>11} {:>8} {:>6} {:>6} {:>6}  {}\n", "PATTERN", "TIME", "SPEEDUP",
+    out("  {:<12} {:>11} {:>8} {:>6} {:>6} {:>6}  {}\n", "PATTERN", "TIME", "SPEEDUP",
                "/BOUND", "TREES", "DEPTH", "BOTTLENECK (full-rate time, time moving data, use)");
     for (const TreeSim& t : r.sims)
-      fmt::print("  {:<12} {:>11} {:>7.2f}x {:>6} {:>6} {:>6}  {} ({}, {}, {:.1f}%)\n", t.pattern,
+      out("  {:<12} {:>11} {:>7.2f}x {:>6} {:>6} {:>6}  {} ({}, {}, {:.1f}%)\n", t.pattern,
                  format_seconds(t.time_s), ring_s / t.time_s, bound_ratio(t.time_s, b.time_s),
                  t.trees, t.depth, t.neck, format_seconds(t.neck_full_s),
                  format_seconds(t.neck_busy_s),
                  t.neck_busy_s > 0 ? 100 * t.neck_full_s / t.neck_busy_s : 0.0);
-    fmt::print("  (use: full-rate time / time moving data, the bottleneck's mean use while it moves "
+    out("  (use: full-rate time / time moving data, the bottleneck's mean use while it moves "
                "data; idle for TIME minus the time moving data)\n");
   }
 
   const PatternTime& a2a = r.patterns[2];
-  fmt::print("\nall2all congested link directions (busier than the ring's busiest direction):\n");
-  if (a2a.congested.empty()) fmt::print("  none\n");
+  out("\nall2all congested link directions (busier than the ring's busiest direction):\n");
+  if (a2a.congested.empty()) out("  none\n");
   for (const std::string& name : a2a.congested)
-    fmt::print("  {:<40} busy {}\n", name, format_seconds(busy_of(a2a, name)));
+    out("  {:<40} busy {}\n", name, format_seconds(busy_of(a2a, name)));
 }
 
 nlohmann::ordered_json pattern_json(const PatternTime& t, double bound_s) {
@@ -359,7 +359,7 @@ void add_topo_verb(CLI::App& app) {
                   "Preset name or profile JSON file (same as the positional)")
       ->check(non_empty("profile name"));
   sub->add_option("--tp", opts->tp, "TP degree: GPUs 0..N-1 (default: every GPU)")
-      ->check(positive_tp());
+      ->transform(positive_tp());
   sub->add_option("--gpus", opts->gpus, "Explicit TP group, e.g. 0,1,4,5")->check(nonempty_gpus());
   sub->add_option("--size", opts->size_bytes, "All-gather size in bytes (default 1 GiB)");
   opts->json.add_to(sub, "the machine, its rings and the patterns' times");
@@ -367,8 +367,9 @@ void add_topo_verb(CLI::App& app) {
   sub->add_flag("--sim", opts->sim,
                 "Also simulate the tree patterns' all-gather schedules (SimGrid); the size is "
                 "rounded down to whole 16 KiB rows per rank");
-  sub->add_option("--random", opts->random_seed,
-                  "Use a random machine of --tp GPUs drawn from this seed instead of a profile");
+  add_integer_option(sub, "--random", opts->random_seed,
+                     "Use a random machine of --tp GPUs drawn from this seed instead of a profile",
+                     0);
   sub->callback([opts] { run_topo(*opts); });
 }
 

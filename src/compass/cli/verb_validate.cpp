@@ -90,25 +90,25 @@ nlohmann::ordered_json json_of(const ValidateArgs& a, const ValidateResult& r) {
 
 void print_table(std::FILE* out, const ValidateArgs& a, const hardware::Profile& predicted,
                  const ValidateResult& r) {
-  fmt::print(out, "validate: grid {} ({} configurations), links {} x{:.4g}, {} of {} runs\n", a.grid,
+  print_to(out, "validate: grid {} ({} configurations), links {} x{:.4g}, {} of {} runs\n", a.grid,
              r.configs.size(), a.links, r.link_scale, a.stat, a.repeat);
-  fmt::print(out, "planner profile: {}\n\n", predicted.name);
-  fmt::print(out, "{:<34} {:<18} {:<18} {:>11} {:>11} {:>8}\n", "configuration", "chosen",
+  print_to(out, "planner profile: {}\n\n", predicted.name);
+  print_to(out, "{:<34} {:<18} {:<18} {:>11} {:>11} {:>8}\n", "configuration", "chosen",
              "measured best", "chosen", "best", "regret");
   for (const auto& c : r.configs)
-    fmt::print(out, "{:<34} {:<18} {:<18} {:>11} {:>11} {:>7.1f}%\n", c.config, c.chosen, c.best,
+    print_to(out, "{:<34} {:<18} {:<18} {:>11} {:>11} {:>7.1f}%\n", c.config, c.chosen, c.best,
                format_seconds(c.chosen_s), format_seconds(c.best_s), 100 * c.regret);
-  fmt::print(out, "\n{:<18} {:>10}\n", "strategy", "MAPE");
-  for (const auto& [k, v] : r.mape_by_strategy) fmt::print(out, "{:<18} {:>9.1f}%\n", k, 100 * v);
-  fmt::print(out, "{:<18} {:>9.1f}%\n\n", "all", 100 * r.mape);
-  fmt::print(out, "choice is the measured best:      {:.0f}% of configurations\n", 100 * r.choice_best);
-  fmt::print(out, "choice within {:.0f}% of the best:     {:.0f}%\n", 100 * study::kNearBest,
+  print_to(out, "\n{:<18} {:>10}\n", "strategy", "MAPE");
+  for (const auto& [k, v] : r.mape_by_strategy) print_to(out, "{:<18} {:>9.1f}%\n", k, 100 * v);
+  print_to(out, "{:<18} {:>9.1f}%\n\n", "all", 100 * r.mape);
+  print_to(out, "choice is the measured best:      {:.0f}% of configurations\n", 100 * r.choice_best);
+  print_to(out, "choice within {:.0f}% of the best:     {:.0f}%\n", 100 * study::kNearBest,
              100 * r.choice_within5);
-  fmt::print(out, "regret of the choice:             mean {:.1f}%, worst {:.1f}%\n", 100 * r.mean_regret,
+  print_to(out, "regret of the choice:             mean {:.1f}%, worst {:.1f}%\n", 100 * r.mean_regret,
              100 * r.worst_regret);
-  fmt::print(out, "measured speedup over sequential: {} (geometric mean)\n",
+  print_to(out, "measured speedup over sequential: {} (geometric mean)\n",
              format_ratio(r.mean_speedup));
-  fmt::print(out, "outputs match the FP64 reference: {}\n", r.outputs_ok ? "yes" : "NO");
+  print_to(out, "outputs match the FP64 reference: {}\n", r.outputs_ok ? "yes" : "NO");
 }
 
 // The PNG of the predicted-vs-measured plot (the script writes it into a private directory,
@@ -168,15 +168,17 @@ void run_validate(const ValidateArgs& a) {
   if (bar.enabled()) o.progress = [&bar](double f) { bar.update(f); };
   const ValidateResult r = unwrap(study::run_validation(grid, topology, predicted, o));
   bar.finish();
-  // Every output is written after the runs it describes, each one complete or not at all. With
+  // Every output is written after the runs it describes, all of them or none. With
   // '-' or --json, stdout carries that output alone and the table goes to stderr.
   const bool stdout_data = a.json.to_stdout() || writes_stdout(outputs);
   print_table(stdout_data ? stderr : stdout, a, predicted, r);
-  if (!a.csv.empty()) write_output(outputs[0], csv_text(r), a.force);
-  if (a.json.any()) a.json.emit(json_of(a, r), a.force);
-  if (!a.plot.empty()) write_output(outputs[2], plot_png(r), a.force);
+  StagedOutputs staged;
+  if (!a.csv.empty()) staged.add(outputs[0], csv_text(r), a.force);
+  if (a.json.any()) a.json.stage(staged, json_of(a, r), a.force);
+  if (!a.plot.empty()) staged.add(outputs[2], plot_png(r), a.force);
   if (!a.profile_out.empty())
-    write_output(outputs[3], hardware::profile_to_json(predicted), a.force);
+    staged.add(outputs[3], hardware::profile_to_json(predicted), a.force);
+  staged.commit();
 }
 
 }  // namespace
@@ -199,14 +201,15 @@ void add_validate_verb(CLI::App& app) {
   sub->add_option("--grid", args->grid, "small (4 configurations) or paper-scaled")
       ->capture_default_str();
   sub->add_option("--tp", args->tp, "ranks (match the calibration's concurrency)")
-      ->check(positive_tp())
+      ->transform(positive_tp())
       ->capture_default_str();
-  sub->add_option("--repeat", args->repeat, "timed runs per strategy (median)")
+  add_integer_option(sub, "--repeat", args->repeat, "timed runs per strategy (median)", 1, kMaxRuns)
       ->capture_default_str();
   sub->add_option("--stat", args->stat,
                   "median or min of the repeats (min: the runs other processes disturbed least)")
       ->capture_default_str();
-  sub->add_option("--warmup", args->warmup, "untimed runs first")->capture_default_str();
+  add_integer_option(sub, "--warmup", args->warmup, "untimed runs first", 0, kMaxRuns)
+      ->capture_default_str();
   add_output_option(sub, "--csv", args->csv,
                     "write every (configuration, strategy) point as CSV ('-' for stdout)");
   args->json.add_to(sub, "the results", JsonOutput::Spelling::flag_or_file);

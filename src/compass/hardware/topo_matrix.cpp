@@ -134,6 +134,16 @@ Result<TopoMatrix> parse_topo_matrix(std::string_view text, std::string_view ori
       if (t[k] == "CPU" || t[k] == "NUMA" || t[k] == "GPU") break;
       columns.push_back(t[k]);
     }
+    if (k > static_cast<std::size_t>(kMaxTopoColumns))
+      return make_error("{}: line {}: the header names {} columns (at most {})", origin, li + 1, k,
+                        kMaxTopoColumns);
+    const std::size_t header_gpus = static_cast<std::size_t>(
+        std::count_if(t.begin(), t.begin() + static_cast<long>(k), [](const std::string& c) {
+          return is_gpu_label(c);
+        }));
+    if (header_gpus > static_cast<std::size_t>(kMaxTopoGpus))
+      return make_error("{}: line {}: the header names {} GPUs (at most {} on one machine)", origin,
+                        li + 1, header_gpus, kMaxTopoGpus);
     const std::string rest = fmt::format("{}", fmt::join(t.begin() + static_cast<long>(k), t.end(), " "));
     has_cpu = rest.find("CPU Affinity") != std::string::npos;
     has_numa = rest.find("NUMA Affinity") != std::string::npos;

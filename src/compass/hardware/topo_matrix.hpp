@@ -31,10 +31,17 @@ struct TopoMatrix {
   std::vector<std::optional<int>> numa;      ///< per GPU NUMA affinity, empty when N/A
 };
 
+/// The most GPUs a matrix may name: `nvidia-smi topo -m` describes one machine, and the
+/// profile built from it holds a link per GPU pair in the worst case.
+inline constexpr int kMaxTopoGpus = 64;
+/// The most columns (GPUs and NICs) of a header.
+inline constexpr int kMaxTopoColumns = 1024;
+
 /// Parses the matrix; lines before the header and from "Legend:" on are ignored, as are lines
 /// starting with '#'. Errors (one line, prefixed with `origin`): empty text, no header,
 /// truncated matrix or row, unknown link code, a row the header does not name, a diagonal
-/// that is not X, an asymmetric entry.
+/// that is not X, an asymmetric entry, more than kMaxTopoGpus GPUs or kMaxTopoColumns columns
+/// (refused from the header, before any row is stored).
 Result<TopoMatrix> parse_topo_matrix(std::string_view text, std::string_view origin);
 
 struct TopoProfileOptions {

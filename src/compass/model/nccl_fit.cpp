@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cctype>
 #include <cmath>
 #include <map>
@@ -157,7 +158,11 @@ Result<NcclLog> parse_nccl_tests_log(std::string_view text, std::string_view ori
     };
     NcclRow row;
     row.line = static_cast<int>(n_line);
-    row.size_bytes = std::stod(t[0]);
+    const auto size = number(t[0]);
+    if (!size || *size < 1 || *size > kMaxNcclSizeBytes || *size != std::floor(*size))
+      return make_error("{}: line {}: size '{}' is not a whole number of bytes in 1..{:.0f}",
+                        origin, n_line, t[0], kMaxNcclSizeBytes);
+    row.size_bytes = *size;
     for (int place = 0; place < 2; ++place) {
       const int ti = col("time", place), ai = col("algbw", place), bi = col("busbw", place);
       if (ti < 0 || ai < 0 || bi < 0) {
@@ -168,6 +173,14 @@ Result<NcclLog> parse_nccl_tests_log(std::string_view text, std::string_view ori
       if (!tv || !av || !bv)
         return make_error("{}: line {}: size {}: cannot read time/algbw/busbw ('{}', '{}', '{}')",
                           origin, n_line, t[0], t[ti], t[ai], t[bi]);
+      if (!(*tv >= 0 && *tv <= kMaxNcclTimeUs))
+        return make_error("{}: line {}: size {}: time {} us is outside 0..{:.0f} us", origin,
+                          n_line, t[0], t[ti], kMaxNcclTimeUs);
+      for (const auto& [name, text, v] :
+           {std::tuple{"algbw", t[ai], *av}, std::tuple{"busbw", t[bi], *bv}})
+        if (!(v >= 0 && v <= kMaxNcclBandwidthGbps))
+          return make_error("{}: line {}: size {}: {} {} GB/s is outside 0..{:.0f} GB/s", origin,
+                            n_line, t[0], name, text, kMaxNcclBandwidthGbps);
       row.time_us[place] = *tv;
       row.algbw[place] = *av;
       row.busbw[place] = *bv;

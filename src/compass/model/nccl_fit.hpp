@@ -34,9 +34,17 @@ struct NcclLog {
   std::vector<std::string> notes;  ///< how the test and rank count were known
 };
 
+/// Bounds on the numbers of a log: anything outside them is not a measurement (a size beyond
+/// any GPU's memory, a bandwidth a hundred times any link's, a time beyond a test's run).
+inline constexpr double kMaxNcclSizeBytes = 1099511627776.0;  // 1 TiB
+inline constexpr double kMaxNcclBandwidthGbps = 1e5;          // GB/s: 100 TB/s
+inline constexpr double kMaxNcclTimeUs = 1e9;                 // 1000 s
+
 /// Parses one log. Errors (one line, naming the file and line): empty or no data rows, a
 /// failed run ("Test NCCL failure", "Out of bounds values : N FAILED"), a row whose #wrong
-/// column is not 0, rows that do not match the column header, a test that cannot be told.
+/// column is not 0, rows that do not match the column header, a test that cannot be told, a
+/// size that is not a whole number of bytes in 1..kMaxNcclSizeBytes, a time outside
+/// (0, kMaxNcclTimeUs] or a bandwidth outside [0, kMaxNcclBandwidthGbps].
 Result<NcclLog> parse_nccl_tests_log(std::string_view text, std::string_view origin);
 
 /// busbw / algbw for a test on n ranks, as nccl-tests computes it.
