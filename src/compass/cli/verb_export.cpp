@@ -252,8 +252,9 @@ void add_export_verb(CLI::App& app) {
                 "data-gradient entries stay bulk and nothing is atomic");
   sub->add_flag("--delay-wgrad-compute", opts->delay_wgrad_compute,
                 "Refused with the reason: TE does not run it beside the bulk wgrad overlap");
-  sub->add_option("--cp", opts->cp,
-                  "Context-parallel size: TE's buffers and the TP operators hold seq / cp tokens")
+  add_integer_option(sub, "--cp", opts->cp,
+                     "Context-parallel size: TE's buffers and the TP operators hold seq / cp tokens",
+                     1, 1024)
       ->capture_default_str();
   sub->add_option("--compare", opts->compare,
                   "Print, TE entry by entry and operator by operator, where the export differs "

@@ -228,24 +228,25 @@ void add_search_verb(CLI::App& app) {
                   "Built-in cluster (dgx-a100, dgx-h100, a6000x8-2nic, gb200-nvl72), cluster "
                   "JSON file, or machine profile (one node)")
       ->capture_default_str();
-  sub->add_option("--gpus", o->gpus, "GPUs in the job")->capture_default_str();
-  sub->add_option("--global-batch", o->global_batch, "Sequences per iteration")
+  add_integer_option(sub, "--gpus", o->gpus, "GPUs in the job", 1)->capture_default_str();
+  add_integer_option(sub, "--global-batch", o->global_batch, "Sequences per iteration", 1)
       ->capture_default_str();
-  sub->add_option("--seq", o->seq, "Sequence length")->capture_default_str();
-  sub->add_option("--top", o->top, "Layouts to show")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  sub->add_option("--tp", o->tp, "Fix the tensor-parallel size")->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--pp", o->pp, "Fix the pipeline-parallel size")->check(CLI::Range(1, 1 << 20));
+  add_integer_option(sub, "--seq", o->seq, "Sequence length", 1)->capture_default_str();
+  add_integer_option(sub, "--top", o->top, "Layouts to show", 1, 1000)->capture_default_str();
+  sub->add_option("--tp", o->tp, "Fix the tensor-parallel size")
+      ->transform(integer_in(1, 1 << 20));
+  sub->add_option("--pp", o->pp, "Fix the pipeline-parallel size")
+      ->transform(integer_in(1, 1 << 20));
   sub->add_option("--vpp", o->vpp, "Fix the model chunks per pipeline stage (1: plain 1F1B)")
-      ->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--mbs", o->mbs, "Fix the micro-batch size")->check(CLI::Range(1, 1 << 20));
+      ->transform(integer_in(1, 1 << 20));
+  sub->add_option("--mbs", o->mbs, "Fix the micro-batch size")
+      ->transform(integer_in(1, 1 << 20));
   sub->add_option("--sp", o->sp, "Sequence parallel: on, off or any")->capture_default_str();
   sub->add_option("--recompute", o->recompute, "none, selective, full or any")
       ->capture_default_str();
-  sub->add_option("--max-vpp", o->max_vpp, "Largest number of model chunks per stage to try")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 64));
+  add_integer_option(sub, "--max-vpp", o->max_vpp, "Largest number of model chunks per stage to try",
+                     1, 64)
+      ->capture_default_str();
   sub->add_flag("--no-dist-opt", o->no_dist_opt, "Without the distributed optimizer");
   sub->add_flag("--no-dp-overlap", o->no_dp_overlap,
                 "Without --overlap-grad-reduce / --overlap-param-gather");
