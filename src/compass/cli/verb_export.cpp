@@ -253,7 +253,8 @@ void add_export_verb(CLI::App& app) {
   sub->add_flag("--delay-wgrad-compute", opts->delay_wgrad_compute,
                 "Refused with the reason: TE does not run it beside the bulk wgrad overlap");
   add_integer_option(sub, "--cp", opts->cp,
-                     "Context-parallel size: TE's buffers and the TP operators hold seq / cp tokens",
+                     "Context-parallel size: TE's buffers and the TP operators hold seq / cp "
+                     "tokens",
                      1, 1024)
       ->capture_default_str();
   sub->add_option("--compare", opts->compare,

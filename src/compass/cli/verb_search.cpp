@@ -244,8 +244,8 @@ void add_search_verb(CLI::App& app) {
   sub->add_option("--sp", o->sp, "Sequence parallel: on, off or any")->capture_default_str();
   sub->add_option("--recompute", o->recompute, "none, selective, full or any")
       ->capture_default_str();
-  add_integer_option(sub, "--max-vpp", o->max_vpp, "Largest number of model chunks per stage to try",
-                     1, 64)
+  add_integer_option(sub, "--max-vpp", o->max_vpp,
+                     "Largest number of model chunks per stage to try", 1, 64)
       ->capture_default_str();
   sub->add_flag("--no-dist-opt", o->no_dist_opt, "Without the distributed optimizer");
   sub->add_flag("--no-dp-overlap", o->no_dp_overlap,
