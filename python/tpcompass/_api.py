@@ -481,11 +481,15 @@ def sweep(profile: ProfileArg = None, grid: Optional[str] = None, limit: Optiona
 def simulate(op: str, m: int, n: int, k: int, tp: Optional[int] = None, gpus: Gpus = None,
              strategy: Optional[str] = None, dtype: Optional[str] = None,
              profile: ProfileArg = None) -> Any:
-    """Simulates one operator on SimGrid (needs a build with the simulator).
+    """Simulates one operator on SimGrid (needs a build with the simulator: the planning
+    package runs it on a ``compass`` binary on PATH, or says how to get one).
 
     >>> import tpcompass
-    >>> r = tpcompass.simulate("ag_gemm", m=1024, n=512, k=256, tp=2, strategy="sequential")
-    >>> isinstance(r, (dict, list))
+    >>> try:
+    ...     r = tpcompass.simulate("ag_gemm", m=1024, n=512, k=256, tp=2, strategy="sequential")
+    ... except tpcompass.CompassError as e:
+    ...     r = {"refused": "planning build" in str(e)}
+    >>> isinstance(r, (dict, list)) and r != {"refused": False}
     True
     """
     return _json(["simulate", *_flags(op=op, m=m, n=n, k=k, tp=tp, gpus=gpus,
