@@ -177,10 +177,15 @@ class Follower {
       // At one instant: last bytes, then landings, then compute (a GEMM ending now is no
       // longer running, one beginning now is), then the transfers that start.
       if (next_end_ <= now) {
-        advance(now);
+        // advance(now) and the scan for finished transfers in one pass.
+        const double dt = now - clock_;
+        clock_ = now;
         ended_.clear();
-        for (int f : sharing_.active())
-          if (flows_[f].remaining <= 1e-9 * flows_[f].sized) ended_.push_back(f);
+        for (int f : sharing_.active()) {
+          Flow& fl = flows_[f];
+          if (dt > 0) fl.remaining -= fl.rate * dt;
+          if (fl.remaining <= 1e-9 * fl.sized) ended_.push_back(f);
+        }
         for (int f : ended_) {
           sharing_.remove(f);
           push(landings_, now + pr_.flows[f].latency_s, f);
