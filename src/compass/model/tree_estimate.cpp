@@ -86,11 +86,11 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
     seal_key(key);
     return key;
   };
-  const std::vector<std::uint64_t> key = sealed(
-      {0, static_cast<std::uint64_t>(op.kind), static_cast<std::uint64_t>(op.dtype),
-       static_cast<std::uint64_t>(op.m), static_cast<std::uint64_t>(op.n),
-       static_cast<std::uint64_t>(op.k), key_bits(c.launch), key_bits(c.copy_issue),
-       key_bits(c.flag_wait), key_bits(c.fg), key_bits(c.fc)});
+  const std::vector<std::uint64_t> key =
+      sealed({0, static_cast<std::uint64_t>(op.kind), static_cast<std::uint64_t>(op.dtype),
+              static_cast<std::uint64_t>(op.m), static_cast<std::uint64_t>(op.n),
+              static_cast<std::uint64_t>(op.k), key_bits(c.launch), key_bits(c.copy_issue),
+              key_bits(c.flag_wait), key_bits(c.fg), key_bits(c.fc)});
   // The reduce-scatter's order depends on its estimated compute costs too.
   std::optional<schedule::TreeRsCosts> rs_costs;
   auto rc = [&]() -> const schedule::TreeRsCosts& {
@@ -135,7 +135,8 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
     if (sk == memo.skeletons.end()) {
       constexpr std::size_t kSkeletons = 256;
       if (memo.skeletons.size() >= kSkeletons) memo.skeletons.clear();
-      auto structure = std::make_shared<const schedule::Program>(schedule::tree_program(op, tp, plan));
+      auto structure =
+          std::make_shared<const schedule::Program>(schedule::tree_program(op, tp, plan));
       auto built = std::make_shared<FusedProgram>(price_program(*structure, prof, op, gpu));
       prepare_program(*built, prof, plan.gpus, row_bytes);
       sk = memo.skeletons.emplace(structure_key, TreeMemo::Skeleton{structure, built}).first;
