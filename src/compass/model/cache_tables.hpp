@@ -15,6 +15,7 @@
 #include "compass/hardware/profile.hpp"
 #include "compass/model/caches.hpp"
 #include "compass/model/comm_model.hpp"
+#include "compass/schedule/program.hpp"
 
 namespace compass::model::detail {
 
@@ -78,6 +79,17 @@ struct TreeMemo {
   // The last few programs built, by operator and pattern, newest last: the choice and the
   // chosen strategy's breakdown follow one program under different costs.
   std::vector<std::pair<std::vector<std::uint64_t>, std::shared_ptr<const FusedProgram>>> programs;
+  // Tree programs by what their structure reads (kind, rows, row bytes, the reduce-scatter's
+  // compute costs, pattern, group, engines), prepared for following: operators that differ
+  // only in what prices their items (an all-gather's N, say) share one, re-priced.
+  struct Skeleton {
+    std::shared_ptr<const schedule::Program> program;
+    std::shared_ptr<const FusedProgram> prepared;
+  };
+  std::unordered_map<std::vector<std::uint64_t>, Skeleton, KeyHash> skeletons;
+  // The busiest link direction of a pattern's all-gather (reduce-scatter: reversed), by
+  // direction, group and trees.
+  std::unordered_map<std::vector<std::uint64_t>, std::string, KeyHash> bottlenecks;
   // The rings' and the all-to-all's programs (estimate.cpp), kept the same way, and their
   // follows (end, busiest rank's work) by program and costs: the choice and the chosen
   // strategy's breakdown price and follow one program under the same costs.

@@ -42,8 +42,10 @@ double OdpResult::exact_at(int d) const {
 Result<OdpResult> optimise_decomposition(const hardware::Profile& p,
                                          const workload::OperatorSpec& op,
                                          const schedule::CommPlan& plan, Caches& caches) {
-  COMPASS_TRY(estimate_time_s(p, op, schedule::Strategy{schedule::StrategyKind::decompose, 1},
-                              plan, ModelKnobs{}, caches));
+  // Checks the inputs; its answer is the loop's at d = 1.
+  COMPASS_ASSIGN(const double one_part_s,
+                 estimate_time_s(p, op, schedule::Strategy{schedule::StrategyKind::decompose, 1},
+                                 plan, ModelKnobs{}, caches));
   OdpResult r;
   r.feasible = feasible_degrees(workload::rows_per_rank(op));
   // Only degrees the generator can build (gemm_ar splits all M rows, but its schedule splits
@@ -82,9 +84,10 @@ Result<OdpResult> optimise_decomposition(const hardware::Profile& p,
   r.d_closed = closed_form_degree(k, r.feasible);
   double best = 0;
   for (int d : r.feasible) {
-    const Result<double> t = estimate_time_s(
-        p, op, schedule::Strategy{schedule::StrategyKind::decompose, d}, plan, ModelKnobs{},
-        caches);
+    const Result<double> t =
+        d == 1 ? Result<double>(one_part_s)
+               : estimate_time_s(p, op, schedule::Strategy{schedule::StrategyKind::decompose, d},
+                                 plan, ModelKnobs{}, caches);
     COMPASS_CHECK(t.ok(), "feasible degree {} rejected: {}", d, t.ok() ? "" : t.error().message);
     r.exact_s.push_back(*t);
     r.formula_s.push_back(odp_time_s(k, d));

@@ -21,6 +21,21 @@ FusedProgram::Lists::Lists(std::size_t n, const std::vector<std::pair<int, int>>
   for (const auto& kv : pairs) at[next[static_cast<std::size_t>(kv.first)]++] = kv.second;
 }
 
+namespace {
+
+// GEMM and add work of the busiest rank, each rank's items summed in program order.
+double busiest_work_s(const std::vector<std::vector<Item>>& items) {
+  double most = 0;
+  for (const std::vector<Item>& rank : items) {
+    double work = 0;
+    for (const Item& it : rank) work += it.work;
+    most = std::max(most, work);
+  }
+  return most;
+}
+
+}  // namespace
+
 FusedProgram price_program(const schedule::Program& pr, const hardware::Profile& prof,
                            const workload::OperatorSpec& op, int gpu) {
   const workload::GemmShape s = workload::local_gemm(op);
@@ -51,6 +66,15 @@ FusedProgram price_program(const schedule::Program& pr, const hardware::Profile&
     }
   }
   out.sends = pr.sends;
+  return out;
+}
+
+FusedProgram reprice_program(const FusedProgram& prepared, const schedule::Program& pr,
+                             const hardware::Profile& prof, const workload::OperatorSpec& op,
+                             int gpu) {
+  FusedProgram out = prepared;
+  out.items = price_program(pr, prof, op, gpu).items;
+  out.work_s = busiest_work_s(out.items);
   return out;
 }
 
@@ -99,13 +123,8 @@ void prepare_program(FusedProgram& pr, const hardware::Profile& prof, const std:
     pr.paths.offset.push_back(static_cast<int>(pr.paths.dirs.size()));
   }
   pr.item_base.assign(static_cast<std::size_t>(p) + 1, 0);
-  pr.work_s = 0;
-  for (int v = 0; v < p; ++v) {
-    pr.item_base[v + 1] = pr.item_base[v] + pr.items[v].size();
-    double work = 0;
-    for (const Item& it : pr.items[v]) work += it.work;
-    pr.work_s = std::max(pr.work_s, work);
-  }
+  for (int v = 0; v < p; ++v) pr.item_base[v + 1] = pr.item_base[v] + pr.items[v].size();
+  pr.work_s = busiest_work_s(pr.items);
   std::vector<std::pair<int, int>> flow_waits, item_on_flow, flow_on_item;
   for (std::size_t f = 0; f < nf; ++f) {
     const Send& sd = pr.sends[f];
@@ -158,10 +177,15 @@ class Follower {
       // At one instant: last bytes, then landings, then compute (a GEMM ending now is no
       // longer running, one beginning now is), then the transfers that start.
       if (next_end_ <= now) {
-        advance(now);
+        // advance(now) and the scan for finished transfers in one pass.
+        const double dt = now - clock_;
+        clock_ = now;
         ended_.clear();
-        for (int f : sharing_.active())
-          if (flows_[f].remaining <= 1e-9 * flows_[f].sized) ended_.push_back(f);
+        for (int f : sharing_.active()) {
+          Flow& fl = flows_[f];
+          if (dt > 0) fl.remaining -= fl.rate * dt;
+          if (fl.remaining <= 1e-9 * fl.sized) ended_.push_back(f);
+        }
         for (int f : ended_) {
           sharing_.remove(f);
           push(landings_, now + pr_.flows[f].latency_s, f);

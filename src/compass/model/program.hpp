@@ -76,6 +76,14 @@ FusedProgram price_program(const schedule::Program& pr, const hardware::Profile&
 void prepare_program(FusedProgram& pr, const hardware::Profile& prof, const std::vector<int>& gpus,
                      double row_bytes);
 
+/// `prepared` (a prepare_program() result) with its items priced for `op` on GPU `gpu` from
+/// `pr`, the program it was built from, and its busiest rank's work re-summed: equal to
+/// price_program(pr, prof, op, gpu) then prepare_program() with `prepared`'s GPUs and row
+/// bytes, without routing again. `pr` must have `prepared`'s transfers and items.
+FusedProgram reprice_program(const FusedProgram& prepared, const schedule::Program& pr,
+                             const hardware::Profile& prof, const workload::OperatorSpec& op,
+                             int gpu);
+
 /// The costs a fused program is followed under on `prof` for p ranks: kernel launch, copy
 /// issue and flag wait when `overheads`; with `interference` and p > 1 the fused kernel's GEMM
 /// slowdown beside copy engines (hardware::gemm_slowdown) and the transfers' slowdown beside a

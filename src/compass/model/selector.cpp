@@ -103,7 +103,16 @@ Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
     } else {
       Estimate e;
       e.strategy = s;
-      COMPASS_ASSIGN(e.total_s, estimate_time_s(p, op, s, plan, ModelKnobs{}, caches));
+      // Sequential is decompose:1; the search above estimated every feasible degree under the
+      // same knobs already.
+      const double searched = s.kind == StrategyKind::sequential  ? oc.odp.exact_at(1)
+                              : s.kind == StrategyKind::decompose ? oc.odp.exact_at(s.parts)
+                                                                  : -1.0;
+      if (searched >= 0) {
+        e.total_s = searched;
+      } else {
+        COMPASS_ASSIGN(e.total_s, estimate_time_s(p, op, s, plan, ModelKnobs{}, caches));
+      }
       if (s.kind == StrategyKind::fuse_all2all) {
         COMPASS_ASSIGN(e.congested, all2all_congested_links(p, op, plan, caches));
       }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 
@@ -74,29 +75,33 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   const double row_bytes = (ag ? op.k : op.n) * e;
   // The memo (cache_tables.hpp): answers for this profile only, keyed by every other input.
   TreeMemo& memo = memo_for(caches.tables().trees, prof);
-  std::vector<std::uint64_t> key = {0,
-                                    static_cast<std::uint64_t>(op.kind),
-                                    static_cast<std::uint64_t>(op.dtype),
-                                    static_cast<std::uint64_t>(op.m),
-                                    static_cast<std::uint64_t>(op.n),
-                                    static_cast<std::uint64_t>(op.k),
-                                    key_bits(c.launch),
-                                    key_bits(c.copy_issue),
-                                    key_bits(c.flag_wait),
-                                    key_bits(c.fg),
-                                    key_bits(c.fc)};
-  append_pattern(tp, plan, key);
-  seal_key(key);
+  // The words naming the pattern, its group and engines, shared by every key below.
+  std::vector<std::uint64_t> pattern;
+  append_pattern(tp, plan, pattern);
+  auto sealed = [&](std::initializer_list<std::uint64_t> head) {
+    std::vector<std::uint64_t> key;
+    key.reserve(head.size() + pattern.size());
+    key.insert(key.end(), head);
+    key.insert(key.end(), pattern.begin(), pattern.end());
+    seal_key(key);
+    return key;
+  };
+  const std::vector<std::uint64_t> key =
+      sealed({0, static_cast<std::uint64_t>(op.kind), static_cast<std::uint64_t>(op.dtype),
+              static_cast<std::uint64_t>(op.m), static_cast<std::uint64_t>(op.n),
+              static_cast<std::uint64_t>(op.k), key_bits(c.launch), key_bits(c.copy_issue),
+              key_bits(c.flag_wait), key_bits(c.fg), key_bits(c.fc)});
+  // The reduce-scatter's order depends on its estimated compute costs too.
+  std::optional<schedule::TreeRsCosts> rs_costs;
+  auto rc = [&]() -> const schedule::TreeRsCosts& {
+    if (!rs_costs) rs_costs = ag ? schedule::TreeRsCosts{} : schedule::tree_rs_costs(plan, op);
+    return *rs_costs;
+  };
   std::vector<std::uint64_t> comm_key;
-  if (c.details) {
-    // The reduce-scatter's order depends on its estimated compute costs too.
-    const schedule::TreeRsCosts rc = ag ? schedule::TreeRsCosts{} : schedule::tree_rs_costs(plan, op);
-    comm_key = {0, static_cast<std::uint64_t>(op.kind), static_cast<std::uint64_t>(op.m),
-                key_bits(row_bytes), key_bits(rc.gemm_row_s), key_bits(rc.add_row_s),
-                key_bits(rc.item_s)};
-    append_pattern(tp, plan, comm_key);
-    seal_key(comm_key);
-  }
+  if (c.details)
+    comm_key = sealed({0, static_cast<std::uint64_t>(op.kind), static_cast<std::uint64_t>(op.m),
+                       key_bits(row_bytes), key_bits(rc().gemm_row_s), key_bits(rc().add_row_s),
+                       key_bits(rc().item_s)});
   std::optional<TreeResult> known;
   std::optional<double> known_comm;
   if (auto it = memo.results.find(key); it != memo.results.end()) known = it->second;
@@ -111,22 +116,35 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   };
   if (known && (!c.details || known_comm)) return answer();
   // The program, built and prepared once per operator and pattern (the last few are kept).
-  std::vector<std::uint64_t> program_key = {0, static_cast<std::uint64_t>(op.kind),
-                                            static_cast<std::uint64_t>(op.dtype),
-                                            static_cast<std::uint64_t>(op.m),
-                                            static_cast<std::uint64_t>(op.n),
-                                            static_cast<std::uint64_t>(op.k)};
-  append_pattern(tp, plan, program_key);
-  seal_key(program_key);
+  const std::vector<std::uint64_t> program_key =
+      sealed({0, static_cast<std::uint64_t>(op.kind), static_cast<std::uint64_t>(op.dtype),
+              static_cast<std::uint64_t>(op.m), static_cast<std::uint64_t>(op.n),
+              static_cast<std::uint64_t>(op.k)});
   std::shared_ptr<const FusedProgram> program;
   for (const auto& [k, pr] : memo.programs)
     if (k == program_key) program = pr;
   if (!program) {
-    // The pattern's program (schedule/program.hpp), priced on the group's first GPU.
-    auto built = std::make_shared<FusedProgram>(
-        price_program(schedule::tree_program(op, tp, plan), prof, op, gpu));
-    prepare_program(*built, prof, plan.gpus, row_bytes);
-    program = built;
+    // The pattern's program (schedule/program.hpp) reads the operator's kind, rows and row
+    // bytes (and a reduce-scatter's compute costs), never what only prices its items: built
+    // and routed once per structure, priced on the group's first GPU per operator.
+    const std::vector<std::uint64_t> structure_key =
+        sealed({0, static_cast<std::uint64_t>(op.kind), static_cast<std::uint64_t>(op.m),
+                static_cast<std::uint64_t>(op.tp), key_bits(row_bytes), key_bits(rc().gemm_row_s),
+                key_bits(rc().add_row_s), key_bits(rc().item_s)});
+    auto sk = memo.skeletons.find(structure_key);
+    if (sk == memo.skeletons.end()) {
+      constexpr std::size_t kSkeletons = 256;
+      if (memo.skeletons.size() >= kSkeletons) memo.skeletons.clear();
+      auto structure =
+          std::make_shared<const schedule::Program>(schedule::tree_program(op, tp, plan));
+      auto built = std::make_shared<FusedProgram>(price_program(*structure, prof, op, gpu));
+      prepare_program(*built, prof, plan.gpus, row_bytes);
+      sk = memo.skeletons.emplace(structure_key, TreeMemo::Skeleton{structure, built}).first;
+      program = built;
+    } else {
+      program = std::make_shared<const FusedProgram>(
+          reprice_program(*sk->second.prepared, *sk->second.program, prof, op, gpu));
+    }
     constexpr std::size_t kPrograms = 4;
     if (memo.programs.size() >= kPrograms) memo.programs.erase(memo.programs.begin());
     memo.programs.emplace_back(program_key, program);
@@ -135,17 +153,26 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
     const Followed f = follow_program(*program, c, true, caches.tables().following);
     // Busiest link direction of the all-gather along the trees (the reduce-scatter loads the
     // reverse directions the same way).
-    hardware::TreePattern hp;
-    hp.gpus = plan.gpus;
-    for (const schedule::RankTree& rt : tp.trees) {
-      hardware::BroadcastTree bt{plan.gpus[rt.root], rt.share, {}};
-      for (auto [a, b] : rt.edges)
-        bt.edges.push_back(ag ? std::make_pair(plan.gpus[a], plan.gpus[b])
-                              : std::make_pair(plan.gpus[b], plan.gpus[a]));
-      hp.trees.push_back(std::move(bt));
+    // It reads the direction, the group and the trees only: found once per pattern.
+    const std::vector<std::uint64_t> load_key = sealed({0, static_cast<std::uint64_t>(ag)});
+    auto bn = memo.bottlenecks.find(load_key);
+    if (bn == memo.bottlenecks.end()) {
+      hardware::TreePattern hp;
+      hp.gpus = plan.gpus;
+      for (const schedule::RankTree& rt : tp.trees) {
+        hardware::BroadcastTree bt{plan.gpus[rt.root], rt.share, {}};
+        for (auto [a, b] : rt.edges)
+          bt.edges.push_back(ag ? std::make_pair(plan.gpus[a], plan.gpus[b])
+                                : std::make_pair(plan.gpus[b], plan.gpus[a]));
+        hp.trees.push_back(std::move(bt));
+      }
+      constexpr std::size_t kBottlenecks = 256;
+      if (memo.bottlenecks.size() >= kBottlenecks) memo.bottlenecks.clear();
+      bn = memo.bottlenecks
+               .emplace(load_key, hardware::allgather_load_pattern(prof, hp, 1.0).bottleneck)
+               .first;
     }
-    known = TreeResult{f.end_s, f.work_s,
-                       hardware::allgather_load_pattern(prof, hp, 1.0).bottleneck};
+    known = TreeResult{f.end_s, f.work_s, bn->second};
     remember(memo, memo.results, key, *known);
   }
   if (c.details && !known_comm) {
