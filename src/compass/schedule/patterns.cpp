@@ -36,7 +36,8 @@ constexpr int kTreeMaxChunks = 32;
 // expected after 1/k of the time that max-min sharing (the simulator, the model) gives them
 // all; expecting partials later makes a compute stream take a GEMM piece rather than block on
 // an add whose partial is still on its way. 1.5 is the mean of the two sends' ratios for k = 2;
-// measured against 1, 1.1, 1.25 and 2 in docs/results.md, "Reduce-scatter by list schedule".
+// measured against 1, 1.1, 1.25 and 2 in docs/journal/2026-12-02-tree-reduce-scatter.md,
+// "Reduce-scatter by list schedule".
 constexpr double kArrivalSlack = 1.5;
 }  // namespace
 
@@ -401,8 +402,8 @@ std::vector<TreeRsStep> rs_round_order(const std::vector<TreeShape>& shapes,
   for (int rho = 0; rho < rounds; ++rho) {
     // The GEMMs whose sums complete in this round, then its adds and sends, so a partial sum
     // leaves as soon as its own part and its children's are in. (Issuing the next round's GEMMs
-    // first, or more rounds ahead, simulates slower on the paper grid: docs/results.md,
-    // "Reduce-scatter program order".)
+    // first, or more rounds ahead, simulates slower on the paper grid:
+    // docs/journal/2026-12-02-tree-reduce-scatter.md, "Reduce-scatter program order".)
     std::vector<Step>& steps = by_round[static_cast<std::size_t>(rho)];
     for (const Step& st : steps)
       out.push_back(TreeRsStep{Kind::gemm, st.v, st.owner, st.piece, rho, -1});
