@@ -5,8 +5,12 @@
 # fails its test (halt_on_error), so the script exits non-zero.
 # Usage: tools/sanitize.sh [layer...]
 #   no arguments: every test executable (the CLI too), through ctest; with layers (core hardware
-#   workload schedule model plan executor study cli ...): only test_<layer>, run as one process.
+#   workload schedule model plan executor study cli launch ...): only test_<layer>, run as one
+#   process (cli and launch run the compass binary, which is built with them).
 #   JOBS=<n> limits parallelism (default nproc).
+#   SANITIZER=thread: ThreadSanitizer instead (the `tsan` preset, build/tsan: gcc, no CUDA, no
+#   SimGrid), for the layers that run threads (executor, plan, study); any data race or
+#   lock-order report fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${JOBS:-$(nproc)}"
@@ -19,37 +23,49 @@ done
 launcher=()
 command -v ccache >/dev/null 2>&1 &&
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-cmake --preset asan "${launcher[@]}" >/dev/null
+preset=asan
+case "${SANITIZER:-address}" in
+  address) ;;
+  thread) preset=tsan ;;
+  *) echo "sanitize: SANITIZER must be address or thread, got '${SANITIZER}'" >&2; exit 2 ;;
+esac
+cmake --preset "$preset" "${launcher[@]}" >/dev/null
 targets=()
 for layer in "$@"; do targets+=("test_$layer"); done
 if [ ${#targets[@]} -gt 0 ]; then
-  # The CLI binary is what test_cli runs, so it is built with it.
-  [[ " $* " == *" cli "* ]] && targets+=(compass_cli)
-  cmake --build --preset asan --target "${targets[@]}" -- -j"$jobs" | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
+  # The CLI binary is what test_cli and test_launch run, so it is built with them.
+  [[ " $* " == *" cli "* || " $* " == *" launch "* ]] && targets+=(compass_cli)
+  cmake --build --preset "$preset" --target "${targets[@]}" -- -j"$jobs" | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
 else
-  cmake --build --preset asan -- -j"$jobs" | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
+  cmake --build --preset "$preset" -- -j"$jobs" | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
 fi
+# ThreadSanitizer: stop at the first report, with both stacks of a lock-order problem.
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1}"
 if [ $# -eq 0 ]; then
-  ctest --preset asan -j"$jobs"
+  ctest --preset "$preset" -j"$jobs"
 else
   # One process per layer: its test executable runs all its tests. (ctest starts a process per
   # test, and an instrumented process's start costs more than most of these tests: the schedule
   # layer takes about 30 s this way and ten minutes of process time through ctest.) The
-  # sanitizer options are the asan test preset's, read from CMakePresets.json.
+  # sanitizer options are the test preset's, read from CMakePresets.json.
   while IFS= read -r setting; do export "${setting?}"; done < <(python3 -c '
-import json
+import json, sys
 for t in json.load(open("CMakePresets.json"))["testPresets"]:
-    if t["name"] == "asan":
+    if t["name"] == sys.argv[1]:
         for k, v in t.get("environment", {}).items():
-            print(f"{k}={v}")')
+            print(f"{k}={v}")' "$preset")
   for layer in "$@"; do
-    exe="build/asan/tests/test_$layer"
+    exe="build/$preset/tests/test_$layer"
     if [ ! -x "$exe" ]; then
-      echo "sanitize: no test executable for layer '$layer' in the asan build ($exe)" >&2
+      echo "sanitize: no test executable for layer '$layer' in the $preset build ($exe)" >&2
       exit 2
     fi
     echo "sanitize: $exe" >&2
     "$exe" --gtest_brief=1
   done
 fi
-echo "sanitize: no AddressSanitizer or UndefinedBehaviorSanitizer report" >&2
+if [ "$preset" = tsan ]; then
+  echo "sanitize: no ThreadSanitizer report" >&2
+else
+  echo "sanitize: no AddressSanitizer or UndefinedBehaviorSanitizer report" >&2
+fi

@@ -50,41 +50,48 @@ bool one_line(const std::string& s) {
   return !s.empty() && std::count(s.begin(), s.end(), '\n') == 1 && s.back() == '\n';
 }
 
-TEST(Streams, FullOrClosedStdoutIsAnError) {
-  for (const auto& args : printing_commands()) {
-    SCOPED_TRACE(joined(args));
-    TempDir dir;
-    const ProcessResult ok = compass_in(dir.path(), args);
-    ASSERT_EQ(ok.exit_code, 0) << ok.err;
-    ASSERT_FALSE(ok.out.empty()) << "the command prints nothing on stdout";
-    for (Stream to : {Stream::full, Stream::closed}) {
-      SCOPED_TRACE(to == Stream::full ? ">/dev/full" : ">&-");
-      const ProcessResult r = compass_with_streams(dir.path(), args, to, Stream::pipe);
-      EXPECT_EQ(r.exit_code, 2) << r.err;
-      EXPECT_TRUE(one_line(r.err)) << r.err;
-      EXPECT_EQ(r.err.rfind("compass: error: ", 0), 0u) << r.err;
-      EXPECT_NE(r.err.find("stdout"), std::string::npos) << r.err;
+// One test per command, so that ctest runs them side by side.
+class PrintingCommand : public ::testing::TestWithParam<std::size_t> {
+ protected:
+  std::vector<std::string> args() const { return printing_commands().at(GetParam()); }
+};
+
+TEST_P(PrintingCommand, FullOrClosedStdoutIsAnError) {
+  const auto args = this->args();
+  SCOPED_TRACE(joined(args));
+  TempDir dir;
+  const ProcessResult ok = compass_in(dir.path(), args);
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  ASSERT_FALSE(ok.out.empty()) << "the command prints nothing on stdout";
+  for (Stream to : {Stream::full, Stream::closed}) {
+    SCOPED_TRACE(to == Stream::full ? ">/dev/full" : ">&-");
+    const ProcessResult r = compass_with_streams(dir.path(), args, to, Stream::pipe);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(one_line(r.err)) << r.err;
+    EXPECT_EQ(r.err.rfind("compass: error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("stdout"), std::string::npos) << r.err;
+  }
+}
+
+TEST_P(PrintingCommand, GoneStderrKeepsTheExitCodeHonest) {
+  const auto args = this->args();
+  SCOPED_TRACE(joined(args));
+  TempDir dir;
+  const ProcessResult ok = compass_in(dir.path(), args);
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  for (Stream to : {Stream::full, Stream::closed}) {
+    SCOPED_TRACE(to == Stream::full ? "2>/dev/full" : "2>&-");
+    const ProcessResult r = compass_with_streams(dir.path(), args, Stream::pipe, to);
+    // Nothing was lost when the command had nothing to say on stderr; else the loss is exit 2.
+    EXPECT_EQ(r.exit_code, ok.err.empty() ? 0 : 2) << "stderr of the normal run: " << ok.err;
+    if (ok.err.empty()) {
+      EXPECT_EQ(r.out.size(), ok.out.size());
     }
   }
 }
 
-TEST(Streams, GoneStderrKeepsTheExitCodeHonest) {
-  for (const auto& args : printing_commands()) {
-    SCOPED_TRACE(joined(args));
-    TempDir dir;
-    const ProcessResult ok = compass_in(dir.path(), args);
-    ASSERT_EQ(ok.exit_code, 0) << ok.err;
-    for (Stream to : {Stream::full, Stream::closed}) {
-      SCOPED_TRACE(to == Stream::full ? "2>/dev/full" : "2>&-");
-      const ProcessResult r = compass_with_streams(dir.path(), args, Stream::pipe, to);
-      // Nothing was lost when the command had nothing to say on stderr; else the loss is exit 2.
-      EXPECT_EQ(r.exit_code, ok.err.empty() ? 0 : 2) << "stderr of the normal run: " << ok.err;
-      if (ok.err.empty()) {
-        EXPECT_EQ(r.out.size(), ok.out.size());
-      }
-    }
-  }
-}
+INSTANTIATE_TEST_SUITE_P(Streams, PrintingCommand,
+                         ::testing::Range<std::size_t>(0, printing_commands().size()));
 
 // Errors, and progress, with stderr gone: a quiet exit 2, never an abort.
 TEST(Streams, ErrorsWithStderrGoneAreAQuietExit2) {
