@@ -31,7 +31,9 @@ TEST(JobAccuracy, RefineRanksBySimulationAndAgreesWithTheModel) {
   double sum = 0;
   for (std::size_t i = 0; i < r->rows.size(); ++i) {
     const SimulatedLayout& row = r->rows[i];
-    if (i > 0) EXPECT_LE(r->rows[i - 1].sim_s, row.sim_s);
+    if (i > 0) {
+      EXPECT_LE(r->rows[i - 1].sim_s, row.sim_s);
+    }
     EXPECT_DOUBLE_EQ(row.model_s, row.candidate.compass.iteration_s);
     EXPECT_NEAR(row.error, (row.model_s - row.sim_s) / row.sim_s, 1e-12);
     EXPECT_GT(row.flows, 0);

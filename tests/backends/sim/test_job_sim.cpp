@@ -78,9 +78,8 @@ TEST(JobSim, ModelAgreesOnAFewLayouts) {
     Result<JobSimResult> r = simulate_job(p.cluster, p.model, p.step);
     ASSERT_TRUE(r.ok()) << r.error().message;
     const double err = std::abs(p.step.iteration_s - r->iteration_s) / r->iteration_s;
-    std::printf("%s %s model %.4f sim %.4f err %.4f\n", k.cluster, job::describe(l).c_str(),
-                p.step.iteration_s, r->iteration_s, err);
-    EXPECT_LT(err, 0.05) << k.cluster << " " << job::describe(l);
+    // The target for the mean error, here on each layout.
+    EXPECT_LT(err, 0.03) << k.cluster << " " << job::describe(l);
   }
 }
 
