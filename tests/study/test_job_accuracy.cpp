@@ -24,8 +24,8 @@ TEST(JobAccuracy, RefineRanksBySimulationAndAgreesWithTheModel) {
   req.top = 6;
   Result<job::SearchResult> res = s.search(req);
   ASSERT_TRUE(res.ok()) << res.error().message;
-  Result<RefineReport> r = refine_by_simulation(s.cluster(), s.model(), res->top,
-                                                plan::Config::compass);
+  Result<RefineReport> r =
+      refine_by_simulation(s.cluster(), s.model(), res->top, plan::Config::compass);
   ASSERT_TRUE(r.ok()) << r.error().message;
   ASSERT_EQ(r->rows.size(), res->top.size());
   double sum = 0;

@@ -205,9 +205,10 @@ nlohmann::ordered_json refine_json(const study::RefineReport& rep) {
 }
 
 void print_refine(const study::RefineReport& rep) {
-  fmt::print("\nsimulated on SimGrid (one pipeline, DP collectives on the network; under {}'s "
-             "overlap), by simulated time\n",
-             plan::to_string(rep.overlap));
+  fmt::print(
+      "\nsimulated on SimGrid (one pipeline, DP collectives on the network; under {}'s "
+      "overlap), by simulated time\n",
+      plan::to_string(rep.overlap));
   fmt::print("{:<4} {:<40} {:>10} {:>10} {:>8} {:>10}\n", "rank", "layout", "model", "simulated",
              "error", "model rank");
   // The model's rank of each row: its position by model time.
@@ -229,9 +230,10 @@ void print_refine(const study::RefineReport& rep) {
   if (rep.model_best == 0)
     fmt::print("The model's best layout is also the simulated best.\n");
   else
-    fmt::print("The model's best layout ranks {} in simulation, {:.2f}% slower than the simulated "
-               "best.\n",
-               rep.model_best + 1, 100 * rep.regret);
+    fmt::print(
+        "The model's best layout ranks {} in simulation, {:.2f}% slower than the simulated "
+        "best.\n",
+        rep.model_best + 1, 100 * rep.regret);
 }
 
 void run(const SearchOptions& o) {
@@ -245,8 +247,8 @@ void run(const SearchOptions& o) {
   const job::SearchResult res = unwrap(s.search(r));
   std::optional<study::RefineReport> refined;
   if (o.refine == "sim")
-    refined = unwrap(study::refine_by_simulation(s.cluster(), s.model(), res.top,
-                                                 plan::Config::compass));
+    refined =
+        unwrap(study::refine_by_simulation(s.cluster(), s.model(), res.top, plan::Config::compass));
   if (o.json.any()) {
     nlohmann::ordered_json j;
     j["model"] = s.model().name;

@@ -31,8 +31,9 @@ Result<RefineReport> refine_by_simulation(const job::Cluster& cluster,
       model_best = static_cast<int>(i);
   }
   const job::Layout best_layout = candidates[model_best].layout;
-  std::stable_sort(r.rows.begin(), r.rows.end(),
-                   [](const SimulatedLayout& a, const SimulatedLayout& b) { return a.sim_s < b.sim_s; });
+  std::stable_sort(
+      r.rows.begin(), r.rows.end(),
+      [](const SimulatedLayout& a, const SimulatedLayout& b) { return a.sim_s < b.sim_s; });
   double sum = 0;
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     sum += std::abs(r.rows[i].error);

@@ -34,6 +34,7 @@ struct RefineReport {
 Result<RefineReport> refine_by_simulation(const job::Cluster& cluster,
                                           const workload::ModelConfig& m,
                                           const std::vector<job::Candidate>& candidates,
-                                          plan::Config overlap, const job::StepOptions& options = {});
+                                          plan::Config overlap,
+                                          const job::StepOptions& options = {});
 
 }  // namespace compass::study

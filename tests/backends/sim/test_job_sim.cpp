@@ -55,7 +55,7 @@ TEST(JobSim, TwoStagesFourMicrobatchesByHand) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_NEAR(r->stage_end_s[1], 13e-3 + 3 * c, 1e-8);
   EXPECT_NEAR(r->stage_end_s[0], 15e-3 + 4 * c, 1e-8);
-  EXPECT_EQ(r->flows, 2 * 4);  // one activation and one gradient per micro-batch
+  EXPECT_EQ(r->flows, 2 * 4);                    // one activation and one gradient per micro-batch
   EXPECT_GT(r->iteration_s, r->stage_end_s[0]);  // the optimizer step follows
 }
 

@@ -9,8 +9,6 @@
 #include "compass/backends/sim/job_sim.hpp"
 
 #include <fmt/format.h>
-#include <simgrid/s4u.hpp>
-#include <xbt/config.hpp>
 #include <xbt/log.h>
 
 #include <algorithm>
@@ -18,7 +16,9 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <simgrid/s4u.hpp>
 #include <string>
+#include <xbt/config.hpp>
 
 #include "compass/job/memory.hpp"
 #include "compass/job/pipeline.hpp"
@@ -206,8 +206,8 @@ Result<JobSimResult> simulate_job(const job::Cluster& cl, const workload::ModelC
     }
     if (multi_node)
       for (int i = 0; i < g; ++i) {
-        nic[c][i] = sim.zone->create_split_duplex_link(fmt::format("{}nic{}{}", ct, i, sim.tag),
-                                                       nic_bw);
+        nic[c][i] =
+            sim.zone->create_split_duplex_link(fmt::format("{}nic{}{}", ct, i, sim.tag), nic_bw);
         nic[c][i]->set_latency(0);
       }
   }
@@ -339,15 +339,14 @@ Result<JobSimResult> simulate_job(const job::Cluster& cl, const workload::ModelC
         const job::PipelineTaskInfo& in = tasks.info[t];
         const int u = in.chunk * p + s;
         for (std::size_t k = 0; k < task.deps.size(); ++k) ready[t]->acquire();
-        const bool gather_here = dp_on && l.distributed_optimizer && l.overlap_param_gather &&
-                                 t == first_f[u];
+        const bool gather_here =
+            dp_on && l.distributed_optimizer && l.overlap_param_gather && t == first_f[u];
         const bool reduce_here = dp_on && t == last_b[u];
         const int pieces = gather_here || reduce_here ? buckets_of(u) : 1;
         for (int k = 0; k < pieces; ++k) {
           if (gather_here) dd.ag_done[{in.chunk, k}]->acquire();
           me->execute(task.duration_s / pieces * kHostSpeed);
-          if (reduce_here)
-            push_bucket(chunk_params[u] / pieces * o.memory.grad_bytes);
+          if (reduce_here) push_bucket(chunk_params[u] / pieces * o.memory.grad_bytes);
         }
         for (const auto& [to, lag] : succ[t]) {
           const int dst = tasks.list.tasks[to].resource;
@@ -376,8 +375,7 @@ Result<JobSimResult> simulate_job(const job::Cluster& cl, const workload::ModelC
       double stage_params = 0;
       for (int ch = 0; ch < v; ++ch) stage_params += chunk_params[ch * p + s];
       const double local = stage_params / (l.distributed_optimizer ? l.dp : 1);
-      sleep_s(local * o.optimizer_bytes_per_param / mem_bw +
-              10 * prof.overheads.kernel_launch_s);
+      sleep_s(local * o.optimizer_bytes_per_param / mem_bw + 10 * prof.overheads.kernel_launch_s);
       res.done_s[s] = sg4::Engine::get_clock() - t0;
     });
   }

@@ -15,7 +15,7 @@
 namespace compass::backends::sim {
 
 struct JobSimResult {
-  double iteration_s = 0;          ///< last stage's end (optimizer included)
+  double iteration_s = 0;           ///< last stage's end (optimizer included)
   std::vector<double> stage_end_s;  ///< per stage: its pipeline part (last backward) ends
   std::vector<double> done_s;       ///< per stage: reductions and optimizer step done
   long flows = 0;                   ///< SimGrid communications started
