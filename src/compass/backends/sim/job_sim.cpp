@@ -8,11 +8,16 @@
 
 #include "compass/backends/sim/job_sim.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <xbt/log.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -104,10 +109,9 @@ void run_dp_collective(Sim& sim, const DpPlan& dp, int node, int gpu0, sg4::Host
   }
 }
 
-}  // namespace
-
-Result<JobSimResult> simulate_job(const job::Cluster& cl, const workload::ModelConfig& m,
-                                  const job::StepResult& step, const job::StepOptions& o) {
+// The simulation itself, in this process (simulate_job runs it in a forked child).
+Result<JobSimResult> simulate_here(const job::Cluster& cl, const workload::ModelConfig& m,
+                                   const job::StepResult& step, const job::StepOptions& o) {
   const job::Layout& l = step.layout;
   COMPASS_TRY(job::check(l, m));
   const int g = cl.gpus_per_node();
@@ -387,6 +391,96 @@ Result<JobSimResult> simulate_job(const job::Cluster& cl, const workload::ModelC
   }
   res.flows = sim.flows;
   return res;
+}
+
+// The outcome as bytes: 'E' and the message, or 'R' and the numbers.
+std::string encode(const Result<JobSimResult>& r) {
+  if (!r.ok()) return "E" + r.error().message;
+  std::vector<double> v{r->iteration_s, static_cast<double>(r->flows),
+                        static_cast<double>(r->stage_end_s.size())};
+  v.insert(v.end(), r->stage_end_s.begin(), r->stage_end_s.end());
+  v.insert(v.end(), r->done_s.begin(), r->done_s.end());
+  std::string out = "R";
+  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+  return out;
+}
+
+Result<JobSimResult> decode(const std::string& bytes) {
+  if (bytes.empty()) return make_error("job simulation: the simulator child sent nothing");
+  if (bytes[0] == 'E') return make_error("{}", bytes.substr(1));
+  std::vector<double> v((bytes.size() - 1) / sizeof(double));
+  std::memcpy(v.data(), bytes.data() + 1, v.size() * sizeof(double));
+  if (v.size() < 3) return make_error("job simulation: a short answer from the simulator child");
+  JobSimResult r;
+  r.iteration_s = v[0];
+  r.flows = static_cast<long>(v[1]);
+  const std::size_t p = static_cast<std::size_t>(v[2]);
+  if (v.size() != 3 + 2 * p)
+    return make_error("job simulation: a short answer from the simulator child");
+  r.stage_end_s.assign(v.begin() + 3, v.begin() + 3 + static_cast<std::ptrdiff_t>(p));
+  r.done_s.assign(v.begin() + 3 + static_cast<std::ptrdiff_t>(p), v.end());
+  return r;
+}
+
+}  // namespace
+
+// SimGrid is initialised once per process and keeps its configuration and platforms, so, as
+// simulate() does for operators, each job simulation runs in a forked child: the calling
+// process never holds SimGrid state, and operator and job simulations can follow each other.
+Result<JobSimResult> simulate_job(const job::Cluster& cl, const workload::ModelConfig& m,
+                                  const job::StepResult& step, const job::StepOptions& o) {
+  int fds[2];
+  if (pipe(fds) != 0) return make_error("job simulation: pipe failed: {}", std::strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return make_error("job simulation: fork failed: {}", std::strerror(errno));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    const int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) {
+      dup2(devnull, STDOUT_FILENO);
+      dup2(devnull, STDERR_FILENO);
+    }
+    std::string bytes;
+    try {
+      bytes = encode(simulate_here(cl, m, step, o));
+    } catch (const std::exception& e) {
+      bytes = encode(Result<JobSimResult>(make_error("job simulation: {}", e.what())));
+    }
+    const char* data = bytes.data();
+    std::size_t left = bytes.size();
+    while (left > 0) {
+      const ssize_t w = write(fds[1], data, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) _exit(3);
+      data += w;
+      left -= static_cast<std::size_t>(w);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string bytes;
+  char buf[1 << 12];
+  for (;;) {
+    const ssize_t r = read(fds[0], buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    bytes.append(buf, static_cast<std::size_t>(r));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    return make_error("job simulation crashed (signal {}: {})", WTERMSIG(status),
+                      strsignal(WTERMSIG(status)));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return make_error("job simulation child failed (exit status {})", WEXITSTATUS(status));
+  return decode(bytes);
 }
 
 }  // namespace compass::backends::sim
