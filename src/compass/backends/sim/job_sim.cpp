@@ -38,12 +38,6 @@ using model::Collective;
 constexpr double kHostSpeed = 1e12;  // a pass of t seconds executes t * kHostSpeed flops
 constexpr double kUnlimitedBandwidth = 1e20;
 
-struct Endpoint {
-  sg4::Host* host = nullptr;
-  int node = 0;  // node copy index; -1 for a stand-in on another node
-  int gpu = 0;   // GPU ordinal inside the node profile
-};
-
 // A DP collective split in the model's hierarchical way.
 struct DpPlan {
   int intra_members = 1, stride = 1, inter_nodes = 1;
@@ -180,6 +174,8 @@ Result<JobSimResult> simulate_here(const job::Cluster& cl, const workload::Model
   std::vector<std::vector<sg4::SplitDuplexLink*>> nic(copies,
                                                       std::vector<sg4::SplitDuplexLink*>(g));
   const double nic_bw = multi_node ? cl.nic_bytes_per_s_per_gpu() : 1.0;
+  // Every route starts with an unlimited link of its own, for the reason engine.cpp gives (SimGrid
+  // 3.32's lazy max-min update re-solves a flow's links through its first link).
   auto first_link = [&](const std::string& what) {
     return sg4::LinkInRoute(sim.zone->create_link("first:" + what + sim.tag, kUnlimitedBandwidth));
   };
