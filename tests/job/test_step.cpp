@@ -109,6 +109,31 @@ TEST(JobComm, PipelineSendsTakeTheLinkTheStagesSitOn) {
   EXPECT_NEAR(pcie_comm.p2p_s(across, bytes) / dgx_comm.p2p_s(across, bytes), 16, 0.1);
 }
 
+TEST(Step, EachPipelineBoundaryOnItsOwnLink) {
+  // tp 2 x dp 2: stages 4 GPUs apart, two stages per node. Boundaries 0->1 and 2->3 stay inside
+  // a node (GPU 0 -> GPU 4), boundary 1->2 crosses to the next node over the NIC share.
+  Result<Cluster> c = builtin_cluster("a6000x8-2nic");
+  ASSERT_TRUE(c.ok());
+  Layout l;
+  l.tp = 2;
+  l.dp = 2;
+  l.pp = 4;
+  l.global_batch = 16;
+  l.seq = 2048;
+  Result<plan::LayerPlan> lp = plan_for(*c, small_model(), l);
+  ASSERT_TRUE(lp.ok()) << lp.error().message;
+  JobComm comm(*c);
+  Result<StepResult> r = price_step(*c, comm, small_model(), l, *lp, plan::Config::compass);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const double bytes = 2048.0 * small_model().hidden * 2;
+  const std::vector<double>& send = r->pipeline.send_s;
+  ASSERT_EQ(send.size(), 3u);
+  EXPECT_DOUBLE_EQ(send[0], model::transfer_time_s(c->node, 0, 4, bytes));
+  EXPECT_DOUBLE_EQ(send[1], model::transfer_time_s(comm.rail(), 0, 1, bytes));
+  EXPECT_DOUBLE_EQ(send[2], send[0]);
+  EXPECT_GT(send[1], send[0]);
+}
+
 TEST(Cluster, Nvl72AllowsTpBeyondEightGpus) {
   Result<Cluster> nvl = builtin_cluster("gb200-nvl72");
   Result<Cluster> dgx = builtin_cluster("dgx-h100");

@@ -2,7 +2,7 @@
 // --sp/--recompute to fix a dimension] [--top K] [--json]: the training layouts of a model on a
 // cluster that fit in memory, ranked by iteration time, with the breakdown under the three TP
 // overlap settings and the winner as Megatron-LM arguments. With every dimension fixed it
-// prices one layout.
+// prices one layout. --refine sim simulates the top layouts on SimGrid and re-ranks them.
 
 #include <fmt/format.h>
 
@@ -12,6 +12,7 @@
 
 #include "compass/cli/common.hpp"
 #include "compass/job/search.hpp"
+#include "compass/study/job_accuracy.hpp"
 
 namespace compass::cli {
 
@@ -37,6 +38,7 @@ struct SearchOptions {
   bool ignore_memory = false;
   int max_vpp = 4;
   std::string te_config = "tp_comm_overlap.yaml";
+  std::string refine;
   bool force = false;
   JsonOutput json;
 };
@@ -185,13 +187,68 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
         o.te_config, c.node.name, s.model().name, best.tp, r.seq, best.micro_batch, o.te_config);
 }
 
+nlohmann::ordered_json refine_json(const study::RefineReport& rep) {
+  nlohmann::ordered_json j;
+  j["overlap"] = std::string(plan::to_string(rep.overlap));
+  j["mape"] = rep.mape;
+  j["max_abs_error"] = rep.max_abs_error;
+  j["model_best_rank"] = rep.model_best + 1;
+  j["regret"] = rep.regret;
+  j["rows"] = nlohmann::ordered_json::array();
+  for (const study::SimulatedLayout& row : rep.rows)
+    j["rows"].push_back({{"describe", job::describe(row.candidate.layout)},
+                         {"model_s", row.model_s},
+                         {"sim_s", row.sim_s},
+                         {"error", row.error},
+                         {"flows", row.flows}});
+  return j;
+}
+
+void print_refine(const study::RefineReport& rep) {
+  fmt::print(
+      "\nsimulated on SimGrid (one pipeline, DP collectives on the network; under {}'s "
+      "overlap), by simulated time\n",
+      plan::to_string(rep.overlap));
+  fmt::print("{:<4} {:<40} {:>10} {:>10} {:>8} {:>10}\n", "rank", "layout", "model", "simulated",
+             "error", "model rank");
+  // The model's rank of each row: its position by model time.
+  std::vector<int> by_model(rep.rows.size());
+  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
+    int better = 0;
+    for (const study::SimulatedLayout& other : rep.rows)
+      if (other.model_s < rep.rows[i].model_s) ++better;
+    by_model[i] = better + 1;
+  }
+  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
+    const study::SimulatedLayout& row = rep.rows[i];
+    fmt::print("{:<4} {:<40} {:>10} {:>10} {:>+7.2f}% {:>10}\n", i + 1,
+               job::describe(row.candidate.layout), format_seconds(row.model_s),
+               format_seconds(row.sim_s), 100 * row.error, by_model[i]);
+  }
+  fmt::print("model error over {} layouts: MAPE {:.2f}%, largest {:.2f}%\n", rep.rows.size(),
+             100 * rep.mape, 100 * rep.max_abs_error);
+  if (rep.model_best == 0)
+    fmt::print("The model's best layout is also the simulated best.\n");
+  else
+    fmt::print(
+        "The model's best layout ranks {} in simulation, {:.2f}% slower than the simulated "
+        "best.\n",
+        rep.model_best + 1, 100 * rep.regret);
+}
+
 void run(const SearchOptions& o) {
   o.json.check_writable(o.force);
+  if (!o.refine.empty() && o.refine != "sim")
+    throw UsageError(fmt::format("--refine: expected sim, got '{}'", o.refine));
   const job::SearchRequest r = request_from(o);
   workload::ModelConfig model = unwrap(workload::resolve_model(o.model));
   job::Cluster cluster = unwrap(job::resolve_cluster(o.cluster));
   job::Searcher s(std::move(cluster), std::move(model));
   const job::SearchResult res = unwrap(s.search(r));
+  std::optional<study::RefineReport> refined;
+  if (o.refine == "sim")
+    refined =
+        unwrap(study::refine_by_simulation(s.cluster(), s.model(), res.top, plan::Config::compass));
   if (o.json.any()) {
     nlohmann::ordered_json j;
     j["model"] = s.model().name;
@@ -209,9 +266,13 @@ void run(const SearchOptions& o) {
     j["compass_changes_winner"] = res.compass_changes_winner();
     j["megatron_args"] = job::megatron_args(res.best_compass.layout, s.model().layers,
                                             plan::Config::compass, o.te_config);
+    if (refined) j["refine"] = refine_json(*refined);
     o.json.emit(j, o.force);
   }
-  if (!o.json.to_stdout()) print_human(s, r, res, o);
+  if (!o.json.to_stdout()) {
+    print_human(s, r, res, o);
+    if (refined) print_refine(*refined);
+  }
 }
 
 }  // namespace
@@ -256,6 +317,9 @@ void add_search_verb(CLI::App& app) {
   sub->add_option("--te-config", o->te_config,
                   "The TE overlap file named in the printed --tp-comm-overlap-cfg")
       ->capture_default_str();
+  sub->add_option("--refine", o->refine,
+                  "sim: simulate the --top layouts on SimGrid (one training iteration each) and "
+                  "re-rank them by simulated time");
   add_force_flag(sub, o->force, "--json-out");
   o->json.add_to(sub, "the search result");
   sub->callback([o] { run(*o); });

@@ -76,4 +76,12 @@ double JobComm::p2p_s(const Placement& pl, double bytes) const {
   return model::transfer_time_s(cluster_->node, 0, pl.pp_peer_offset, bytes);
 }
 
+double JobComm::p2p_ranks_s(std::int64_t from, std::int64_t to, double bytes) const {
+  if (bytes <= 0 || from == to) return 0;
+  const int g = cluster_->gpus_per_node();
+  if (from / g != to / g) return model::transfer_time_s(rail_, 0, 1, bytes);
+  return model::transfer_time_s(cluster_->node, static_cast<int>(from % g),
+                                static_cast<int>(to % g), bytes);
+}
+
 }  // namespace compass::job

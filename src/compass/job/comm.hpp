@@ -33,6 +33,9 @@ class JobComm {
   /// One activation send between adjacent pipeline stages (NVLink/PCIe inside a node, the NIC
   /// share across nodes).
   double p2p_s(const Placement& pl, double bytes) const;
+  /// One send from global rank `from` to rank `to` (consecutive ranks fill a node): the node's
+  /// route when both sit on one node, the NIC share across nodes; 0 for the same GPU.
+  double p2p_ranks_s(std::int64_t from, std::int64_t to, double bytes) const;
 
   /// The two-GPU profile that stands for one rail between nodes: GPU - NIC share - network -
   /// NIC share - GPU (for reports and tests).

@@ -135,7 +135,12 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
   const bool sp = l.sequence_parallel && l.tp > 1;
   const double send_bytes = static_cast<double>(l.seq) * l.micro_batch *
                             static_cast<double>(m.hidden) * 2 / (sp ? l.tp : 1);
-  spec.send_s.assign(vs - 1, comm.p2p_s(pl, send_bytes));
+  // Each boundary on the link its two stages' GPUs sit on: stages tp x dp ranks apart can share
+  // a node while the next boundary crosses to another node.
+  const std::int64_t stage_stride = std::int64_t{l.tp} * l.dp;
+  for (int u = 0; u + 1 < vs; ++u)
+    spec.send_s.push_back(
+        comm.p2p_ranks_s(stage_stride * (u % p), stage_stride * ((u + 1) % p), send_bytes));
   COMPASS_ASSIGN(const PipelineTasks tasks, pipeline_tasks(spec));
   COMPASS_ASSIGN(const Followed fl, follow(tasks.list));
   r.stage_end_s = fl.resource_end_s;

@@ -1,0 +1,482 @@
+// The job on SimGrid: one actor per pipeline stage runs the stage's passes in the schedule's order
+// as executions; every send between stages is a SimGrid flow started when its pass ends; per
+// stage one actor runs the DP gradient reduce-scatter buckets and one the parameter all-gather
+// buckets, each ring step as flows on the same links the pipeline uses.
+//
+// Links carry no SimGrid latency (as in engine.cpp: CM02 would weight sharing by route latency);
+// each communication waits out its route's latency, then moves its bytes.
+
+#include "compass/backends/sim/job_sim.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xbt/log.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <simgrid/s4u.hpp>
+#include <string>
+#include <xbt/config.hpp>
+
+#include "compass/job/memory.hpp"
+#include "compass/job/pipeline.hpp"
+#include "compass/model/comm_model.hpp"
+
+namespace compass::backends::sim {
+namespace {
+
+namespace sg4 = simgrid::s4u;
+using model::Collective;
+
+constexpr double kHostSpeed = 1e12;  // a pass of t seconds executes t * kHostSpeed flops
+constexpr double kUnlimitedBandwidth = 1e20;
+
+// A DP collective split in the model's hierarchical way.
+struct DpPlan {
+  int intra_members = 1, stride = 1, inter_nodes = 1;
+};
+
+struct Sim {
+  const job::Cluster* cl = nullptr;
+  std::vector<std::vector<sg4::Host*>> node_gpu;  // per node copy: its GPU hosts
+  sg4::NetZone* zone = nullptr;
+  std::string tag;
+  long flows = 0;
+
+  // Starts moving `bytes` from a to b (the caller has waited out the route's latency).
+  sg4::CommPtr start(sg4::Host* a, sg4::Host* b, double bytes) {
+    ++flows;
+    return sg4::Comm::sendto_async(a, b, std::max(1.0, std::round(bytes)));
+  }
+};
+
+void sleep_s(double s) {
+  if (s > 0) sg4::this_actor::sleep_for(s);
+}
+
+// The model's ring collective (job::JobComm::dp_collective_s) as flows: inside the node a ring of
+// `intra_members` GPUs spaced `stride` apart, every member sending to its successor each step;
+// across nodes, the stage's GPU sends to its ring successor and receives from its predecessor
+// (stand-ins on other nodes, behind their own NIC share).
+void run_dp_collective(Sim& sim, const DpPlan& dp, int node, int gpu0, sg4::Host* next,
+                       sg4::Host* prev, double total_bytes, Collective kind) {
+  if (kind == Collective::all_reduce) {
+    run_dp_collective(sim, dp, node, gpu0, next, prev, total_bytes, Collective::reduce_scatter);
+    run_dp_collective(sim, dp, node, gpu0, next, prev, total_bytes, Collective::all_gather);
+    return;
+  }
+  const hardware::Profile& prof = sim.cl->node;
+  const double launch = prof.overheads.collective_launch_s;
+  if (dp.intra_members > 1 && total_bytes > 0) {
+    sleep_s(launch);
+    std::vector<int> ring;
+    for (int i = 0; i < dp.intra_members; ++i) ring.push_back(gpu0 + i * dp.stride);
+    double latency = 0;
+    for (std::size_t i = 0; i < ring.size(); ++i)
+      latency = std::max(latency, prof.route_latency_s(ring[i], ring[(i + 1) % ring.size()]));
+    const double bytes = total_bytes / dp.intra_members;
+    for (int step = 0; step < model::collective_steps(kind, dp.intra_members); ++step) {
+      sleep_s(latency);
+      std::vector<sg4::CommPtr> comms;
+      for (std::size_t i = 0; i < ring.size(); ++i)
+        comms.push_back(sim.start(sim.node_gpu[node][ring[i]],
+                                  sim.node_gpu[node][ring[(i + 1) % ring.size()]], bytes));
+      sg4::Comm::wait_all(comms);
+    }
+  }
+  if (dp.inter_nodes > 1 && total_bytes > 0) {
+    sleep_s(launch);
+    const double bytes = total_bytes / dp.intra_members / dp.inter_nodes;
+    sg4::Host* me = sim.node_gpu[node][gpu0];
+    for (int step = 0; step < model::collective_steps(kind, dp.inter_nodes); ++step) {
+      sleep_s(sim.cl->inter_node_latency_s());
+      std::vector<sg4::CommPtr> comms{sim.start(me, next, bytes), sim.start(prev, me, bytes)};
+      sg4::Comm::wait_all(comms);
+    }
+  }
+}
+
+// The simulation itself, in this process (simulate_job runs it in a forked child).
+Result<JobSimResult> simulate_here(const job::Cluster& cl, const workload::ModelConfig& m,
+                                   const job::StepResult& step, const job::StepOptions& o) {
+  const job::Layout& l = step.layout;
+  COMPASS_TRY(job::check(l, m));
+  const int g = cl.gpus_per_node();
+  if (l.tp > g) return make_error("TP {} is larger than a node of {} ({} GPUs)", l.tp, cl.name, g);
+  if (l.gpus() > g && l.gpus() % g != 0)
+    return make_error("{} GPUs do not fill whole nodes of {}", l.gpus(), g);
+  const job::PipelineSpec& spec = step.pipeline;
+  if (spec.stages != l.pp || spec.chunks != l.vpp || spec.microbatches != l.microbatches())
+    return make_error("the pipeline spec is not the layout's (price the layout first)");
+  COMPASS_ASSIGN(const job::PipelineTasks tasks, job::pipeline_tasks(spec));
+  const job::Placement pl = job::place(l, g);
+  const int p = l.pp, v = l.vpp, vs = p * v;
+
+  // Where each stage's GPU (TP rank 0 of DP replica 0) sits.
+  std::vector<int> stage_node(p), stage_gpu(p);
+  std::map<int, int> node_copy;  // cluster node index -> node copy
+  for (int s = 0; s < p; ++s) {
+    const std::int64_t rank = std::int64_t{l.tp} * l.dp * s;
+    const int node = static_cast<int>(rank / g);
+    if (!node_copy.count(node)) node_copy.emplace(node, static_cast<int>(node_copy.size()));
+    stage_node[s] = node_copy[node];
+    stage_gpu[s] = static_cast<int>(rank % g);
+  }
+  const bool multi_node = node_copy.size() > 1 || pl.dp_nodes > 1;
+  if (multi_node && cl.nic.count < 1) return make_error("cluster {} has no NICs", cl.name);
+
+  // Per virtual stage: parameters (per TP rank), as the step model counts them.
+  const std::vector<int> layers = job::layers_per_virtual_stage(m.layers, p, v);
+  const job::ParamCounts pc = job::param_counts(m);
+  std::vector<double> chunk_params(vs);
+  for (int u = 0; u < vs; ++u) {
+    double params = layers[u] * pc.per_layer;
+    if (u == 0) params += pc.embedding;
+    if (u == vs - 1) params += pc.lm_head;
+    chunk_params[u] = params / l.tp;
+  }
+  const double bucket_params = std::max(o.min_bucket_params, 1e6 * l.dp);
+  const bool sp = l.sequence_parallel && l.tp > 1;
+  const double send_bytes = static_cast<double>(l.seq) * l.micro_batch *
+                            static_cast<double>(m.hidden) * 2 / (sp ? l.tp : 1);
+  const Collective reduce =
+      l.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce;
+  const DpPlan dpp{pl.dp_per_node, l.tp, pl.dp_nodes};
+  const double mem_bw = cl.node.gpu_device(0).memory_bandwidth_bytes_per_s;
+
+  static bool configured = false;
+  xbt_log_control_set("root.thresh:critical");
+  sg4::Engine engine("compass-job-sim");
+  if (!configured && simgrid::config::get_value<std::string>("network/model") != "CM02") {
+    sg4::Engine::set_config("network/model:CM02");
+    sg4::Engine::set_config("network/crosstraffic:0");
+    sg4::Engine::set_config("network/TCP-gamma:0");
+  }
+  configured = true;
+  static int serial = 0;
+  Sim sim;
+  sim.cl = &cl;
+  sim.tag = fmt::format("#job{}", serial++);
+  sim.zone = sg4::create_full_zone("job" + sim.tag);
+  const double t0 = sg4::Engine::get_clock();
+
+  // Node copies: the node profile's GPUs, routers and split-duplex links, and its routes.
+  const hardware::Profile& prof = cl.node;
+  const int copies = static_cast<int>(node_copy.size());
+  sim.node_gpu.assign(copies, std::vector<sg4::Host*>(g, nullptr));
+  std::vector<std::vector<sg4::SplitDuplexLink*>> nic(copies,
+                                                      std::vector<sg4::SplitDuplexLink*>(g));
+  const double nic_bw = multi_node ? cl.nic_bytes_per_s_per_gpu() : 1.0;
+  // Every route starts with an unlimited link of its own, for the reason engine.cpp gives (SimGrid
+  // 3.32's lazy max-min update re-solves a flow's links through its first link).
+  auto first_link = [&](const std::string& what) {
+    return sg4::LinkInRoute(sim.zone->create_link("first:" + what + sim.tag, kUnlimitedBandwidth));
+  };
+  for (int c = 0; c < copies; ++c) {
+    const std::string ct = fmt::format("n{}:", c);
+    int gpu = 0;
+    for (const hardware::Node& n : prof.nodes) {
+      if (n.kind == hardware::NodeKind::gpu)
+        sim.node_gpu[c][gpu++] = sim.zone->create_host(ct + n.name + sim.tag, kHostSpeed);
+      else
+        sim.zone->create_router(ct + n.name + sim.tag);
+    }
+    std::vector<sg4::SplitDuplexLink*> links;
+    for (const hardware::Link& hl : prof.links) {
+      auto* sl = sim.zone->create_split_duplex_link(ct + hl.name + sim.tag,
+                                                    std::max(hl.bandwidth_bytes_per_s, 1.0));
+      sl->get_link_down()->set_bandwidth(std::max(hl.reverse_bandwidth_bytes_per_s, 1.0));
+      sl->set_latency(0);
+      links.push_back(sl);
+    }
+    for (const hardware::Route& r : prof.routes) {
+      std::vector<sg4::LinkInRoute> hops{first_link(fmt::format("{}{}-{}", ct, r.src, r.dst))};
+      for (const hardware::Hop& h : r.hops)
+        hops.emplace_back(links[h.link], h.forward ? sg4::LinkInRoute::Direction::UP
+                                                   : sg4::LinkInRoute::Direction::DOWN);
+      sim.zone->add_route(sim.node_gpu[c][r.src]->get_netpoint(),
+                          sim.node_gpu[c][r.dst]->get_netpoint(), nullptr, nullptr, hops, false);
+    }
+    if (multi_node)
+      for (int i = 0; i < g; ++i) {
+        nic[c][i] =
+            sim.zone->create_split_duplex_link(fmt::format("{}nic{}{}", ct, i, sim.tag), nic_bw);
+        nic[c][i]->set_latency(0);
+      }
+  }
+  using Dir = sg4::LinkInRoute::Direction;
+  auto route_across = [&](sg4::Host* a, sg4::SplitDuplexLink* na, sg4::Host* b,
+                          sg4::SplitDuplexLink* nb) {
+    std::vector<sg4::LinkInRoute> hops{first_link(a->get_name() + ">" + b->get_name()),
+                                       sg4::LinkInRoute(na, Dir::UP),
+                                       sg4::LinkInRoute(nb, Dir::DOWN)};
+    sim.zone->add_route(a->get_netpoint(), b->get_netpoint(), nullptr, nullptr, hops, false);
+  };
+  // Stage GPUs on different nodes: GPU - its NIC share - network - NIC share - GPU.
+  for (int a = 0; a < p; ++a)
+    for (int b = 0; b < p; ++b)
+      if (stage_node[a] != stage_node[b])
+        route_across(sim.node_gpu[stage_node[a]][stage_gpu[a]], nic[stage_node[a]][stage_gpu[a]],
+                     sim.node_gpu[stage_node[b]][stage_gpu[b]], nic[stage_node[b]][stage_gpu[b]]);
+  // DP ring neighbours on other nodes: stand-ins behind their own NIC share.
+  std::vector<sg4::Host*> dp_next(p, nullptr), dp_prev(p, nullptr);
+  if (l.dp > 1 && pl.dp_nodes > 1)
+    for (int s = 0; s < p; ++s) {
+      sg4::Host* me = sim.node_gpu[stage_node[s]][stage_gpu[s]];
+      sg4::SplitDuplexLink* my_nic = nic[stage_node[s]][stage_gpu[s]];
+      for (int k = 0; k < 2; ++k) {
+        const std::string nm = fmt::format("dp{}:s{}{}", k ? "prev" : "next", s, sim.tag);
+        sg4::Host* h = sim.zone->create_host(nm, kHostSpeed);
+        auto* hn = sim.zone->create_split_duplex_link("nic:" + nm, nic_bw);
+        hn->set_latency(0);
+        if (k == 0) {
+          route_across(me, my_nic, h, hn);
+          dp_next[s] = h;
+        } else {
+          route_across(h, hn, me, my_nic);
+          dp_prev[s] = h;
+        }
+      }
+    }
+  sim.zone->seal();
+
+  // Dependencies as semaphores; a send is a flow that releases its receiver when it lands.
+  const std::size_t n = tasks.list.tasks.size();
+  std::vector<sg4::SemaphorePtr> ready(n);
+  for (std::size_t t = 0; t < n; ++t) ready[t] = sg4::Semaphore::create(0);
+  std::vector<std::vector<std::pair<int, double>>> succ(n);  // (task, lag)
+  for (std::size_t t = 0; t < n; ++t)
+    for (const job::Dependency& d : tasks.list.tasks[t].deps)
+      succ[d.task].push_back({static_cast<int>(t), d.lag_s});
+  auto host_of_stage = [&](int s) { return sim.node_gpu[stage_node[s]][stage_gpu[s]]; };
+  auto send_latency = [&](int a, int b) {
+    if (stage_node[a] != stage_node[b]) return cl.inter_node_latency_s();
+    return stage_gpu[a] == stage_gpu[b] ? 0.0 : prof.route_latency_s(stage_gpu[a], stage_gpu[b]);
+  };
+
+  // Per stage: the last backward and the first forward of each chunk (bucket boundaries).
+  std::vector<int> last_b(vs, -1), first_f(vs, -1);
+  for (int s = 0; s < p; ++s)
+    for (int t : tasks.list.order[s]) {
+      const job::PipelineTaskInfo& in = tasks.info[t];
+      const int u = in.chunk * p + s;
+      if (!in.forward) last_b[u] = t;
+      if (in.forward && first_f[u] < 0) first_f[u] = t;
+    }
+  auto buckets_of = [&](int u) {
+    return std::max(1, static_cast<int>(std::ceil(chunk_params[u] / bucket_params)));
+  };
+
+  struct StageDp {
+    std::deque<double> rs_queue;  // bucket bytes, in ready order
+    sg4::SemaphorePtr rs_ready = sg4::Semaphore::create(0);
+    sg4::SemaphorePtr rs_done = sg4::Semaphore::create(0);
+    std::map<std::pair<int, int>, sg4::SemaphorePtr> ag_done;  // (chunk, bucket)
+    int rs_total = 0;
+  };
+  std::vector<StageDp> dps(p);
+  JobSimResult res;
+  res.stage_end_s.assign(p, 0);
+  res.done_s.assign(p, 0);
+
+  for (int s = 0; s < p; ++s) {
+    StageDp& d = dps[s];
+    const bool dp_on = l.dp > 1;
+    if (dp_on) {
+      for (int ch = 0; ch < v; ++ch) {
+        d.rs_total += buckets_of(ch * p + s);
+        if (l.distributed_optimizer)
+          for (int k = 0; k < buckets_of(ch * p + s); ++k)
+            d.ag_done[{ch, k}] = sg4::Semaphore::create(0);
+      }
+      sg4::Actor::create(fmt::format("rs{}", s), host_of_stage(s), [&, s] {
+        StageDp& dd = dps[s];
+        for (int k = 0; k < dd.rs_total; ++k) {
+          dd.rs_ready->acquire();
+          const double bytes = dd.rs_queue.front();
+          dd.rs_queue.pop_front();
+          run_dp_collective(sim, dpp, stage_node[s], stage_gpu[s], dp_next[s], dp_prev[s], bytes,
+                            reduce);
+        }
+        dd.rs_done->release();
+      });
+      if (l.distributed_optimizer)
+        sg4::Actor::create(fmt::format("ag{}", s), host_of_stage(s), [&, s] {
+          for (int ch = 0; ch < v; ++ch) {
+            const int u = ch * p + s, nb = buckets_of(u);
+            for (int k = 0; k < nb; ++k) {
+              run_dp_collective(sim, dpp, stage_node[s], stage_gpu[s], dp_next[s], dp_prev[s],
+                                chunk_params[u] / nb * o.memory.weight_bytes,
+                                Collective::all_gather);
+              dps[s].ag_done[{ch, k}]->release();
+            }
+          }
+        });
+    }
+    sg4::Actor::create(fmt::format("stage{}", s), host_of_stage(s), [&, s, dp_on] {
+      StageDp& dd = dps[s];
+      sg4::Host* me = host_of_stage(s);
+      std::vector<double> pending;  // reduce buckets held back without overlap
+      auto push_bucket = [&](double bytes) {
+        if (l.overlap_grad_reduce) {
+          dd.rs_queue.push_back(bytes);
+          dd.rs_ready->release();
+        } else {
+          pending.push_back(bytes);
+        }
+      };
+      if (dp_on && l.distributed_optimizer && !l.overlap_param_gather)
+        for (auto& [key, sem] : dd.ag_done) sem->acquire();
+      for (int t : tasks.list.order[s]) {
+        const job::Task& task = tasks.list.tasks[t];
+        const job::PipelineTaskInfo& in = tasks.info[t];
+        const int u = in.chunk * p + s;
+        for (std::size_t k = 0; k < task.deps.size(); ++k) ready[t]->acquire();
+        const bool gather_here =
+            dp_on && l.distributed_optimizer && l.overlap_param_gather && t == first_f[u];
+        const bool reduce_here = dp_on && t == last_b[u];
+        const int pieces = gather_here || reduce_here ? buckets_of(u) : 1;
+        for (int k = 0; k < pieces; ++k) {
+          if (gather_here) dd.ag_done[{in.chunk, k}]->acquire();
+          me->execute(task.duration_s / pieces * kHostSpeed);
+          if (reduce_here) push_bucket(chunk_params[u] / pieces * o.memory.grad_bytes);
+        }
+        for (const auto& [to, lag] : succ[t]) {
+          const int dst = tasks.list.tasks[to].resource;
+          if (dst == s || lag <= 0) {
+            ready[to]->release();
+            continue;
+          }
+          const double latency = send_latency(s, dst);
+          sg4::Host* dst_host = host_of_stage(dst);
+          sg4::SemaphorePtr sem = ready[to];
+          sg4::Actor::create("send", me, [&sim, me, dst_host, latency, sem, send_bytes] {
+            sleep_s(latency);
+            sim.start(me, dst_host, send_bytes)->wait();
+            sem->release();
+          });
+        }
+      }
+      res.stage_end_s[s] = sg4::Engine::get_clock() - t0;
+      if (dp_on) {
+        for (double b : pending) {
+          dd.rs_queue.push_back(b);
+          dd.rs_ready->release();
+        }
+        dd.rs_done->acquire();
+      }
+      double stage_params = 0;
+      for (int ch = 0; ch < v; ++ch) stage_params += chunk_params[ch * p + s];
+      const double local = stage_params / (l.distributed_optimizer ? l.dp : 1);
+      sleep_s(local * o.optimizer_bytes_per_param / mem_bw + 10 * prof.overheads.kernel_launch_s);
+      res.done_s[s] = sg4::Engine::get_clock() - t0;
+    });
+  }
+  engine.run();
+  for (int s = 0; s < p; ++s) {
+    if (res.done_s[s] <= 0 && res.stage_end_s[s] <= 0)
+      return make_error("job simulation: stage {} never finished", s);
+    res.iteration_s = std::max(res.iteration_s, res.done_s[s]);
+  }
+  res.flows = sim.flows;
+  return res;
+}
+
+// The outcome as bytes: 'E' and the message, or 'R' and the numbers.
+std::string encode(const Result<JobSimResult>& r) {
+  if (!r.ok()) return "E" + r.error().message;
+  std::vector<double> v{r->iteration_s, static_cast<double>(r->flows),
+                        static_cast<double>(r->stage_end_s.size())};
+  v.insert(v.end(), r->stage_end_s.begin(), r->stage_end_s.end());
+  v.insert(v.end(), r->done_s.begin(), r->done_s.end());
+  std::string out = "R";
+  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+  return out;
+}
+
+Result<JobSimResult> decode(const std::string& bytes) {
+  if (bytes.empty()) return make_error("job simulation: the simulator child sent nothing");
+  if (bytes[0] == 'E') return make_error("{}", bytes.substr(1));
+  std::vector<double> v((bytes.size() - 1) / sizeof(double));
+  std::memcpy(v.data(), bytes.data() + 1, v.size() * sizeof(double));
+  if (v.size() < 3) return make_error("job simulation: a short answer from the simulator child");
+  JobSimResult r;
+  r.iteration_s = v[0];
+  r.flows = static_cast<long>(v[1]);
+  const std::size_t p = static_cast<std::size_t>(v[2]);
+  if (v.size() != 3 + 2 * p)
+    return make_error("job simulation: a short answer from the simulator child");
+  r.stage_end_s.assign(v.begin() + 3, v.begin() + 3 + static_cast<std::ptrdiff_t>(p));
+  r.done_s.assign(v.begin() + 3 + static_cast<std::ptrdiff_t>(p), v.end());
+  return r;
+}
+
+}  // namespace
+
+// SimGrid is initialised once per process and keeps its configuration and platforms, so, as
+// simulate() does for operators, each job simulation runs in a forked child: the calling
+// process never holds SimGrid state, and operator and job simulations can follow each other.
+Result<JobSimResult> simulate_job(const job::Cluster& cl, const workload::ModelConfig& m,
+                                  const job::StepResult& step, const job::StepOptions& o) {
+  int fds[2];
+  if (pipe(fds) != 0) return make_error("job simulation: pipe failed: {}", std::strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return make_error("job simulation: fork failed: {}", std::strerror(errno));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    const int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) {
+      dup2(devnull, STDOUT_FILENO);
+      dup2(devnull, STDERR_FILENO);
+    }
+    std::string bytes;
+    try {
+      bytes = encode(simulate_here(cl, m, step, o));
+    } catch (const std::exception& e) {
+      bytes = encode(Result<JobSimResult>(make_error("job simulation: {}", e.what())));
+    }
+    const char* data = bytes.data();
+    std::size_t left = bytes.size();
+    while (left > 0) {
+      const ssize_t w = write(fds[1], data, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) _exit(3);
+      data += w;
+      left -= static_cast<std::size_t>(w);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string bytes;
+  char buf[1 << 12];
+  for (;;) {
+    const ssize_t r = read(fds[0], buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    bytes.append(buf, static_cast<std::size_t>(r));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    return make_error("job simulation crashed (signal {}: {})", WTERMSIG(status),
+                      strsignal(WTERMSIG(status)));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return make_error("job simulation child failed (exit status {})", WEXITSTATUS(status));
+  return decode(bytes);
+}
+
+}  // namespace compass::backends::sim

@@ -1,0 +1,32 @@
+#pragma once
+// One training iteration of a layout on a cluster, simulated on SimGrid: each pipeline stage's
+// forward and backward per micro-batch as executions of the step model's durations, the sends
+// between stages and the data-parallel collectives' ring steps as SimGrid flows on a platform
+// built from the cluster (the node's links, each GPU's share of the node's NICs, the network's
+// oversubscription). What is simulated and what is approximated: docs/job.md, "Held to SimGrid".
+
+#include <vector>
+
+#include "compass/core/result.hpp"
+#include "compass/job/cluster.hpp"
+#include "compass/job/step.hpp"
+#include "compass/workload/model_config.hpp"
+
+namespace compass::backends::sim {
+
+struct JobSimResult {
+  double iteration_s = 0;           ///< last stage's end (optimizer included)
+  std::vector<double> stage_end_s;  ///< per stage: its pipeline part (last backward) ends
+  std::vector<double> done_s;       ///< per stage: reductions and optimizer step done
+  long flows = 0;                   ///< SimGrid communications started
+};
+
+/// Simulates one iteration of `step.layout` (priced by job::price_step with options `o`, whose
+/// PipelineSpec supplies the compute durations). One pipeline (DP replica 0) is simulated; the DP
+/// collectives run their ring steps between the stage's GPU and stand-ins for its ring
+/// neighbours on the same links. Errors: built without SimGrid, a layout the cluster cannot
+/// place, a pipeline spec that does not match the layout.
+Result<JobSimResult> simulate_job(const job::Cluster& cluster, const workload::ModelConfig& m,
+                                  const job::StepResult& step, const job::StepOptions& o = {});
+
+}  // namespace compass::backends::sim

@@ -1,0 +1,87 @@
+// The job on SimGrid: a two-stage pipeline checked by hand, and the step model held to it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "compass/backends/sim/job_sim.hpp"
+#include "compass/job/comm.hpp"
+#include "compass/job/step.hpp"
+#include "compass/model/comm_model.hpp"
+
+namespace compass::backends::sim {
+namespace {
+
+struct Priced {
+  job::Cluster cluster;
+  workload::ModelConfig model;
+  job::StepResult step;
+};
+
+Priced price(const std::string& cluster, const job::Layout& l) {
+  Priced p;
+  Result<job::Cluster> c = job::builtin_cluster(cluster);
+  EXPECT_TRUE(c.ok());
+  p.cluster = *c;
+  Result<workload::ModelConfig> m = workload::resolve_model("llama2-7b");
+  EXPECT_TRUE(m.ok());
+  p.model = *m;
+  job::JobComm comm(p.cluster);
+  Result<plan::LayerPlan> lp = job::plan_for(p.cluster, p.model, l);
+  EXPECT_TRUE(lp.ok()) << lp.error().message;
+  Result<job::StepResult> r =
+      job::price_step(p.cluster, comm, p.model, l, *lp, plan::Config::compass);
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  p.step = *r;
+  return p;
+}
+
+TEST(JobSim, TwoStagesFourMicrobatchesByHand) {
+  // TP 1, two stages on GPUs 0 and 1 of one DGX H100, four micro-batches, no DP. With forward 1 ms,
+  // backward 2 ms and a send of c seconds (c < 1 ms), following 1F1B by hand: stage 1 ends its
+  // last backward at 13 ms + 3c, stage 0 at 15 ms + 4c ((m + p - 1)(f + b) plus four sends on
+  // the critical path).
+  job::Layout l;
+  l.pp = 2;
+  l.global_batch = 4;
+  l.seq = 2048;
+  Priced p = price("dgx-h100", l);
+  p.step.pipeline.forward_s = {1e-3, 1e-3};
+  p.step.pipeline.backward_s = {2e-3, 2e-3};
+  const double bytes = 2048.0 * p.model.hidden * 2;
+  const double c = model::transfer_time_s(p.cluster.node, 0, 1, bytes);
+  ASSERT_GT(c, 0);
+  ASSERT_LT(c, 1e-3);
+  Result<JobSimResult> r = simulate_job(p.cluster, p.model, p.step);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_NEAR(r->stage_end_s[1], 13e-3 + 3 * c, 1e-8);
+  EXPECT_NEAR(r->stage_end_s[0], 15e-3 + 4 * c, 1e-8);
+  EXPECT_EQ(r->flows, 2 * 4);                    // one activation and one gradient per micro-batch
+  EXPECT_GT(r->iteration_s, r->stage_end_s[0]);  // the optimizer step follows
+}
+
+TEST(JobSim, ModelAgreesOnAFewLayouts) {
+  struct Case {
+    const char* cluster;
+    int tp, pp, vpp, dp, gb;
+  };
+  for (const Case& k : {Case{"dgx-h100", 2, 2, 1, 4, 64}, Case{"dgx-h100", 4, 4, 2, 2, 64},
+                        Case{"dgx-a100", 8, 2, 1, 2, 32}, Case{"a6000x8-2nic", 2, 4, 1, 2, 32}}) {
+    job::Layout l;
+    l.tp = k.tp;
+    l.pp = k.pp;
+    l.vpp = k.vpp;
+    l.dp = k.dp;
+    l.global_batch = k.gb;
+    l.seq = 2048;
+    l.sequence_parallel = k.tp > 1;
+    Priced p = price(k.cluster, l);
+    Result<JobSimResult> r = simulate_job(p.cluster, p.model, p.step);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    const double err = std::abs(p.step.iteration_s - r->iteration_s) / r->iteration_s;
+    // The target for the mean error, here on each layout.
+    EXPECT_LT(err, 0.03) << k.cluster << " " << job::describe(l);
+  }
+}
+
+}  // namespace
+}  // namespace compass::backends::sim
