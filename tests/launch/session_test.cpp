@@ -123,6 +123,18 @@ TEST(RankNumbers, ARankThatRanSomethingElseIsAnError) {
   EXPECT_FALSE(combine_numbers({}, 1).ok());
 }
 
+TEST(RankNumbers, AThreadCountThatIsNoSmallWholeNumberIsAnError) {
+  // The numbers come from another process; found by the agreement fuzzer (-2.1e110 threads).
+  for (double bad : {-2.14555e110, 1e300, -1.0, 2.5, std::nan("")}) {
+    std::vector<double> v = encode_numbers({{1.0}, 0, 0, 1});
+    v.back() = bad;
+    const auto c = combine_numbers({encode_numbers({{1.0}, 0, 0, 1}), v}, 1);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.error().message.find("rank 1 sent a thread count"), std::string::npos)
+        << c.error().message;
+  }
+}
+
 TEST(LaunchKind, ParsesItsNames) {
   EXPECT_EQ(*parse_launch_kind("mpi"), LaunchKind::mpi);
   EXPECT_EQ(*parse_launch_kind("env"), LaunchKind::env);

@@ -172,7 +172,12 @@ Result<RankNumbers> combine_numbers(const std::vector<std::vector<double>>& rank
         std::isfinite(v[iterations]) ? v[iterations] : std::numeric_limits<double>::infinity();
     out.max_abs_error = std::max(out.max_abs_error, err);
     out.max_ref_abs = std::max(out.max_ref_abs, v[iterations + 1]);
-    out.threads += static_cast<int>(v[iterations + 2]);
+    // A thread count arrives as a double: a peer that sends anything but a small whole number
+    // is refused rather than converted (converting an out-of-range double is undefined).
+    const double threads = v[iterations + 2];
+    if (!(threads >= 0 && threads <= 1 << 20) || threads != std::floor(threads))
+      return make_error("rank {} sent a thread count of {}", r, threads);
+    out.threads += static_cast<int>(threads);
   }
   return out;
 }
