@@ -7,6 +7,7 @@
 // each communication waits out its route's latency, then moves its bytes.
 
 #include "compass/backends/sim/job_sim.hpp"
+#include "compass/backends/sim/isolated.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -425,58 +426,15 @@ Result<JobSimResult> decode(const std::string& bytes) {
 // process never holds SimGrid state, and operator and job simulations can follow each other.
 Result<JobSimResult> simulate_job(const job::Cluster& cl, const workload::ModelConfig& m,
                                   const job::StepResult& step, const job::StepOptions& o) {
-  int fds[2];
-  if (pipe(fds) != 0) return make_error("job simulation: pipe failed: {}", std::strerror(errno));
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return make_error("job simulation: fork failed: {}", std::strerror(errno));
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    const int devnull = open("/dev/null", O_WRONLY);
-    if (devnull >= 0) {
-      dup2(devnull, STDOUT_FILENO);
-      dup2(devnull, STDERR_FILENO);
-    }
-    std::string bytes;
+  const Result<std::string> bytes = detail::run_in_child("job simulation", [&] {
     try {
-      bytes = encode(simulate_here(cl, m, step, o));
+      return encode(simulate_here(cl, m, step, o));
     } catch (const std::exception& e) {
-      bytes = encode(Result<JobSimResult>(make_error("job simulation: {}", e.what())));
+      return encode(Result<JobSimResult>(make_error("job simulation: {}", e.what())));
     }
-    const char* data = bytes.data();
-    std::size_t left = bytes.size();
-    while (left > 0) {
-      const ssize_t w = write(fds[1], data, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) _exit(3);
-      data += w;
-      left -= static_cast<std::size_t>(w);
-    }
-    close(fds[1]);
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string bytes;
-  char buf[1 << 12];
-  for (;;) {
-    const ssize_t r = read(fds[0], buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    bytes.append(buf, static_cast<std::size_t>(r));
-  }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status))
-    return make_error("job simulation crashed (signal {}: {})", WTERMSIG(status),
-                      strsignal(WTERMSIG(status)));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return make_error("job simulation child failed (exit status {})", WEXITSTATUS(status));
-  return decode(bytes);
+  });
+  if (!bytes.ok()) return bytes.error();
+  return decode(*bytes);
 }
 
 }  // namespace compass::backends::sim

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "compass/backends/sim/isolated.hpp"
 #include "compass/backends/sim/prepared.hpp"
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/task_costs.hpp"
@@ -180,60 +181,15 @@ Result<Prepared> prepare(const hardware::Profile& p, const schedule::Schedule& s
 
 // Runs the engine in a forked child and reads its outcome from a pipe.
 Result<RawResult> run_isolated(const Prepared& p) {
-  int fds[2];
-  if (pipe(fds) != 0) return make_error("simulator: pipe failed: {}", std::strerror(errno));
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return make_error("simulator: fork failed: {}", std::strerror(errno));
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    // SimGrid reports deadlocks and warnings on stderr; the parent reports errors itself.
-    // COMPASS_SIM_STDERR=1 keeps SimGrid's messages (for debugging a crash).
-    const char* keep = std::getenv("COMPASS_SIM_STDERR");
-    const int devnull = keep != nullptr && *keep == '1' ? -1 : open("/dev/null", O_WRONLY);
-    if (devnull >= 0) {
-      dup2(devnull, STDOUT_FILENO);
-      dup2(devnull, STDERR_FILENO);
-    }
-    std::string bytes;
+  const Result<std::string> bytes = run_in_child("simulator", [&p] {
     try {
-      bytes = encode(run_engine(p));
+      return encode(run_engine(p));
     } catch (const std::exception& e) {
-      bytes = encode(Result<RawResult>(make_error("simulator: {}", e.what())));
+      return encode(Result<RawResult>(make_error("simulator: {}", e.what())));
     }
-    const char* data = bytes.data();
-    std::size_t left = bytes.size();
-    while (left > 0) {
-      const ssize_t w = write(fds[1], data, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) _exit(3);
-      data += w;
-      left -= static_cast<std::size_t>(w);
-    }
-    close(fds[1]);
-    _exit(0);  // no atexit handlers, no flushing of the parent's stdio buffers
-  }
-  close(fds[1]);
-  std::string bytes;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t r = read(fds[0], buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    bytes.append(buf, static_cast<std::size_t>(r));
-  }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status))
-    return make_error("simulator crashed (signal {}: {})", WTERMSIG(status), strsignal(WTERMSIG(status)));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return make_error("simulator child failed (exit status {})", WEXITSTATUS(status));
-  return decode(bytes);
+  });
+  if (!bytes.ok()) return bytes.error();
+  return decode(*bytes);
 }
 
 SimResult finish(const hardware::Profile& p, const schedule::Schedule& s, const Prepared& prep,
