@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "../test_files.hpp"
 #include "subprocess.hpp"
 
 namespace compass::testing {
@@ -59,15 +60,6 @@ std::vector<GoldenCase> discover_cases() {
     cases.push_back({stem, unique});
   }
   return cases;
-}
-
-bool read_file(const fs::path& p, std::string& out) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
 }
 
 void write_file(const fs::path& p, const std::string& text) {
@@ -122,7 +114,7 @@ TEST_P(Golden, Matches) {
   const fs::path base = dir / c.name;
 
   std::string cmd;
-  ASSERT_TRUE(read_file(base.string() + ".cmd", cmd)) << "cannot read " << c.name << ".cmd";
+  ASSERT_TRUE(read_file_if_exists(base.string() + ".cmd", cmd)) << "cannot read " << c.name << ".cmd";
   cmd = cmd.substr(0, cmd.find('\n'));
   replace_all(cmd, "${SRC}", COMPASS_SOURCE_DIR);
   replace_all(cmd, "${GOLDEN}", dir.string());
@@ -155,12 +147,12 @@ TEST_P(Golden, Matches) {
 
   int want_rc = 0;
   std::string rc_text;
-  if (read_file(base.string() + ".rc", rc_text)) {
+  if (read_file_if_exists(base.string() + ".rc", rc_text)) {
     std::istringstream in(rc_text);
     ASSERT_TRUE(static_cast<bool>(in >> want_rc)) << c.name << ".rc must hold an integer";
   }
   std::string want_out;
-  ASSERT_TRUE(read_file(base.string() + ".out", want_out))
+  ASSERT_TRUE(read_file_if_exists(base.string() + ".out", want_out))
       << c.name << ".out is missing; run with COMPASS_UPDATE_GOLDEN=1 to create it";
 
   EXPECT_EQ(r.exit_code, want_rc) << "compass " << cmd << "\nstderr:\n" << r.err;
@@ -171,7 +163,7 @@ TEST_P(Golden, Matches) {
                   << "\n(rerun with COMPASS_UPDATE_GOLDEN=1 to accept)";
   }
   std::string want_err;
-  if (read_file(base.string() + ".err", want_err)) {
+  if (read_file_if_exists(base.string() + ".err", want_err)) {
     while (!want_err.empty() && (want_err.back() == '\n' || want_err.back() == '\r')) {
       want_err.pop_back();
     }

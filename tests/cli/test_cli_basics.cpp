@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "../test_files.hpp"
 #include "subprocess.hpp"
 
 namespace compass::testing {
@@ -17,11 +18,6 @@ ProcessResult compass(const std::vector<std::string>& args) {
   EXPECT_TRUE(r.spawn_error.empty()) << r.spawn_error;
   EXPECT_FALSE(r.timed_out);
   return r;
-}
-
-int count_lines(const std::string& s) {
-  return static_cast<int>(std::count(s.begin(), s.end(), '\n')) +
-         (!s.empty() && s.back() != '\n' ? 1 : 0);
 }
 
 TEST(CliBasics, HelpListsEveryVerb) {

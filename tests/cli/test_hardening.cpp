@@ -37,16 +37,9 @@ ProcessResult compass_with_file_limit(const std::string& dir, const std::vector<
   return r;
 }
 
-std::string slurp(const std::string& path) { return read_file(path); }
-
 void spit(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
-}
-
-int count_lines(const std::string& s) {
-  return static_cast<int>(std::count(s.begin(), s.end(), '\n')) +
-         (!s.empty() && s.back() != '\n' ? 1 : 0);
 }
 
 // Exit code 2, one line on stderr starting "compass: error: " and containing `needle`.
@@ -158,7 +151,7 @@ TEST(OutputFiles, FailedForcedWriteKeepsTheOldFile) {
   const ProcessResult r =
       compass_with_file_limit(dir.path(), sweep_with({"--json", "s.json", "--force"}), 100);
   expect_usage_error(r, "s.json");
-  EXPECT_EQ(slurp(dir.path() + "/s.json"), old);
+  EXPECT_EQ(read_file(dir.path() + "/s.json"), old);
   EXPECT_EQ(listing(dir.path()), std::vector<std::string>{"s.json"});
 }
 
@@ -172,7 +165,7 @@ TEST(OutputFiles, CalibrateFailedWriteKeepsTheOldFile) {
        "--force"},
       100);
   expect_usage_error(r, "cpu.json");
-  EXPECT_EQ(slurp(dir.path() + "/cpu.json"), old);
+  EXPECT_EQ(read_file(dir.path() + "/cpu.json"), old);
   EXPECT_EQ(listing(dir.path()), std::vector<std::string>{"cpu.json"});
 }
 
@@ -222,10 +215,10 @@ TEST(OutputFiles, ExistingFileNeedsForce) {
   TempDir dir;
   spit(dir.path() + "/s.csv", "mine\n");
   expect_usage_error(compass_in(dir.path(), sweep_with({"--csv", "s.csv"})), "--force");
-  EXPECT_EQ(slurp(dir.path() + "/s.csv"), "mine\n");
+  EXPECT_EQ(read_file(dir.path() + "/s.csv"), "mine\n");
   const ProcessResult r = compass_in(dir.path(), sweep_with({"--csv", "s.csv", "--force"}));
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(slurp(dir.path() + "/s.csv").rfind("model,", 0), 0u);
+  EXPECT_EQ(read_file(dir.path() + "/s.csv").rfind("model,", 0), 0u);
   EXPECT_EQ(listing(dir.path()), std::vector<std::string>{"s.csv"});
 }
 
@@ -236,7 +229,7 @@ TEST(OutputFiles, LinkIsWrittenThrough) {
   const ProcessResult r = compass_in(dir.path(), sweep_with({"--csv", "link.csv", "--force"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::is_symlink(dir.path() + "/link.csv"));
-  EXPECT_EQ(slurp(dir.path() + "/real.csv").rfind("model,", 0), 0u);
+  EXPECT_EQ(read_file(dir.path() + "/real.csv").rfind("model,", 0), 0u);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -14,8 +14,6 @@
 namespace compass::testing {
 namespace {
 
-std::string slurp(const std::string& path) { return read_file(path); }
-
 TEST(Validate, CalibrateThenValidateSmallGrid) {
   TempDir dir;
   ProcessResult cal = compass_in(dir.path(), {"calibrate", "--backend", "cpu", "--quick", "--grid",
@@ -40,7 +38,7 @@ TEST(Validate, CalibrateThenValidateSmallGrid) {
                               "--warmup", "0", "--csv", "v.csv", "--json", "v.json"});
   ASSERT_EQ(val.exit_code, 0) << val.err;
   EXPECT_NE(val.out.find("choice within 5% of the best"), std::string::npos) << val.out;
-  const auto j = nlohmann::json::parse(slurp(dir.path() + "/v.json"));
+  const auto j = nlohmann::json::parse(read_file(dir.path() + "/v.json"));
   EXPECT_TRUE(j.at("outputs_ok").get<bool>());
   EXPECT_GT(j.at("link_scale").get<double>(), 0);
   ASSERT_EQ(j.at("configs").size(), 4u);
@@ -61,7 +59,7 @@ TEST(Validate, CalibrateThenValidateSmallGrid) {
   EXPECT_GE(within5, j.at("choice_best").get<double>());
   EXPECT_LE(within5, 1.0);
   // One CSV row per point plus the header.
-  const std::string csv = slurp(dir.path() + "/v.csv");
+  const std::string csv = read_file(dir.path() + "/v.csv");
   EXPECT_EQ(static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')),
             j.at("points").size() + 1);
 

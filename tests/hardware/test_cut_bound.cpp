@@ -6,15 +6,14 @@
 #include <fmt/format.h>
 
 #include "compass/hardware/cut_bound.hpp"
+#include "compass/core/units.hpp"
 #include "compass/hardware/presets.hpp"
 #include "compass/hardware/random_topology.hpp"
 #include "compass/hardware/rings.hpp"
+#include "support/builders.hpp"
 
 namespace compass::hardware {
 namespace {
-
-constexpr double kGB = 1e9;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // n GPUs, each on its own link (fwd GPU->switch `up`, reverse `down`) to one switch.
 Profile star(int n, double up, double down) {
@@ -29,12 +28,6 @@ Profile star(int n, double up, double down) {
     p.links.push_back(Link{fmt::format("l{}", i), LinkKind::pcie, i, n, up, down, 0, false, ""});
   EXPECT_TRUE(compute_missing_routes(p).ok());
   return p;
-}
-
-std::vector<int> first(int n) {
-  std::vector<int> g(n);
-  for (int i = 0; i < n; ++i) g[i] = i;
-  return g;
 }
 
 TEST(CutBound, TwoGpusOneLink) {
@@ -52,17 +45,17 @@ TEST(CutBound, StarIsNMinusOneShardsIntoOneGpu) {
   // Into one GPU: (n-1) shards over its down link; out of one GPU: 1 shard over its up link.
   Profile p = star(5, 20 * kGB, 10 * kGB);
   const double total = 5e9;  // 1 GB per rank
-  CutBound b = allgather_cut_bound(p, first(5), total).value();
+  CutBound b = allgather_cut_bound(p, compass::testing::first_gpus(5), total).value();
   EXPECT_NEAR(b.time_s, 4 * 1e9 / (10 * kGB), 1e-12);
   EXPECT_EQ(b.subset.size(), 4u);  // the four GPUs sending into the fifth
   ASSERT_EQ(b.cut_hops.size(), 1u);
   EXPECT_EQ(b.cut_hops[0], p.hop_name(Hop{4, false}));  // first in mask order: into gpu4
   // Reduce-scatter reverses the directions: (n-1) partial shards out of one GPU over `up`.
-  CutBound r = reduce_scatter_cut_bound(p, first(5), total).value();
+  CutBound r = reduce_scatter_cut_bound(p, compass::testing::first_gpus(5), total).value();
   EXPECT_NEAR(r.time_s, 4 * 1e9 / (20 * kGB), 1e-12);
   // ... but here `up` is the wide direction; swap them and the RS bound binds on 10 GB/s.
   Profile q = star(5, 10 * kGB, 20 * kGB);
-  EXPECT_NEAR(reduce_scatter_cut_bound(q, first(5), total).value().time_s, 4 * 1e9 / (10 * kGB),
+  EXPECT_NEAR(reduce_scatter_cut_bound(q, compass::testing::first_gpus(5), total).value().time_s, 4 * 1e9 / (10 * kGB),
               1e-12);
 }
 
@@ -81,14 +74,14 @@ TEST(CutBound, A6000x8PairUplinkBinds) {
   // socket cut (4S / 20 GB/s = 26.84 ms) and the ring's 7S / 20 GB/s = 46.98 ms busy time.
   Profile p = make_preset("a6000x8").value();
   const double S = kGiB / 8;
-  CutBound b = allgather_cut_bound(p, first(8), kGiB).value();
+  CutBound b = allgather_cut_bound(p, compass::testing::first_gpus(8), kGiB).value();
   EXPECT_NEAR(b.time_s, 6 * S / (26 * kGB), 1e-9);
   EXPECT_EQ(b.subset.size(), 6u);  // six GPUs sending into a pair
   ASSERT_EQ(b.cut_hops.size(), 1u);
   EXPECT_NE(b.cut_hops[0].find("-up"), std::string::npos) << b.cut_hops[0];
   EXPECT_TRUE(b.exact);
   // Symmetric links: the reduce-scatter bound is the same.
-  EXPECT_NEAR(reduce_scatter_cut_bound(p, first(8), kGiB).value().time_s, b.time_s, 1e-12);
+  EXPECT_NEAR(reduce_scatter_cut_bound(p, compass::testing::first_gpus(8), kGiB).value().time_s, b.time_s, 1e-12);
   // Socket 0 alone (one root complex, two switches): each pair's uplink, 2S / 26 GB/s.
   EXPECT_NEAR(allgather_cut_bound(p, {0, 1, 2, 3}, kGiB / 2).value().time_s, 2 * S / (26 * kGB),
               1e-9);
@@ -99,14 +92,14 @@ TEST(CutBound, StagedThroughHostCountsEveryReceivedByte) {
   // GPUs of a switch receive 2 x 7 shards through its 21 GB/s uplink.
   Profile p = make_preset("rtx4090x8").value();
   const double S = kGiB / 8;
-  CutBound b = allgather_cut_bound(p, first(8), kGiB).value();
+  CutBound b = allgather_cut_bound(p, compass::testing::first_gpus(8), kGiB).value();
   EXPECT_NEAR(b.time_s, 14 * S / (21 * kGB), 1e-9);
   EXPECT_EQ(b.subset.size(), 2u);
 }
 
 TEST(CutBound, BeyondSixteenGpusUsesCandidateSubsets) {
   Profile p = star(20, 10 * kGB, 10 * kGB);
-  CutBound b = allgather_cut_bound(p, first(20), 20e9).value();
+  CutBound b = allgather_cut_bound(p, compass::testing::first_gpus(20), 20e9).value();
   EXPECT_FALSE(b.exact);
   EXPECT_NEAR(b.time_s, 19 * 1e9 / (10 * kGB), 1e-12);  // the star's exact value
 }
@@ -126,7 +119,7 @@ TEST(CutBound, NoPatternBeatsTheBoundOnRandomMachines) {
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
     const int n = 2 + static_cast<int>(seed % 7);
     Profile p = random_topology(seed, n);
-    const std::vector<int> g = first(n);
+    const std::vector<int> g = compass::testing::first_gpus(n);
     const double bytes = 64.0 * 1024 * 1024 * n;
     const double bound = allgather_cut_bound(p, g, bytes).value().time_s;
     ASSERT_GT(bound, 0) << p.name;

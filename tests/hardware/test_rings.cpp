@@ -10,13 +10,11 @@
 #include <set>
 
 #include "compass/hardware/presets.hpp"
+#include "compass/core/units.hpp"
 #include "compass/hardware/rings.hpp"
 
 namespace compass::hardware {
 namespace {
-
-constexpr double kGB = 1e9;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 Profile empty_profile(const std::string& name) {
   Profile p;

@@ -7,20 +7,14 @@
 #include <numeric>
 
 #include "compass/hardware/cut_bound.hpp"
+#include "compass/core/units.hpp"
 #include "compass/hardware/presets.hpp"
 #include "compass/hardware/random_topology.hpp"
 #include "compass/hardware/synthesis.hpp"
+#include "support/builders.hpp"
 
 namespace compass::hardware {
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::vector<int> first(int n) {
-  std::vector<int> g(static_cast<std::size_t>(n));
-  std::iota(g.begin(), g.end(), 0);
-  return g;
-}
 
 // Every root's tree is the path along the ring from the root.
 TreePattern chains_along(const Ring& ring) {
@@ -67,7 +61,7 @@ TEST(Synthesis, PresetsGiveValidPatternsAboveTheBound) {
   for (const std::string& name : preset_names()) {
     auto p = make_preset(name);
     ASSERT_TRUE(p.ok());
-    for (int n = 1; n <= p->gpu_count(); ++n) check_group(*p, first(n), fmt::format("{} n={}", name, n));
+    for (int n = 1; n <= p->gpu_count(); ++n) check_group(*p, compass::testing::first_gpus(n), fmt::format("{} n={}", name, n));
   }
 }
 
@@ -75,7 +69,7 @@ TEST(Synthesis, RandomMachinesGiveValidPatternsAboveTheBound) {
   for (std::uint64_t seed = 0; seed < 40; ++seed) {
     const int n = 2 + static_cast<int>(seed % 15);
     const Profile p = random_topology(seed, n);
-    check_group(p, first(n), fmt::format("seed {} ({} GPUs)", seed, n));
+    check_group(p, compass::testing::first_gpus(n), fmt::format("seed {} ({} GPUs)", seed, n));
   }
 }
 
@@ -85,7 +79,7 @@ TEST(Synthesis, RandomMachinesGiveValidPatternsAboveTheBound) {
 TEST(Synthesis, A6000HierarchicalPatternMeetsTheBound) {
   auto p = make_preset("a6000x8");
   ASSERT_TRUE(p.ok());
-  auto hier = hierarchical_pattern(*p, first(8));
+  auto hier = hierarchical_pattern(*p, compass::testing::first_gpus(8));
   ASSERT_TRUE(hier.ok());
   const PatternTime t = allgather_load_pattern(*p, *hier, kGiB);
   const double shard = kGiB / 8;

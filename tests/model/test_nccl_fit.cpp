@@ -15,7 +15,7 @@
 namespace compass::model {
 namespace {
 
-std::string data(const std::string& rel) { return testing::test_data(rel); }
+std::string data(const std::string& rel) { return compass::testing::test_data(rel); }
 
 NcclLog log_of(const std::string& file) {
   auto l = parse_nccl_tests_log(data("nccl/" + file), file);

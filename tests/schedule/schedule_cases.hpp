@@ -1,7 +1,10 @@
 #pragma once
 // The operator x strategy x p x shape x plan grid shared by the schedule property tests.
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <cctype>
 #include <memory>
 #include <ostream>
 #include <random>
@@ -16,14 +19,27 @@ namespace compass::schedule::testing {
 struct Case {
   workload::OperatorSpec op;
   Strategy strategy;
-  CommPlan plan;
+  /// Shared: GoogleTest copies each parameter several times while it registers ~2,500 cases in
+  /// every test process, and a plan with tree routes is p² route vectors.
+  std::shared_ptr<const CommPlan> plan_ptr;
   std::string plan_name;
+
+  const CommPlan& plan() const { return *plan_ptr; }
 
   std::string label() const {
     return fmt::format("{} M={} N={} K={} p={} {} plan={}", workload::to_string(op.kind), op.m,
                        op.n, op.k, op.tp, to_string(strategy), plan_name);
   }
 };
+
+/// A test name from a case: its index and label with every other character than letters and
+/// digits turned into '_'.
+inline std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string s = fmt::format("{}_{}", info.index, info.param.label());
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
 
 /// GoogleTest prints parameters with this instead of a byte dump.
 inline void PrintTo(const Case& c, std::ostream* os) { *os << c.label(); }
@@ -153,10 +169,15 @@ inline std::vector<Case> all_cases() {
   std::vector<Case> out;
   for (auto kind :
        {workload::OpKind::ag_gemm, workload::OpKind::gemm_rs, workload::OpKind::gemm_ar})
-    for (int p : {1, 2, 3, 4, 8})
+    for (int p : {1, 2, 3, 4, 8}) {
+      // Built once per p: every test process builds the whole list before it runs one case.
+      std::vector<std::pair<std::string, std::shared_ptr<const CommPlan>>> p_plans;
+      for (auto& [name, plan] : plans(p))
+        p_plans.emplace_back(name, std::make_shared<const CommPlan>(std::move(plan)));
       for (const auto& op : shapes(kind, p))
         for (const auto& st : strategies())
-          for (const auto& [name, plan] : plans(p)) out.push_back(Case{op, st, plan, name});
+          for (const auto& [name, plan] : p_plans) out.push_back(Case{op, st, plan, name});
+    }
   return out;
 }
 

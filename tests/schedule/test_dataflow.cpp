@@ -258,7 +258,7 @@ std::map<std::pair<int, int>, std::int64_t> expected_link_elements(const Case& c
     case StrategyKind::decompose:
     case StrategyKind::fuse_ring:
       for (int r = 0; r < p; ++r) {
-        const int to = succ(c.plan.ring, r);
+        const int to = succ(c.plan().ring, r);
         // ring all-gather: everything but the receiver's own shard; ring reduce-scatter:
         // every chunk but the sender's own; gemm_ar does both.
         std::int64_t rows = ag ? op.m - len(to) : op.m - len(r);
@@ -277,7 +277,7 @@ std::map<std::pair<int, int>, std::int64_t> expected_link_elements(const Case& c
       break;
     case StrategyKind::fuse_double_ring:
       for (int h = 0; h < 2; ++h) {
-        const auto& ring = h == 0 ? c.plan.ring : c.plan.ring2;
+        const auto& ring = h == 0 ? c.plan().ring : c.plan().ring2;
         for (int r = 0; r < p; ++r) {
           const int to = succ(ring, r);
           std::int64_t rows = 0;
@@ -295,7 +295,7 @@ std::map<std::pair<int, int>, std::int64_t> expected_link_elements(const Case& c
       // Every tree edge carries the tree's rows of its root's shard/chunk (share of the rows by
       // cumulative rounding, the last tree of a root takes the rest): down the edge for an
       // all-gather, up it for a reduce-scatter, both for gemm_ar.
-      const TreePlan& tp = c.strategy.kind == StrategyKind::fuse_hier ? c.plan.hier : c.plan.synth;
+      const TreePlan& tp = c.strategy.kind == StrategyKind::fuse_hier ? c.plan().hier : c.plan().synth;
       for (int j = 0; j < p; ++j) {
         const std::int64_t total = ag ? op.m / p : len(j);
         std::vector<const RankTree*> mine;
@@ -326,7 +326,7 @@ class ScheduleProperties : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ScheduleProperties, ValidAcyclicCorrectHazardFreeAndClosedFormBytes) {
   const Case& c = GetParam();
-  auto r = generate(c.op, c.strategy, c.plan);
+  auto r = generate(c.op, c.strategy, c.plan());
   if (!testing::feasible(c.op, c.strategy)) {
     ASSERT_FALSE(r.ok()) << c.label();
     EXPECT_NE(r.error().message.find(fmt::format("decompose:{}", c.strategy.parts)),
@@ -338,7 +338,7 @@ TEST_P(ScheduleProperties, ValidAcyclicCorrectHazardFreeAndClosedFormBytes) {
   const Schedule& s = *r;
   ASSERT_TRUE(validate(s).ok()) << validate(s).error().message;
   EXPECT_EQ(s.ranks(), c.op.tp);
-  EXPECT_EQ(s.gpus, c.plan.gpus);
+  EXPECT_EQ(s.gpus, c.plan().gpus);
 
   // Acyclic, explicitly: some execution completes (no deadlock) and deps point backwards in it.
   const std::vector<int> topo = execution_order(s, -1);
@@ -397,7 +397,7 @@ TEST_P(ScheduleProperties, ValidAcyclicCorrectHazardFreeAndClosedFormBytes) {
   for (const Task& t : s.tasks) {
     if (t.kind != TaskKind::transfer) continue;
     EXPECT_EQ(t.resource.kind, ResourceKind::copy_engine);
-    EXPECT_LT(t.resource.index, c.plan.copy_engines);
+    EXPECT_LT(t.resource.index, c.plan().copy_engines);
     EXPECT_EQ(task_bytes(s, t), t.src.elements() * 2);
     const int from = s.owner(t.src);
     const int to = s.owner(t.dst);
@@ -405,7 +405,7 @@ TEST_P(ScheduleProperties, ValidAcyclicCorrectHazardFreeAndClosedFormBytes) {
     got[{from, to}] += t.src.elements();
     if (c.strategy.kind == StrategyKind::fuse_double_ring) {
       EXPECT_TRUE(t.channel == 0 || t.channel == 1) << t.name;
-      EXPECT_EQ(t.resource.index, t.channel == 1 && c.plan.copy_engines >= 2 ? 1 : 0) << t.name;
+      EXPECT_EQ(t.resource.index, t.channel == 1 && c.plan().copy_engines >= 2 ? 1 : 0) << t.name;
     }
   }
   EXPECT_EQ(got, expected_link_elements(c)) << c.label();
@@ -423,15 +423,8 @@ TEST_P(ScheduleProperties, ValidAcyclicCorrectHazardFreeAndClosedFormBytes) {
   EXPECT_TRUE(*back == s) << c.label();
 }
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string s = fmt::format("{}_{}", info.index, info.param.label());
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
-}
-
 INSTANTIATE_TEST_SUITE_P(Grid, ScheduleProperties, ::testing::ValuesIn(testing::all_cases()),
-                         case_name);
+                         testing::case_name);
 
 }  // namespace
 }  // namespace compass::schedule

@@ -19,7 +19,7 @@ class LaunchProperties : public ::testing::TestWithParam<Case> {};
 TEST_P(LaunchProperties, EveryTaskSaysHowItStartsConsistently) {
   const Case& c = GetParam();
   if (!testing::feasible(c.op, c.strategy)) GTEST_SKIP() << "infeasible: " << c.label();
-  auto r = generate(c.op, c.strategy, c.plan);
+  auto r = generate(c.op, c.strategy, c.plan());
   ASSERT_TRUE(r.ok()) << c.label() << ": " << r.error().message;
   const Schedule& s = *r;
   const bool fused = is_fused(s.strategy.kind);
@@ -72,15 +72,8 @@ TEST_P(LaunchProperties, EveryTaskSaysHowItStartsConsistently) {
     EXPECT_EQ(back->tasks[i].launch, s.tasks[i].launch) << c.label() << ": task " << i;
 }
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string s = fmt::format("{}_{}", info.index, info.param.label());
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
-}
-
 INSTANTIATE_TEST_SUITE_P(Grid, LaunchProperties, ::testing::ValuesIn(testing::all_cases()),
-                         case_name);
+                         testing::case_name);
 
 // The rule on a hand-made schedule: the launches follow the strategy, not the task names or
 // resources, and assign_launches overwrites whatever was there.

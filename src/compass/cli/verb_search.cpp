@@ -11,6 +11,7 @@
 #include <string>
 
 #include "compass/cli/common.hpp"
+#include "compass/core/units.hpp"
 #include "compass/job/search.hpp"
 #include "compass/study/job_accuracy.hpp"
 
@@ -18,7 +19,6 @@ namespace compass::cli {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr plan::Config kConfigs[] = {plan::Config::megatron, plan::Config::te_default,
                                      plan::Config::compass};
 

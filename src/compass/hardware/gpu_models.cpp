@@ -6,14 +6,12 @@
 #include <algorithm>
 #include <cctype>
 
+#include "compass/core/units.hpp"
 #include "compass/hardware/presets.hpp"
 
 namespace compass::hardware {
 
 namespace {
-
-constexpr double kGB = 1e9;
-constexpr double kTFLOPS = 1e12;
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 
+#include "compass/core/units.hpp"
 #include "compass/hardware/profile_io.hpp"
 
 // Every number here is explained, with its source or marked assumed, in docs/presets.md.
@@ -32,9 +33,6 @@ constexpr const char* kHostMemory =
 constexpr const char* kStaged =
     "PCIe 4.0 x16 through host memory (P2P off) measured 20-22 GB/s per direction "
     "(docs/presets.md), 21 used; latency assumed 1 us";
-
-constexpr double kGB = 1e9;
-constexpr double kTFLOPS = 1e12;
 
 DeviceSpec rtx_a6000() {
   return DeviceSpec{"RTX A6000",

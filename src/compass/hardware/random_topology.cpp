@@ -6,12 +6,11 @@
 #include <vector>
 
 #include "compass/core/result.hpp"
+#include "compass/core/units.hpp"
 #include "compass/hardware/profile_io.hpp"
 
 namespace compass::hardware {
 namespace {
-
-constexpr double kGB = 1e9;
 
 class Gen {
  public:

@@ -3,6 +3,7 @@
 // sharing. The definitions are documented in docs/rings.md.
 
 #include "compass/hardware/rings.hpp"
+#include "compass/core/units.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -19,12 +20,6 @@ constexpr double kSearchBytes = 1024.0 * 1024.0 * 1024.0;
 /// Search nodes one exact search may expand before it settles for the best found so far
 /// (a safety net far above what 10 GPUs need on the presets and test topologies).
 constexpr long kNodeBudget = 4'000'000;
-/// Relative tolerance under which two times or bandwidths count as equal (ties).
-constexpr double kRelTol = 1e-9;
-
-bool less_tol(double a, double b) {
-  return a < b - kRelTol * std::max(std::fabs(a), std::fabs(b));
-}
 
 /// The ring search objective, compared lexicographically: widest bottleneck, then fewest
 /// shared-segment crossings, then shortest all-gather.

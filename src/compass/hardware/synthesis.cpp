@@ -9,12 +9,12 @@
 #include <map>
 #include <numeric>
 
+#include "compass/core/units.hpp"
 #include "compass/hardware/flows.hpp"
 
 namespace compass::hardware {
 namespace {
 
-constexpr double kRelTol = 1e-9;
 /// Rounds of the multiplicative-weights packing: each round adds 1/kRounds of every shard.
 constexpr int kRounds = 24;
 /// Growth of a resource's price with its load relative to the hierarchical pattern's busiest
@@ -62,10 +62,6 @@ Group make_group(const Profile& p, const std::vector<int>& gpus) {
     }
   }
   return g;
-}
-
-bool less_tol(double a, double b) {
-  return a < b - kRelTol * std::max(std::fabs(a), std::fabs(b));
 }
 
 // A tree under construction, in local indices.

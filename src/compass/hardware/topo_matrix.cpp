@@ -12,13 +12,12 @@
 #include <set>
 #include <sstream>
 
+#include "compass/core/units.hpp"
 #include "compass/hardware/profile_io.hpp"
 
 namespace compass::hardware {
 
 namespace {
-
-constexpr double kGB = 1e9;
 
 bool is_gpu_label(std::string_view t) {
   if (t.size() < 4 || t.substr(0, 3) != "GPU") return false;

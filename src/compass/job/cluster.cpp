@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "compass/core/units.hpp"
 #include "compass/hardware/presets.hpp"
 #include "compass/hardware/profile_io.hpp"
 
@@ -16,8 +17,6 @@
 namespace compass::job {
 
 namespace {
-
-constexpr double kGB = 1e9;
 
 // Latencies of the InfiniBand fabrics (assumed, docs/job.md): NIC to NIC 2 us through one
 // switch, 0.5 us per further switch hop, three hops across a leaf-spine fat tree.

@@ -1,4 +1,5 @@
 #include "compass/job/search.hpp"
+#include "compass/core/units.hpp"
 
 #include <fmt/format.h>
 
@@ -17,7 +18,6 @@ constexpr int kMaxLayers = 100000;
 /// Layouts whose pipeline has more passes than this are left out (too many micro-batches to
 /// follow one by one within the search's time).
 constexpr long kMaxPipelineTasks = 2'000'000;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 constexpr plan::Config kConfigs[] = {plan::Config::megatron, plan::Config::te_default,
                                      plan::Config::compass};

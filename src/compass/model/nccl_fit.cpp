@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "compass/core/units.hpp"
 #include "compass/hardware/gpu_models.hpp"
 #include "compass/hardware/rings.hpp"
 #include "compass/model/comm_model.hpp"
@@ -42,8 +43,6 @@ std::vector<std::string> content_tokens(std::string_view line) {
   else if (!t.empty() && t[0][0] == '#' && t[0] != "#wrong") t[0] = t[0].substr(1);
   return t;
 }
-
-constexpr double kGB = 1e9;
 
 std::string base_name(const std::string& path) {
   const auto slash = path.find_last_of('/');

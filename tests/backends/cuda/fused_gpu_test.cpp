@@ -11,7 +11,7 @@
 namespace compass::backends::cuda {
 namespace {
 
-#define COMPASS_REQUIRE_GPU()                                                         \
+#define COMPASS_REQUIRE_FUSED_GPU()                                                         \
   do {                                                                                \
     if (Status st = device_available(); !st.ok()) GTEST_SKIP() << st.error().message; \
     if (!fused_kernels_built()) GTEST_SKIP() << "the fused kernels are not built";     \
@@ -42,7 +42,7 @@ void expect_passes(const FusedCheckOptions& o) {
 
 // Both kernels where the GPU has them: "auto" is sm90 on an H100/H200, sm80 elsewhere.
 TEST(FusedGpu, AgPresetFlagsMatchCublasTileMultiples) {
-  COMPASS_REQUIRE_GPU();
+  COMPASS_REQUIRE_FUSED_GPU();
   for (const char* kernel : {"auto", "sm80"})
     for (DType t : {DType::bf16, DType::fp16}) {
       auto o = ag(1024, 1024, 512, 4, t);
@@ -53,7 +53,7 @@ TEST(FusedGpu, AgPresetFlagsMatchCublasTileMultiples) {
 }
 
 TEST(FusedGpu, AgPresetFlagsMatchCublasOddShapes) {
-  COMPASS_REQUIRE_GPU();
+  COMPASS_REQUIRE_FUSED_GPU();
   for (const char* kernel : {"auto", "sm80"})
     for (DType t : {DType::bf16, DType::fp16}) {
       // 1000 rows in 3 chunks (tiles span chunk boundaries), N and K no tile multiples.
@@ -66,7 +66,7 @@ TEST(FusedGpu, AgPresetFlagsMatchCublasOddShapes) {
 // A tile that loads its A rows before its flag reads NaN: the pieces are poisoned and copied
 // in late, in a scrambled order, by another stream.
 TEST(FusedGpu, AgLateScrambledReleaseGivesNoNan) {
-  COMPASS_REQUIRE_GPU();
+  COMPASS_REQUIRE_FUSED_GPU();
   for (const char* kernel : {"auto", "sm80"}) {
     auto o = ag(2048, 1024, 1024, 8, DType::bf16);
     o.kernel = kernel;
@@ -89,7 +89,7 @@ TEST(FusedGpu, AgLateScrambledReleaseGivesNoNan) {
 }
 
 TEST(FusedGpuDeathTest, AgFlagThatNeverArrivesTimesOut) {
-  COMPASS_REQUIRE_GPU();
+  COMPASS_REQUIRE_FUSED_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (const char* kernel : {"auto", "sm80"}) {
     SCOPED_TRACE(kernel);
@@ -117,7 +117,7 @@ FusedCheckOptions rs(std::int64_t m, std::int64_t n, std::int64_t k, int p, DTyp
 // partials stored through the piece slots and counted on the chunk counters, summed by the
 // owners after the counter wait, equal cuBLASLt and give the same bits in every run.
 TEST(FusedGpu, GemmRsTwiceBitIdenticalAndMatchesCublas) {
-  COMPASS_REQUIRE_GPU();
+  COMPASS_REQUIRE_FUSED_GPU();
   for (const char* kernel : {"auto", "sm80"})
     for (DType t : {DType::bf16, DType::fp16}) {
       auto o = rs(1024, 512, 4 * 256, 4, t);
@@ -136,7 +136,7 @@ TEST(FusedGpu, GemmRsTwiceBitIdenticalAndMatchesCublas) {
 // x N tiles of 256 columns on sm90, 128 on sm80, per rank). In a child process: the trap
 // loses the CUDA context.
 TEST(FusedGpuDeathTest, GemmRsCounterThatNeverArrivesTimesOut) {
-  COMPASS_REQUIRE_GPU();
+  COMPASS_REQUIRE_FUSED_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (const char* kernel : {"auto", "sm80"}) {
     SCOPED_TRACE(kernel);

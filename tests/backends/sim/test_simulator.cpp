@@ -21,7 +21,7 @@ using testing::ScheduleBuilder;
 
 constexpr double kBw = 10e9;
 constexpr double kLat = 2e-6;
-constexpr std::int64_t kCols = 1024;  // one row = 2 KiB in bf16
+constexpr std::int64_t kSimCols = 1024;  // one row = 2 KiB in bf16
 
 SimResult run(const hardware::Profile& p, const schedule::Schedule& s, SimOptions o = {}) {
   auto r = simulate(p, s, o);
@@ -34,10 +34,10 @@ double duration(const SimResult& r, int id) { return r.tasks.at(id).end_s - r.ta
 TEST(Simulator, SingleTransferTakesLaunchLatencyAndSizeOverBandwidth) {
   hardware::Profile p = testing::star_profile(2, kBw, kLat);
   p.links[1].reverse_bandwidth_bytes_per_s = kBw / 2;  // switch -> gpu1 is slower
-  ScheduleBuilder b(2, 512, kCols);
+  ScheduleBuilder b(2, 512, kSimCols);
   const int t = b.transfer(0, 1, 512, 0);
   const SimResult r = run(p, b.s);
-  const double bytes = 512.0 * kCols * 2;
+  const double bytes = 512.0 * kSimCols * 2;
   const double expect = p.overheads.copy_launch_s + 2 * kLat + bytes / (kBw / 2);
   EXPECT_NEAR(duration(r, t), expect, 1e-9);
   EXPECT_NEAR(r.total_s, expect, 1e-9);
@@ -49,9 +49,9 @@ TEST(Simulator, SingleTransferTakesLaunchLatencyAndSizeOverBandwidth) {
 TEST(Simulator, FlowsShareOneDirectionFairlyAndOppositeDirectionsDoNotInterfere) {
   hardware::Profile p = testing::star_profile(3, kBw, kLat);
   testing::clear_overheads(p);
-  const double bytes = 512.0 * kCols * 2;
+  const double bytes = 512.0 * kSimCols * 2;
   {
-    ScheduleBuilder b(3, 512, kCols);
+    ScheduleBuilder b(3, 512, kSimCols);
     const int a = b.transfer(0, 2, 512, 0);
     const int c = b.transfer(1, 2, 512, 1);
     const SimResult r = run(p, b.s);
@@ -63,7 +63,7 @@ TEST(Simulator, FlowsShareOneDirectionFairlyAndOppositeDirectionsDoNotInterfere)
     EXPECT_NEAR(r.busiest_links[0].busy_s, 2 * bytes / kBw, 1e-9);
   }
   {
-    ScheduleBuilder b(3, 512, kCols);
+    ScheduleBuilder b(3, 512, kSimCols);
     const int a = b.transfer(0, 2, 512, 0);
     const int c = b.transfer(2, 0, 512, 1);
     const SimResult r = run(p, b.s);
@@ -82,8 +82,8 @@ TEST(Simulator, SharingIsMaxMinFairWhateverTheRouteLatency) {
   testing::clear_overheads(p);
   const double extra = 2 * kLat;
   p.links[0].latency_s = kLat + extra;
-  const double bytes = 512.0 * kCols * 2;
-  ScheduleBuilder b(3, 512, kCols);
+  const double bytes = 512.0 * kSimCols * 2;
+  ScheduleBuilder b(3, 512, kSimCols);
   const int far = b.transfer(0, 2, 512, 0);
   const int near = b.transfer(1, 2, 512, 1);
   const SimResult r = run(p, b.s);
@@ -151,10 +151,10 @@ TEST(Simulator, LoneTransferOnRandomMachinesMatchesTheModel) {
     const int from = static_cast<int>(seed % p.gpu_count());
     const int to = static_cast<int>((seed / 3 + 1 + from) % p.gpu_count());
     if (from == to) continue;
-    ScheduleBuilder b(p.gpu_count(), 256, kCols);
+    ScheduleBuilder b(p.gpu_count(), 256, kSimCols);
     const int t = b.transfer(from, to, 256, 0);
     const SimResult r = run(p, b.s);
-    const double bytes = 256.0 * kCols * 2;
+    const double bytes = 256.0 * kSimCols * 2;
     const double expect = p.overheads.copy_launch_s + model::transfer_time_s(p, from, to, bytes);
     EXPECT_NEAR(duration(r, t), expect, 1e-9 * expect) << "seed " << seed << " " << p.name;
   }
@@ -162,7 +162,7 @@ TEST(Simulator, LoneTransferOnRandomMachinesMatchesTheModel) {
 
 // p - 1 steps; at step s rank r forwards the shard it received at step s - 1.
 schedule::Schedule ring_allgather(int p, std::int64_t shard_rows) {
-  ScheduleBuilder b(p, shard_rows, kCols);
+  ScheduleBuilder b(p, shard_rows, kSimCols);
   std::vector<int> prev(p, -1);
   for (int s = 0; s + 1 < p; ++s) {
     std::vector<int> cur(p);
@@ -182,7 +182,7 @@ TEST(Simulator, RingAllGatherOnUniformRingMatchesClosedForm) {
     hardware::Profile prof = testing::ring_profile(p, kBw, kLat);
     const schedule::Schedule s = ring_allgather(p, 256);
     const SimResult r = run(prof, s);
-    const double shard = 256.0 * kCols * 2;
+    const double shard = 256.0 * kSimCols * 2;
     const double step = prof.overheads.copy_launch_s + kLat + shard / kBw;
     EXPECT_NEAR(r.total_s, (p - 1) * step, 1e-9) << "p=" << p;
     EXPECT_EQ(r.transfers, p * (p - 1));
@@ -191,10 +191,10 @@ TEST(Simulator, RingAllGatherOnUniformRingMatchesClosedForm) {
 
 TEST(Simulator, GemmTakesTheModelTime) {
   hardware::Profile p = testing::star_profile(2, kBw, kLat);
-  ScheduleBuilder b(2, 4096, kCols);
-  const int g = b.gemm(0, 4096, kCols, kCols);
+  ScheduleBuilder b(2, 4096, kSimCols);
+  const int g = b.gemm(0, 4096, kSimCols, kSimCols);
   const SimResult r = run(p, b.s);
-  EXPECT_NEAR(duration(r, g), hardware::gemm_time_s(p, 4096, kCols, kCols, DType::bf16, 0), 1e-9);
+  EXPECT_NEAR(duration(r, g), hardware::gemm_time_s(p, 4096, kSimCols, kSimCols, DType::bf16, 0), 1e-9);
   // Rank 1 has no compute work: all of the time is exposed for it, none for rank 0.
   ASSERT_EQ(r.exposed_comm_s_per_rank.size(), 2u);
   EXPECT_NEAR(r.exposed_comm_s_per_rank[0], 0.0, 1e-12);
@@ -204,14 +204,14 @@ TEST(Simulator, GemmSlowsOnlyWhileACopyEngineOfItsRankIsActive) {
   hardware::Profile p = testing::star_profile(2, kBw, kLat);
   testing::clear_overheads(p);
   p.interference.gemm_slowdown_copy_engine = 1.5;
-  ScheduleBuilder b(2, 4096, kCols);
-  const int g = b.gemm(0, 4096, 4 * kCols, kCols);
+  ScheduleBuilder b(2, 4096, kSimCols);
+  const int g = b.gemm(0, 4096, 4 * kSimCols, kSimCols);
   const int t = b.transfer(0, 1, 64, 0);
   const SimResult r = run(p, b.s);
-  const double work = hardware::gemm_compute_s(p, 4096, 4 * kCols, kCols, DType::bf16, 0);
+  const double work = hardware::gemm_compute_s(p, 4096, 4 * kSimCols, kSimCols, DType::bf16, 0);
   const double tc = duration(r, t);
   ASSERT_LT(tc * 1.5, work);
-  EXPECT_NEAR(tc, 2 * kLat + 64.0 * kCols * 2 / kBw, 1e-9);
+  EXPECT_NEAR(tc, 2 * kLat + 64.0 * kSimCols * 2 / kBw, 1e-9);
   // Work advances at 1/1.5 while the transfer is in flight, at full speed afterwards.
   EXPECT_NEAR(duration(r, g), tc + (work - tc / 1.5), 1e-9);
   SimOptions off;
@@ -223,21 +223,21 @@ TEST(Simulator, TransferStartedBesideAGemmIsCappedBelowItsBottleneck) {
   hardware::Profile p = testing::star_profile(2, kBw, kLat);
   testing::clear_overheads(p);
   p.interference.comm_slowdown_beside_gemm = 1.25;
-  ScheduleBuilder b(2, 4096, kCols);
-  b.gemm(0, 4096, 8 * kCols, kCols);
+  ScheduleBuilder b(2, 4096, kSimCols);
+  b.gemm(0, 4096, 8 * kSimCols, kSimCols);
   const int c = b.local_copy(0, 64);  // delays the transfer until the GEMM runs
   const int t = b.transfer(0, 1, 64, 0, {c});
   const SimResult r = run(p, b.s);
-  EXPECT_NEAR(duration(r, t), 2 * kLat + 64.0 * kCols * 2 * 1.25 / kBw, 1e-9);
+  EXPECT_NEAR(duration(r, t), 2 * kLat + 64.0 * kSimCols * 2 * 1.25 / kBw, 1e-9);
 }
 
 TEST(Simulator, CopyAndAddUseMemoryBandwidth) {
   hardware::Profile p = testing::star_profile(2, kBw, kLat);
   testing::clear_overheads(p);
-  ScheduleBuilder b(2, 512, kCols);
+  ScheduleBuilder b(2, 512, kSimCols);
   const int c = b.local_copy(0, 512);
   const SimResult r = run(p, b.s);
-  EXPECT_NEAR(duration(r, c), 2.0 * 512 * kCols * 2 / 1e12, 1e-12);
+  EXPECT_NEAR(duration(r, c), 2.0 * 512 * kSimCols * 2 / 1e12, 1e-12);
   EXPECT_EQ(r.transfers, 0);
 }
 
@@ -260,10 +260,10 @@ TEST(Simulator, EachTaskPaysTheLaunchTheScheduleNames) {
     }
     return -1.0;
   };
-  const double bytes = 512.0 * kCols * 2;
+  const double bytes = 512.0 * kSimCols * 2;
   for (Launch l : {Launch::kernel, Launch::fused_kernel, Launch::flag_wait, Launch::collective,
                    Launch::in_collective, Launch::copy}) {
-    ScheduleBuilder b(2, 512, kCols);
+    ScheduleBuilder b(2, 512, kSimCols);
     const int t = b.transfer(0, 1, 512, 0);
     b.s.tasks[t].launch = l;
     ASSERT_EQ(b.s.strategy.kind, schedule::StrategyKind::fuse_ring);
@@ -272,8 +272,8 @@ TEST(Simulator, EachTaskPaysTheLaunchTheScheduleNames) {
   }
   // GEMMs: a launch of its own, or pieces of one fused kernel (a fused kernel's pieces share
   // one GEMM's waves: hardware::fused_chunk_compute_s over the rank's rows).
-  const double alone = hardware::gemm_compute_s(p, 256, kCols, kCols, DType::bf16, 0);
-  const double piece = hardware::fused_chunk_compute_s(p, 256, 512, kCols, kCols, DType::bf16, 0);
+  const double alone = hardware::gemm_compute_s(p, 256, kSimCols, kSimCols, DType::bf16, 0);
+  const double piece = hardware::fused_chunk_compute_s(p, 256, 512, kSimCols, kSimCols, DType::bf16, 0);
   ASSERT_GT(std::abs(alone - piece), 1e-9);  // the two cost rules differ at this shape
   struct Want {
     Launch first, second;
@@ -282,9 +282,9 @@ TEST(Simulator, EachTaskPaysTheLaunchTheScheduleNames) {
   for (const Want& w :
        {Want{Launch::kernel, Launch::kernel, 1e-3 + alone, 1e-3 + alone},
         Want{Launch::fused_kernel, Launch::flag_wait, 1e-3 + piece, 2e-4 + piece}}) {
-    ScheduleBuilder b(2, 512, kCols, schedule::StrategyKind::sequential);
-    const int g1 = b.gemm(0, 256, kCols, kCols);
-    const int g2 = b.gemm(0, 256, kCols, kCols, {g1});
+    ScheduleBuilder b(2, 512, kSimCols, schedule::StrategyKind::sequential);
+    const int g1 = b.gemm(0, 256, kSimCols, kSimCols);
+    const int g2 = b.gemm(0, 256, kSimCols, kSimCols, {g1});
     b.s.tasks[g1].launch = w.first;
     b.s.tasks[g2].launch = w.second;
     const SimResult r = run(p, b.s);
@@ -328,7 +328,7 @@ TEST(Simulator, FusedGemmRsGroupsRunTaskByTask) {
 TEST(Simulator, BadInputIsAnError) {
   hardware::Profile p = testing::star_profile(2, kBw, kLat);
   {
-    ScheduleBuilder b(2, 64, kCols);
+    ScheduleBuilder b(2, 64, kSimCols);
     b.transfer(0, 1, 64, 0);
     b.s.gpus = {0, 7};
     auto r = simulate(p, b.s);
@@ -336,7 +336,7 @@ TEST(Simulator, BadInputIsAnError) {
     EXPECT_NE(r.error().message.find("GPU 7"), std::string::npos) << r.error().message;
   }
   {
-    ScheduleBuilder b(2, 64, kCols);
+    ScheduleBuilder b(2, 64, kSimCols);
     b.transfer(0, 1, 64, 0);
     b.s.gpus = {1, 1};
     auto r = simulate(p, b.s);
@@ -346,7 +346,7 @@ TEST(Simulator, BadInputIsAnError) {
   {
     hardware::Profile q = p;
     q.routes.erase(q.routes.begin());  // 0 -> 1
-    ScheduleBuilder b(2, 64, kCols);
+    ScheduleBuilder b(2, 64, kSimCols);
     b.transfer(0, 1, 64, 0);
     auto r = simulate(q, b.s);
     ASSERT_FALSE(r.ok());
@@ -356,7 +356,7 @@ TEST(Simulator, BadInputIsAnError) {
   {
     hardware::Profile q = p;
     q.links[0].bandwidth_bytes_per_s = 0;
-    ScheduleBuilder b(2, 64, kCols);
+    ScheduleBuilder b(2, 64, kSimCols);
     b.transfer(0, 1, 64, 0);
     auto r = simulate(q, b.s);
     ASSERT_FALSE(r.ok());
@@ -365,7 +365,7 @@ TEST(Simulator, BadInputIsAnError) {
   {
     // Engine 0 of rank 0 runs A then B, engine 0 of rank 1 runs C then D; A needs D, C needs B:
     // acyclic dependencies, but the resource order deadlocks.
-    ScheduleBuilder b(2, 64, kCols);
+    ScheduleBuilder b(2, 64, kSimCols);
     b.transfer(0, 1, 16, 0, {3});
     b.transfer(0, 1, 16, 1);
     b.transfer(1, 0, 16, 0, {1});
@@ -377,7 +377,7 @@ TEST(Simulator, BadInputIsAnError) {
         << m;
   }
   {
-    ScheduleBuilder b(2, 64, kCols);
+    ScheduleBuilder b(2, 64, kSimCols);
     b.transfer(0, 1, 64, 0, {5});  // dependency out of range: schedule::validate names it
     EXPECT_FALSE(simulate(p, b.s).ok());
   }

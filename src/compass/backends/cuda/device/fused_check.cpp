@@ -28,9 +28,6 @@ namespace compass::backends::cuda::device {
 
 namespace {
 
-// Bands of this many M tiles are swept along N inside one piece.
-constexpr int kSwizzle = 4;
-
 ElemType elem_of(DType t) {
   return t == DType::fp16 ? ElemType::f16 : ElemType::bf16;
 }
@@ -352,7 +349,7 @@ Result<FusedCheckReport> run_ag(const FusedCheckOptions& o, const std::string& k
   const std::int64_t m = o.m, n = o.n, k = o.k, es = 2;
   const std::vector<Piece> pieces = ag_pieces(o);
   COMPASS_ASSIGN(AgTilePlan plan,
-                 ag_tile_plan(m, n, fused_tile_shape(kernel == "sm90"), pieces, kSwizzle));
+                 ag_tile_plan(m, n, fused_tile_shape(kernel == "sm90"), pieces, kFusedSwizzle));
   rep.tiles = static_cast<int>(plan.tiles.size());
   COMPASS_ASSIGN(AgBuffers buf, ag_buffers(o, plan));
   MappedFault fault;
@@ -510,7 +507,7 @@ Result<std::vector<int>> plan_rs_rank(const FusedCheckOptions& o, const std::vec
                    static_cast<std::int64_t>(r) * share.len * n * es);
     ctrs.push_back(sh.counter + j);
   }
-  COMPASS_ASSIGN(rk.plan, rs_tile_plan(m, n, fused_tile_shape(sh.kernel.sm90), pieces, kSwizzle));
+  COMPASS_ASSIGN(rk.plan, rs_tile_plan(m, n, fused_tile_shape(sh.kernel.sm90), pieces, kFusedSwizzle));
   COMPASS_ASSIGN(auto per_chunk, rs_tiles_per_chunk(rk.plan, pieces, p));
   COMPASS_ASSIGN(rk.tiles, upload(rk.plan.tiles, "a tile plan"));
   COMPASS_ASSIGN(rk.rows, upload(rows, "the piece rows"));

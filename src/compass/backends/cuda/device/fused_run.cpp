@@ -18,9 +18,6 @@ using schedule::Task;
 
 namespace {
 
-// Bands of this many M tiles are swept along N inside one piece (as in fused_check.cpp).
-constexpr int kSwizzle = 4;
-
 template <typename T>
 Status upload(int device, const std::vector<T>& v, DeviceMemory& mem, std::string_view what) {
   const auto bytes = static_cast<std::int64_t>(std::max<std::size_t>(1, v.size()) * sizeof(T));
@@ -110,7 +107,7 @@ Status Run::upload_ag_plan(const FusedGroup& g, FusedLaunch& f) const {
   const int stream = task_stream(first.id);
   const int dev = plan_.streams[static_cast<std::size_t>(stream)].device;
   COMPASS_ASSIGN(AgTilePlan plan, ag_tile_plan(s_.op.m, first.dst.cols, fused_tile_shape(f.sm90),
-                                               g.pieces, kSwizzle));
+                                               g.pieces, kFusedSwizzle));
   auto flags = piece_flags(s_, plan_, stream, g.pieces);
   if (!flags.ok())
     return make_error("fused AG-GEMM of rank {}: {}", g.rank, flags.error().message);
@@ -184,7 +181,7 @@ Status Run::upload_rs_plan(const FusedGroup& g, FusedLaunch& f) {
       rs_counters_.push_back(std::move(c));
     }
   COMPASS_ASSIGN(const RsTilePlan plan, rs_tile_plan(s_.op.m, first.dst.cols,
-                                                     fused_tile_shape(f.sm90), g.pieces, kSwizzle));
+                                                     fused_tile_shape(f.sm90), g.pieces, kFusedSwizzle));
   COMPASS_ASSIGN(const std::vector<int> per_chunk, rs_tiles_per_chunk(plan, g.pieces, s_.ranks()));
   rs_chunk_tiles_.resize(per_chunk.size(), 0);
   for (std::size_t j = 0; j < per_chunk.size(); ++j) rs_chunk_tiles_[j] += per_chunk[j];

@@ -76,6 +76,8 @@ using schedule::task_label;
 Result<std::string> pick_fused_kernel(std::string_view requested, const DeviceInfo& info);
 /// The output tile the plans of the sm90 or the sm80 kernels are built with.
 TileShape fused_tile_shape(bool sm90);
+/// Bands of this many M tiles are swept along N inside one piece of a fused kernel's plan.
+inline constexpr int kFusedSwizzle = 4;
 /// "sm90 (CUTLASS 3.x TMA + WGMMA, persistent)" / "sm80 (CUTLASS 2.x mma.sync)".
 std::string fused_kernel_label(std::string_view kernel);
 
