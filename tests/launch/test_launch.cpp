@@ -1,7 +1,9 @@
 // Multi-process runs of the CPU backend: `compass run --launch mpi` under mpirun for every
 // operator and strategy at p = 2, 3, 4 against the FP64 reference and the threaded executor,
 // failure injection (one rank fails a task: every rank exits non-zero, naming it, quickly) and
-// a rank that never starts (a timeout error, not a hang).
+// a rank that never starts (a timeout error, not a hang); studies shared among the processes of
+// an MPI job (sweep --sim, search --refine sim): the same bytes as one process, and a failing
+// rank ending the job.
 
 #include <gtest/gtest.h>
 
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "cli/subprocess.hpp"
+#include "test_files.hpp"
 
 namespace compass::testing {
 namespace {
@@ -413,6 +416,94 @@ TEST(EnvFailure, MissingVariableIsNamed) {
                             30);
   EXPECT_EQ(t.result.exit_code, 2);
   EXPECT_NE(t.result.err.find("RANK is not set"), std::string::npos) << t.result.err;
+}
+
+// ---- Studies shared among MPI processes: the output of one process, byte for byte ----------
+
+struct Output {
+  ProcessResult result;
+  std::string file;  ///< the JSON file the command wrote ("" when none)
+};
+
+// `compass <args> --json-out out.json` in a directory of its own, under mpirun -np `np` (np 0:
+// one process without mpirun).
+Output study_output(int np, std::vector<std::string> args) {
+  TempDir dir;
+  args.insert(args.end(), {"--json-out", "out.json"});
+  std::vector<std::string> argv{compass_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Output o{run_process(np == 0 ? argv : mpirun(np, args), dir.path(), 300), ""};
+  EXPECT_TRUE(o.result.spawn_error.empty()) << o.result.spawn_error;
+  EXPECT_FALSE(o.result.timed_out) << "np " << np;
+  read_file_if_exists(dir.path() + "/out.json", o.file);
+  return o;
+}
+
+void expect_same_output_on_2_and_3_ranks(const std::vector<std::string>& args) {
+  const Output one = study_output(0, args);
+  ASSERT_EQ(one.result.exit_code, 0) << one.result.err;
+  ASSERT_FALSE(one.file.empty());
+  for (int np : {2, 3}) {
+    const Output many = study_output(np, args);
+    ASSERT_EQ(many.result.exit_code, 0) << "np " << np << ": " << many.result.err;
+    EXPECT_EQ(many.result.out, one.result.out) << "np " << np;
+    EXPECT_EQ(many.file, one.file) << "np " << np;
+  }
+}
+
+TEST(MpiSpread, SimulatedSweepIsTheOneProcessOutput) {
+  REQUIRE_MPIRUN();
+  // 7 rows: ranks of 2 and 3 get unequal shares.
+  expect_same_output_on_2_and_3_ranks({"sweep", "--sim", "--limit", "7", "--csv", "rows.csv", "--progress", "none"});
+}
+
+TEST(MpiSpread, SimulatedSweepOverProfilesIsTheOneProcessTable) {
+  REQUIRE_MPIRUN();
+  const std::vector<std::string> args{"sweep", "--sim", "--limit", "4", "--progress", "none",
+                                      "--profiles", "a6000x8,h100x8"};
+  TempDir dir;
+  std::vector<std::string> argv{compass_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const ProcessResult one = run_process(argv, dir.path(), 300);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const ProcessResult three = run_process(mpirun(3, args), dir.path(), 300);
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  EXPECT_EQ(three.out, one.out);
+}
+
+TEST(MpiSpread, SearchRefinedBySimulationIsTheOneProcessOutput) {
+  REQUIRE_MPIRUN();
+  expect_same_output_on_2_and_3_ranks(
+      {"search", "--gpus", "64", "--top", "5", "--refine", "sim"});
+}
+
+TEST(MpiSpread, AFailingRankEndsTheJobWithItsError) {
+  REQUIRE_MPIRUN();
+  for (int failing : {0, 1}) {
+    // The whole grid simulated takes tens of seconds; the failure ends the job in about one.
+    const auto start = Clock::now();
+    const Output o = study_output(2, {"sweep", "--sim", "--progress", "none", "--fault-rank",
+                                     std::to_string(failing)});
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    EXPECT_NE(o.result.exit_code, 0);
+    EXPECT_NE(o.result.err.find("[rank " + std::to_string(failing) +
+                                " of 2] injected failure (--fault-rank)"),
+              std::string::npos)
+        << o.result.err;
+    EXPECT_TRUE(o.file.empty()) << "rank 0 wrote its output after a rank failed";
+    EXPECT_LT(seconds, 15) << "the other rank went on with its share";
+  }
+}
+
+TEST(MpiSpread, RanksGivenDifferentStudiesAreRefused) {
+  REQUIRE_MPIRUN();
+  const std::vector<std::string> args{"sweep", "--sim", "--limit", "4", "--progress", "none"};
+  const Timed t = run_timed(mpirun_each({args, with(args, "--limit", "5")}), 60);
+  ASSERT_FALSE(t.result.timed_out) << "the job hung";
+  EXPECT_EQ(t.result.exit_code, 2) << t.result.err;
+  EXPECT_NE(t.result.err.find("rank 1 was given --limit 5 where rank 0 was given --limit 4"),
+            std::string::npos)
+      << t.result.err;
 }
 
 }  // namespace

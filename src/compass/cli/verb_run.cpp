@@ -13,6 +13,7 @@
 #include "compass/backends/cpu/blas.hpp"
 #include "compass/cli/common.hpp"
 #include "compass/cli/run_report.hpp"
+#include "compass/cli/spread.hpp"
 #include "compass/study/run_operator.hpp"
 
 namespace compass::cli {
@@ -97,16 +98,6 @@ study::RunRequest make_request(const RunArgs& a) {
 
 // What every rank of a multi-process run must have been given alike: every flag as typed
 // (defaults as empty), except where rank 0 alone writes its report.
-launch::RunDescription describe(const CLI::App& sub) {
-  launch::RunDescription d;
-  for (const CLI::Option* o : sub.get_options()) {
-    const std::string name = o->get_name();
-    if (name == "--json" || name == "--json-out" || name == "--force" || name == "--help") continue;
-    d.emplace_back(name, fmt::format("{}", fmt::join(o->results(), ",")));
-  }
-  return d;
-}
-
 // Rank 0 (or the only process) reports; a failed check is exit code 1 after the table is out.
 void report(const RunArgs& a, const study::RunRequest& req, const study::RunReport& rep) {
   if (!rep.reports) return;
@@ -163,7 +154,8 @@ void run_verb(const RunArgs& a, const CLI::App& sub) {
   a.json.check_writable(a.force);
   const study::RunRequest req = make_request(a);
   study::RunReport prepared = unwrap(study::prepare_runs(req, is_process_launch(a.launch)));
-  if (is_process_launch(a.launch)) return run_processes(a, describe(sub), req, std::move(prepared));
+  if (is_process_launch(a.launch))
+    return run_processes(a, describe_command(sub), req, std::move(prepared));
   report(a, req, unwrap(study::run_operator(req, std::move(prepared), nullptr)));
 }
 

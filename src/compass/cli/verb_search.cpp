@@ -11,6 +11,7 @@
 #include <string>
 
 #include "compass/cli/common.hpp"
+#include "compass/cli/spread.hpp"
 #include "compass/core/units.hpp"
 #include "compass/job/search.hpp"
 #include "compass/study/job_accuracy.hpp"
@@ -24,6 +25,7 @@ constexpr plan::Config kConfigs[] = {plan::Config::megatron, plan::Config::te_de
 
 struct SearchOptions {
   std::string model = "llama2-13b";
+  int fault_rank = -1;  // testing: under mpirun this rank fails
   std::string cluster = "dgx-h100";
   std::int64_t gpus = 8;
   int global_batch = 8;
@@ -236,8 +238,10 @@ void print_refine(const study::RefineReport& rep) {
         rep.model_best + 1, 100 * rep.regret);
 }
 
-void run(const SearchOptions& o) {
-  o.json.check_writable(o.force);
+// Under mpirun every rank searches (it is quick) and simulates its share of the top layouts;
+// rank 0 ranks them all and alone prints and writes.
+void search(const SearchOptions& o, Spread& spread) {
+  if (spread.root()) o.json.check_writable(o.force);
   if (!o.refine.empty() && o.refine != "sim")
     throw UsageError(fmt::format("--refine: expected sim, got '{}'", o.refine));
   const job::SearchRequest r = request_from(o);
@@ -246,9 +250,17 @@ void run(const SearchOptions& o) {
   job::Searcher s(std::move(cluster), std::move(model));
   const job::SearchResult res = unwrap(s.search(r));
   std::optional<study::RefineReport> refined;
-  if (o.refine == "sim")
-    refined =
-        unwrap(study::refine_by_simulation(s.cluster(), s.model(), res.top, plan::Config::compass));
+  if (o.refine == "sim") {
+    const study::Share share = spread.share();
+    const std::vector<study::LayoutSimulation> mine = unwrap(study::simulate_layouts(
+        s.cluster(), s.model(), res.top, plan::Config::compass, {}, share));
+    const std::vector<std::string> all = spread.gather(study::pack_share(mine, share));
+    if (!spread.root()) return;
+    refined = unwrap(study::rank_by_simulation(
+        res.top, unwrap(study::unpack_shares<study::LayoutSimulation>(all, res.top.size())),
+        plan::Config::compass));
+  }
+  if (!spread.root()) return;
   if (o.json.any()) {
     nlohmann::ordered_json j;
     j["model"] = s.model().name;
@@ -273,6 +285,15 @@ void run(const SearchOptions& o) {
     print_human(s, r, res, o);
     if (refined) print_refine(*refined);
   }
+}
+
+void run(const SearchOptions& o, const CLI::App& sub) {
+  const std::unique_ptr<Spread> spread = Spread::join(sub);
+  spread->run([&] {
+    if (o.fault_rank == spread->share().rank && spread->share().size > 1)
+      throw UsageError("injected failure (--fault-rank)");
+    search(o, *spread);
+  });
 }
 
 }  // namespace
@@ -322,7 +343,10 @@ void add_search_verb(CLI::App& app) {
                   "re-rank them by simulated time");
   add_force_flag(sub, o->force, "--json-out");
   o->json.add_to(sub, "the search result");
-  sub->callback([o] { run(*o); });
+  add_integer_option(sub, "--fault-rank", o->fault_rank,
+                     "testing: under mpirun this rank fails before its share of the work", -1)
+      ->group("");
+  sub->callback([o, sub] { run(*o, *sub); });
 }
 
 }  // namespace compass::cli

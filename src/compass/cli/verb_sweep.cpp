@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compass/cli/common.hpp"
+#include "compass/cli/spread.hpp"
 #include "compass/plan/report.hpp"
 #include "compass/plan/sweep.hpp"
 #include "compass/backends/sim/simulator.hpp"
@@ -36,6 +37,7 @@ constexpr int kMaxThreads = 1024;  // --threads: planning workers
 
 struct SweepOptions {
   std::string profile = "a6000x8";
+  int fault_rank = -1;  // testing: under mpirun this rank fails
   std::string profiles;  // comma-separated: one accuracy table over several machines
   std::string grid = "paper";
   std::string csv;
@@ -251,7 +253,30 @@ void check_options(const SweepOptions& o) {
   if (o.threads < 0) throw UsageError(fmt::format("--threads: must be >= 0, got {}", o.threads));
 }
 
-void run(const SweepOptions& o) {
+// The simulated rows of `r`: under mpirun each rank simulates its share and rank 0 gets them
+// all (the other ranks get an empty vector).
+std::vector<SimRow> simulate_rows(const hardware::Profile& profile, const plan::SweepResult& r,
+                                  const std::vector<int>& gpus, const std::string& label,
+                                  const ProgressFlags& progress, Spread& spread) {
+  const study::Share share = spread.share();
+  std::vector<SimRow> mine;
+  {
+    ProgressBar bar(label, spread.progress(progress));
+    mine = unwrap(study::simulate_sweep(
+        profile, r,
+        [&bar](std::size_t done, std::size_t total) {
+          bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
+        },
+        gpus, share));
+  }
+  const std::vector<std::string> all = spread.gather(study::pack_share(mine, share));
+  if (!spread.root()) return {};
+  return unwrap(study::unpack_shares<SimRow>(all, r.rows.size()));
+}
+
+// Under mpirun every rank plans the grid (it is quick) and simulates its share of the rows;
+// rank 0 alone prints and writes.
+void run(const SweepOptions& o, Spread& spread) {
   check_options(o);
   const hardware::Profile profile = load_profile(o.profile);
   std::vector<int> gpus;
@@ -261,10 +286,12 @@ void run(const SweepOptions& o) {
   const bool stdout_data = o.json.to_stdout() || o.csv == "-";
   if (o.json.to_stdout() && o.csv == "-")
     throw UsageError("--json and --csv - both want stdout; write one of them to a file");
-  o.json.check_writable(o.force);
-  check_outputs({{"--csv", o.csv}, {"--json-out", o.json.file()}}, o.force);
+  if (spread.root()) {
+    o.json.check_writable(o.force);
+    check_outputs({{"--csv", o.csv}, {"--json-out", o.json.file()}}, o.force);
+  }
   const auto [grid, skipped] = select_grid(o, profile, group_limit);
-  if (skipped > 0)
+  if (skipped > 0 && spread.root())
     print_to(stdout_data ? stderr : stdout,
                "note: skipped {} grid rows with tp > {} (the GPUs of {})\n", skipped, group_limit,
                gpus.empty() ? fmt::format("'{}'", profile.name) : "--gpus");
@@ -272,20 +299,15 @@ void run(const SweepOptions& o) {
     throw UsageError("--sim: this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
   plan::SweepResult r;
   {
-    ProgressBar bar("planning", o.progress);
+    ProgressBar bar("planning", spread.progress(o.progress));
     auto report = [&bar](std::size_t done, std::size_t total) {
       bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
     };
     r = unwrap(plan::run_sweep(profile, grid, report, gpus, o.threads));
   }
   std::vector<SimRow> sim_rows;
-  if (o.sim) {
-    ProgressBar bar("simulating", o.progress);
-    auto sim_progress = [&bar](std::size_t done, std::size_t total) {
-      bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
-    };
-    sim_rows = unwrap(study::simulate_sweep(profile, r, sim_progress, gpus));
-  }
+  if (o.sim) sim_rows = simulate_rows(profile, r, gpus, "simulating", o.progress, spread);
+  if (!spread.root()) return;
   // The CSV and the JSON are written together or not at all.
   StagedOutputs outputs;
   if (!o.csv.empty())
@@ -306,7 +328,7 @@ constexpr double kTargetMeanRegret = 0.005;
 constexpr double kTargetWorstRegret = 0.05;
 
 // --profiles: one accuracy row per machine.
-void run_many(const SweepOptions& o) {
+void run_many(const SweepOptions& o, Spread& spread) {
   check_options(o);
   if (!o.sim) throw UsageError("--profiles: needs --sim (the table compares model and simulation)");
   if (!backends::sim::compiled_in())
@@ -327,15 +349,15 @@ void run_many(const SweepOptions& o) {
     profiles.push_back(load_profile(n));
     select_grid(o, profiles.back(), profiles.back().gpu_count());
   }
-  out("{:<22} {:>5} {:>7} {:>12} {:>12} {:>13}  {:>8} {:>8}  {}\n", "profile", "rows",
-             "MAPE", "choice=best", "mean regret", "worst regret", "refined", "r.worst",
-             "targets missed");
+  if (spread.root())
+    out("{:<22} {:>5} {:>7} {:>12} {:>12} {:>13}  {:>8} {:>8}  {}\n", "profile", "rows", "MAPE",
+        "choice=best", "mean regret", "worst regret", "refined", "r.worst", "targets missed");
   for (const hardware::Profile& profile : profiles) {
     const auto [grid, skipped] = select_grid(o, profile, profile.gpu_count());
     plan::SweepResult r;
     std::vector<SimRow> rows;
     {
-      ProgressBar bar(fmt::format("{}: planning", profile.name), o.progress);
+      ProgressBar bar(fmt::format("{}: planning", profile.name), spread.progress(o.progress));
       r = unwrap(plan::run_sweep(
           profile, grid,
           [&bar](std::size_t done, std::size_t total) {
@@ -343,12 +365,9 @@ void run_many(const SweepOptions& o) {
           },
           {}, o.threads));
     }
-    {
-      ProgressBar bar(fmt::format("{}: simulating", profile.name), o.progress);
-      rows = unwrap(study::simulate_sweep(profile, r, [&bar](std::size_t done, std::size_t total) {
-        bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
-      }));
-    }
+    rows = simulate_rows(profile, r, {}, fmt::format("{}: simulating", profile.name),
+                         o.progress, spread);
+    if (!spread.root()) continue;
     const study::SimSummary summary = study::summarise(rows);
     const study::Accuracy& a = summary.accuracy;
     const double choice = rows.empty() ? 0.0 : static_cast<double>(a.choice_is_best) / rows.size();
@@ -368,6 +387,7 @@ void run_many(const SweepOptions& o) {
                100 * summary.refined.worst_regret.value, missed.empty() ? "none" : missed);
     std::fflush(stdout);
   }
+  if (!spread.root()) return;
   out("refined, r.worst: choice = simulated best and worst regret had plan --refine sim "
              "been used (model targets are judged without it)\n");
   out("targets: MAPE <= {:.0f}%, choice = simulated best >= {:.0f}%, mean regret <= "
@@ -405,11 +425,19 @@ void add_sweep_verb(CLI::App& app) {
                      "depend on it)",
                      0, kMaxThreads)
       ->capture_default_str();
-  sub->callback([opts] {
-    if (opts->profiles.empty())
-      run(*opts);
-    else
-      run_many(*opts);
+  add_integer_option(sub, "--fault-rank", opts->fault_rank,
+                     "testing: under mpirun this rank fails before its share of the work", -1)
+      ->group("");
+  sub->callback([opts, sub] {
+    const std::unique_ptr<Spread> spread = Spread::join(*sub);
+    spread->run([&] {
+      if (opts->fault_rank == spread->share().rank && spread->share().size > 1)
+        throw UsageError("injected failure (--fault-rank)");
+      if (opts->profiles.empty())
+        run(*opts, *spread);
+      else
+        run_many(*opts, *spread);
+    });
   });
 }
 

@@ -7,25 +7,41 @@
 
 namespace compass::study {
 
-Result<RefineReport> refine_by_simulation(const job::Cluster& cluster,
-                                          const workload::ModelConfig& m,
-                                          const std::vector<job::Candidate>& candidates,
-                                          plan::Config overlap, const job::StepOptions& options) {
+Result<std::vector<LayoutSimulation>> simulate_layouts(const job::Cluster& cluster,
+                                                       const workload::ModelConfig& m,
+                                                       const std::vector<job::Candidate>& candidates,
+                                                       plan::Config overlap,
+                                                       const job::StepOptions& options,
+                                                       const Share& share) {
+  std::vector<LayoutSimulation> out(candidates.size());
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (!share.mine(i)) continue;
+    auto sim = backends::sim::simulate_job(cluster, m, candidates[i].under(overlap), options);
+    if (!sim.ok())
+      return make_error("refine: {}: {}", job::describe(candidates[i].layout), sim.error().message);
+    out[i] = LayoutSimulation{sim->iteration_s, sim->flows};
+  }
+  return out;
+}
+
+Result<RefineReport> rank_by_simulation(const std::vector<job::Candidate>& candidates,
+                                        const std::vector<LayoutSimulation>& simulations,
+                                        plan::Config overlap) {
   if (candidates.empty()) return make_error("refine: no candidates to simulate");
+  if (simulations.size() != candidates.size())
+    return make_error("refine: {} simulations for {} candidates", simulations.size(),
+                      candidates.size());
   RefineReport r;
   r.overlap = overlap;
   int model_best = 0;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const job::StepResult& st = candidates[i].under(overlap);
-    auto sim = backends::sim::simulate_job(cluster, m, st, options);
-    if (!sim.ok())
-      return make_error("refine: {}: {}", job::describe(candidates[i].layout), sim.error().message);
     SimulatedLayout row;
     row.candidate = candidates[i];
     row.model_s = st.iteration_s;
-    row.sim_s = sim->iteration_s;
+    row.sim_s = simulations[i].sim_s;
     row.error = (row.model_s - row.sim_s) / row.sim_s;
-    row.flows = sim->flows;
+    row.flows = simulations[i].flows;
     r.rows.push_back(std::move(row));
     if (st.iteration_s < candidates[model_best].under(overlap).iteration_s)
       model_best = static_cast<int>(i);
@@ -43,6 +59,16 @@ Result<RefineReport> refine_by_simulation(const job::Cluster& cluster,
   r.mape = sum / static_cast<double>(r.rows.size());
   r.regret = r.rows[r.model_best].sim_s / r.rows.front().sim_s - 1;
   return r;
+}
+
+Result<RefineReport> refine_by_simulation(const job::Cluster& cluster,
+                                          const workload::ModelConfig& m,
+                                          const std::vector<job::Candidate>& candidates,
+                                          plan::Config overlap, const job::StepOptions& options) {
+  if (candidates.empty()) return make_error("refine: no candidates to simulate");
+  COMPASS_ASSIGN(const std::vector<LayoutSimulation> sims,
+                 simulate_layouts(cluster, m, candidates, overlap, options));
+  return rank_by_simulation(candidates, sims, overlap);
 }
 
 }  // namespace compass::study

@@ -6,6 +6,7 @@
 
 #include "compass/core/result.hpp"
 #include "compass/job/search.hpp"
+#include "compass/study/share.hpp"
 
 namespace compass::study {
 
@@ -27,6 +28,27 @@ struct RefineReport {
   /// How much longer the model's best runs in simulation than the simulated best (0: the same).
   double regret = 0;
 };
+
+/// One candidate's simulation, as it travels between processes.
+struct LayoutSimulation {
+  double sim_s = 0;  ///< simulated iteration time
+  long flows = 0;    ///< SimGrid communications
+};
+
+/// Simulates the candidates of `share` under `overlap` (priced with `options`); the others are
+/// left zero. Errors: a build without SimGrid, a simulation error (the layout is named).
+Result<std::vector<LayoutSimulation>> simulate_layouts(const job::Cluster& cluster,
+                                                       const workload::ModelConfig& m,
+                                                       const std::vector<job::Candidate>& candidates,
+                                                       plan::Config overlap,
+                                                       const job::StepOptions& options = {},
+                                                       const Share& share = {});
+
+/// The candidates ranked by their simulations (index = candidate), with the model's errors.
+/// Errors: no candidates, or a different number of simulations.
+Result<RefineReport> rank_by_simulation(const std::vector<job::Candidate>& candidates,
+                                        const std::vector<LayoutSimulation>& simulations,
+                                        plan::Config overlap);
 
 /// Simulates each candidate under `overlap` (priced with `options`, the searcher's) and ranks
 /// them by simulated time. Errors: no candidates, a build without SimGrid, a simulation error

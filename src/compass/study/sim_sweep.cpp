@@ -80,13 +80,14 @@ Status attainable(const hardware::Profile& profile, const workload::OperatorSpec
 Result<std::vector<SimRow>> simulate_sweep(
     const hardware::Profile& profile, const plan::SweepResult& r,
     const std::function<void(std::size_t, std::size_t)>& progress,
-    const std::vector<int>& gpus) {
+    const std::vector<int>& gpus, const Share& share) {
   namespace sim = backends::sim;
   if (!sim::compiled_in())
     return make_error("this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
   std::map<int, schedule::CommPlan> plans;
-  std::vector<SimRow> out;
-  out.reserve(r.rows.size());
+  std::vector<SimRow> out(r.rows.size());
+  std::size_t total = 0, done = 0;
+  for (std::size_t i = 0; i < r.rows.size(); ++i) total += share.mine(i) ? 1 : 0;
   sim::SimOptions opts;
   opts.busiest_links = 0;
   auto run_one = [&](const workload::OperatorSpec& op, const schedule::Strategy& st,
@@ -99,6 +100,7 @@ Result<std::vector<SimRow>> simulate_sweep(
     return res.value().total_s;
   };
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    if (!share.mine(i)) continue;
     const model::OperatorChoice& c = r.rows[i].choice;
     auto it = plans.find(c.op.tp);
     if (it == plans.end()) {
@@ -130,8 +132,8 @@ Result<std::vector<SimRow>> simulate_sweep(
     }
     row.regret = regret(config_times(row));
     COMPASS_TRY(attainable(profile, c.op, it->second, row));
-    out.push_back(row);
-    if (progress) progress(i + 1, r.rows.size());
+    out[i] = row;
+    if (progress) progress(++done, total);
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include "compass/schedule/strategy.hpp"
 #include "compass/study/accuracy.hpp"
 #include "compass/study/refine.hpp"
+#include "compass/study/share.hpp"
 
 namespace compass::study {
 
@@ -49,15 +50,16 @@ struct SimRow {
 /// A row as one configuration of the accuracy module.
 ConfigTimes config_times(const SimRow& row);
 
-/// Simulates every row's candidates, one forked SimGrid run at a time (the simulations are
-/// CPU bound), on the TP group of each row: the first tp GPUs of `gpus` (GPUs 0..tp-1 when
-/// empty), as plan::run_sweep planned it. `progress` (optional) is called after each row with
-/// (done, total). Errors name the row and the strategy; "this build has no simulator" when the
-/// backend is not compiled in.
+/// Simulates the candidates of every row of `share` (all rows by default; the others are left
+/// as SimRow{}), one forked SimGrid run at a time (the simulations are CPU bound), on the TP
+/// group of each row: the first tp GPUs of `gpus` (GPUs 0..tp-1 when empty), as plan::run_sweep
+/// planned it. `progress` (optional) is called after each row with (done, total) of the share.
+/// Errors name the row and the strategy; "this build has no simulator" when the backend is not
+/// compiled in.
 Result<std::vector<SimRow>> simulate_sweep(
     const hardware::Profile& profile, const plan::SweepResult& r,
     const std::function<void(std::size_t, std::size_t)>& progress = {},
-    const std::vector<int>& gpus = {});
+    const std::vector<int>& gpus = {}, const Share& share = {});
 
 /// The model's accuracy against the simulation and the simulated speedup distributions.
 struct SimSummary {

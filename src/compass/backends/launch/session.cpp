@@ -188,6 +188,12 @@ int rank_from_launcher_env() {
   return -1;
 }
 
+bool started_by_mpi_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+    if (std::getenv(name)) return true;
+  return false;
+}
+
 namespace {
 
 // MPI_Init waits for every process of the job; a watchdog calls `on_timeout` when it has not

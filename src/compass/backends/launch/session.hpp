@@ -95,6 +95,9 @@ Result<RankNumbers> combine_numbers(const std::vector<std::vector<double>>& rank
 /// The rank this process will have as its launcher says (OMPI_COMM_WORLD_RANK, PMI_RANK,
 /// PMIX_RANK or RANK), read before anything starts; -1 when none is set.
 int rank_from_launcher_env();
+/// Whether an MPI launcher (mpirun, srun) started this process: OMPI_COMM_WORLD_RANK, PMI_RANK
+/// or PMIX_RANK is set (RANK alone, which torchrun sets, does not count).
+bool started_by_mpi_launcher();
 
 struct SessionOptions {
   LaunchKind kind = LaunchKind::mpi;
