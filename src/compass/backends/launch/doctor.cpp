@@ -129,10 +129,13 @@ std::string_view to_string(Verdict v) {
 
 namespace {
 
-// A dlopen handle closed on scope exit.
+// A dlopen handle closed on scope exit. RTLD_NODELETE keeps the library mapped after dlclose:
+// libraries such as NCCL's keep allocations in their own globals, which would otherwise look
+// like leaks to LeakSanitizer (and unloading the CUDA libraries is not safe anyway).
 class Library {
  public:
-  explicit Library(const char* name) : handle_(dlopen(name, RTLD_NOW | RTLD_LOCAL)) {
+  explicit Library(const char* name)
+      : handle_(dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)) {
     if (handle_ == nullptr) {
       const char* e = dlerror();
       error_ = e != nullptr ? e : "unknown dlopen error";
