@@ -1,4 +1,5 @@
 #include "compass/plan/layer_plan.hpp"
+#include "compass/plan/te_model.hpp"
 
 #include <cmath>
 
@@ -105,6 +106,37 @@ OtherWork other_work(const hardware::Profile& p, const workload::ModelConfig& mc
   return w;
 }
 
+// TE's defaults as TE runs them, on top of te_default_strategy's estimates: each column-parallel
+// backward pair overlaps in bulk (te_bulk_pairs; TE's default SMs and margin), and in an FP8 run
+// every other reduce-scatter moves BF16 (TE's defaults set no fp8_buf). The export prices TE's
+// defaults from these (te_export.hpp).
+Status price_te_defaults(const hardware::Profile& p, LayerPlan& lp) {
+  auto find = [&lp](const std::string& role) -> PlannedOp* {
+    for (PlannedOp& po : lp.ops)
+      if (po.choice.op.role == role) return &po;
+    return nullptr;
+  };
+  std::set<std::string> bulk;
+  for (const auto& [dgrad, wgrad] : te_bulk_pairs()) {
+    PlannedOp* d = find(dgrad);
+    PlannedOp* w = find(wgrad);
+    if (d == nullptr || w == nullptr || d->choice.op.tp < 2) continue;
+    COMPASS_ASSIGN(const TeBulkPhase rs, te_bulk_phase(p, w->choice.op, d->choice.op, lp.te_plan,
+                                                       kTeDefaultSm, kTeDefaultSmMargin, true));
+    COMPASS_ASSIGN(const TeBulkPhase ag, te_bulk_phase(p, d->choice.op, w->choice.op, lp.te_plan,
+                                                       kTeDefaultSm, kTeDefaultSmMargin, false));
+    d->te.total_s = rs.total_s;
+    w->te.total_s = ag.total_s;
+    bulk.insert({dgrad, wgrad});
+  }
+  for (PlannedOp& po : lp.ops) {
+    if (bulk.count(po.choice.op.role) || po.choice.op.kind == workload::OpKind::ag_gemm) continue;
+    COMPASS_ASSIGN(const double extra, te_bf16_buffer_extra_s(p, po.choice.op, lp.te_plan));
+    po.te.total_s += extra;
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelConfig& model,
@@ -138,11 +170,14 @@ Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelCo
     if (refine) COMPASS_TRY(refine(po.choice, lp.plan));
     po.megatron = po.choice.of(StrategyKind::sequential);
     COMPASS_ASSIGN(po.te, model::estimate(p, lo.op, te_default_strategy(lo.op), lp.te_plan, caches));
+    roles.insert(lo.op.role);
+    lp.ops.push_back(std::move(po));
+  }
+  COMPASS_TRY(price_te_defaults(p, lp));
+  for (const PlannedOp& po : lp.ops) {
     lp.compass.tp_ops_s += po.compass().total_s;
     lp.megatron.tp_ops_s += po.megatron.total_s;
     lp.te.tp_ops_s += po.te.total_s;
-    roles.insert(lo.op.role);
-    lp.ops.push_back(std::move(po));
   }
   lp.other = other_work(p, model, parallel, roles);
   const std::int64_t tokens = parallel.seq * parallel.micro_batch;

@@ -79,9 +79,9 @@ TeEntry entry_for_method(const std::string& name, TeMethod m, int tp) {
   e.name = name;
   e.method = m;
   const bool ring = m == TeMethod::ring_exchange;
-  e.num_sm = ring ? 1 : 16;
+  e.num_sm = ring ? 1 : kTeDefaultSm;
   e.cga_size = ring ? 1 : 2;
-  e.set_sm_margin = !ring;
+  e.set_sm_margin = ring ? false : kTeDefaultSmMargin;
   e.num_splits = ring ? tp : 4;
   return e;
 }
@@ -594,39 +594,8 @@ std::string layer_note(const PlannedOp& po, const Candidate& c, const TeLayerRep
   return "nearest TE method";
 }
 
-// TE's default setting for `po` on the rank-order plan, priced as the export prices its own:
-// the plan's estimate, with bulk priced by te_model (TE's default 16 SMs with the margin) and
-// a reduce-scatter's BF16 buffer in an FP8 run (TE's defaults set no fp8_buf).
-Result<double> te_default_time_s(const hardware::Profile& p, const LayerPlan& lp,
-                                 const PlannedOp& po, const Choices& ch) {
-  const workload::OperatorSpec& op = po.choice.op;
-  const std::string& role = op.role;
-  const bool bulk = te_default_strategy(op).kind == StrategyKind::sequential &&
-                    (dgrad_layers().count(role) || wgrad_layers().count(role));
-  if (bulk) {
-    const bool is_dgrad = dgrad_layers().count(role) > 0;
-    const std::string d = is_dgrad ? role : role.substr(0, role.size() - 5) + "dgrad";
-    const std::string w = wgrad_of(d);
-    const TeEntry def = *te_default_entry(is_dgrad ? w : d, lp.parallel.tp);
-    const workload::OperatorSpec& od = ch.ops.at(d)->choice.op;
-    const workload::OperatorSpec& ow = ch.ops.at(w)->choice.op;
-    // The data gradient's reduce-scatter rides TE's *_wgrad communicator beside the
-    // weight-gradient GEMM; the input all-gather TE's *_dgrad one beside the data gradient's.
-    COMPASS_ASSIGN(const TeBulkPhase ph,
-                   is_dgrad ? te_bulk_phase(p, ow, od, lp.te_plan, def.num_sm, def.set_sm_margin, true)
-                            : te_bulk_phase(p, od, ow, lp.te_plan, def.num_sm, def.set_sm_margin, false));
-    return ph.total_s;
-  }
-  double extra = 0;
-  if (op.kind != workload::OpKind::ag_gemm) {
-    COMPASS_ASSIGN(extra, te_bf16_buffer_extra_s(p, op, lp.te_plan));
-  }
-  return po.te.total_s + extra;
-}
-
 // Per-layer report, in the plan's operator order, and the sums.
-Status report_layers(const hardware::Profile& p, const LayerPlan& lp, const Choices& ch,
-                     TeExport& ex) {
+Status report_layers(const LayerPlan& lp, const Choices& ch, TeExport& ex) {
   for (const PlannedOp& po : lp.ops) {
     const std::string& role = po.choice.op.role;
     const Candidate& c = ch.chosen.at(role);
@@ -639,7 +608,8 @@ Status report_layers(const hardware::Profile& p, const LayerPlan& lp, const Choi
     r.exported_as = c.as;
     r.exported_s = c.time_s;
     r.te_default = strategy_label_for_te_default(te_default_strategy(po.choice.op));
-    COMPASS_ASSIGN(r.te_default_s, te_default_time_s(p, lp, po, ch));
+    // TE's default setting on the rank-order plan, bulk and BF16 buffers included (plan_layer).
+    r.te_default_s = po.te.total_s;
     r.exact = c.as == r.compass && c.faithful;
     r.note = layer_note(po, c, r);
     ex.compass_s += r.compass_s;
@@ -770,7 +740,7 @@ Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
   direction_args.insert(direction_args.end(), ex.megatron_args.begin(), ex.megatron_args.end());
   ex.megatron_args = std::move(direction_args);
   COMPASS_TRY(config_entries(ch, ex.tp, opt, ex));
-  COMPASS_TRY(report_layers(p, lp, ch, ex));
+  COMPASS_TRY(report_layers(lp, ch, ex));
   return ex;
 }
 

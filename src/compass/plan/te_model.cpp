@@ -3,11 +3,16 @@
 #include <algorithm>
 #include <optional>
 
-
 namespace compass::plan {
 
 using schedule::Strategy;
 using schedule::StrategyKind;
+
+const std::vector<std::pair<std::string, std::string>>& te_bulk_pairs() {
+  static const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"qkv_dgrad", "qkv_wgrad"}, {"fc1_dgrad", "fc1_wgrad"}};
+  return pairs;
+}
 
 const std::vector<int>& te_bulk_sm_choices() {
   static const std::vector<int> sms = {2, 4, 8, 16, 24, 32};

@@ -5,6 +5,8 @@
 // reduce-scatter buffers TE keeps in BF16 in an FP8 run unless fp8_buf is set. Formulas and
 // assumptions: docs/te-export.md, "How TE's settings are priced".
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "compass/core/result.hpp"
@@ -14,6 +16,15 @@
 #include "compass/workload/operator.hpp"
 
 namespace compass::plan {
+
+/// TE's defaults for a bulk communicator (and for pipeline): 16 SMs, with the SM margin.
+inline constexpr int kTeDefaultSm = 16;
+inline constexpr bool kTeDefaultSmMargin = true;
+
+/// The column-parallel backward pairs TE overlaps in bulk by default, as (data gradient, weight
+/// gradient) roles: the input all-gather runs beside the data-gradient GEMM, the data
+/// gradient's reduce-scatter beside the weight-gradient GEMM.
+const std::vector<std::pair<std::string, std::string>>& te_bulk_pairs();
 
 /// The SM counts the export tries for a bulk communicator: multiples of TE's default cluster
 /// size of 2, up to TE's limit of 32 communication SMs.
