@@ -19,6 +19,17 @@ constexpr double kGatherBound_s = 7 * 24 * 3600.0;
 
 }  // namespace
 
+std::function<void()> on_mpi_start_timeout(double seconds, std::string hint) {
+  return [seconds, hint = std::move(hint)] {
+    fmt::print(stderr,
+               "compass: error: MPI did not start within {:.3g} s{}: a process of the job never "
+               "started\n",
+               seconds, hint);
+    std::fflush(stderr);
+    std::_Exit(2);
+  };
+}
+
 launch::RunDescription describe_command(const CLI::App& sub) {
   launch::RunDescription d;
   for (const CLI::Option* o : sub.get_options()) {
@@ -35,14 +46,7 @@ std::unique_ptr<Spread> Spread::join(const CLI::App& sub, double start_timeout_s
   launch::SessionOptions so;
   so.kind = launch::LaunchKind::mpi;
   so.start_timeout_s = start_timeout_s;
-  so.on_start_timeout = [start_timeout_s] {
-    fmt::print(stderr,
-               "compass: error: MPI did not start within {:.3g} s: a process of the job never "
-               "started\n",
-               start_timeout_s);
-    std::fflush(stderr);
-    std::_Exit(2);
-  };
+  so.on_start_timeout = on_mpi_start_timeout(start_timeout_s);
   Result<std::unique_ptr<launch::Session>> session = launch::Session::start(so);
   if (!session.ok()) throw UsageError(session.error().message);
   s->session_ = std::move(session).value();

@@ -5,6 +5,7 @@
 // rank 0, which alone prints and writes. A rank that fails prints its error and ends the whole
 // job within the stop bound. Started without an MPI launcher, the process does everything.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,12 @@
 #include "compass/study/share.hpp"
 
 namespace compass::cli {
+
+/// What a process does when MPI_Init has not returned within `seconds` (SessionOptions::
+/// on_start_timeout): prints "compass: error: MPI did not start within S s<hint>: a process of
+/// the job never started" and ends at once with exit code 2. `hint` names the flag that set the
+/// bound, e.g. " (--launch-timeout)".
+std::function<void()> on_mpi_start_timeout(double seconds, std::string hint = "");
 
 /// What a verb's command line asks for, as the ranks compare it: every option with its values,
 /// except those that only name outputs (--json, --json-out, --force, --help).

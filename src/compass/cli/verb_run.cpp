@@ -127,14 +127,7 @@ void run_processes(const RunArgs& a, const launch::RunDescription& described,
   launch::SessionOptions so;
   so.kind = unwrap(launch::parse_launch_kind(a.launch));
   so.start_timeout_s = a.launch_timeout_s;
-  so.on_start_timeout = [t = a.launch_timeout_s] {
-    fmt::print(stderr,
-               "compass: error: MPI did not start within {:.3g} s (--launch-timeout): a process "
-               "of the job never started\n",
-               t);
-    std::fflush(stderr);
-    std::_Exit(2);
-  };
+  so.on_start_timeout = on_mpi_start_timeout(a.launch_timeout_s, " (--launch-timeout)");
   std::unique_ptr<launch::Session> session;
   try {
     session = unwrap(launch::Session::start(so));
