@@ -56,10 +56,13 @@ for t in json.load(open("CMakePresets.json"))["testPresets"]:
         for k, v in t.get("environment", {}).items():
             print(f"{k}={v}")' "$preset")
   # The layers run side by side, JOBS at a time, each into its own log, printed when it fails.
+  # The longest (cli under ASan, executor under TSan) run as two GoogleTest shards, so that the
+  # stage does not end with one core waiting on one process.
   logs="build/$preset/sanitize-logs"
   mkdir -p "$logs"
-  run_layer() {
+  run_layer() {  # layer shard shards
     local layer="$1" exe="build/$preset/tests/test_$1"
+    export GTEST_SHARD_INDEX="$2" GTEST_TOTAL_SHARDS="$3"
     if [ "$layer" = launch ] && [ "$preset" = asan ]; then
       # Open MPI's runtime leaks at exit from plugins it has already unloaded, so LeakSanitizer
       # reports unattributable leaks in every process mpirun starts; leak checking is off for
@@ -70,32 +73,44 @@ for t in json.load(open("CMakePresets.json"))["testPresets"]:
       "$exe" --gtest_brief=1
     fi
   }
+  runs=()  # layer:shard:shards
   for layer in "$@"; do
     if [ ! -x "build/$preset/tests/test_$layer" ]; then
       echo "sanitize: no test executable for layer '$layer' in the $preset build" >&2
       exit 2
     fi
-  done
-  pids=(); names=()
-  failed=0
-  wait_one() {  # waits for the oldest running layer; prints its log when it failed
-    local pid="${pids[0]}" layer="${names[0]}" start="${starts[0]}"
-    pids=("${pids[@]:1}"); names=("${names[@]:1}"); starts=("${starts[@]:1}")
-    if wait "$pid"; then
-      echo "sanitize: build/$preset/tests/test_$layer passed ($((SECONDS - start)) s)" >&2
+    if [ "$jobs" -ge 2 ] && { [ "$layer" = cli ] || [ "$layer" = executor ]; }; then
+      runs+=("$layer:0:2" "$layer:1:2")
     else
-      echo "sanitize: build/$preset/tests/test_$layer FAILED; its output:" >&2
-      cat "$logs/$layer.log" >&2
+      runs+=("$layer:0:1")
+    fi
+  done
+  declare -A name_of=() start_of=()  # by pid, the processes running
+  running=0
+  failed=0
+  wait_one() {  # reaps whichever test process ends first; prints its log when it failed
+    local pid rc=0
+    wait -n -p pid || rc=$?
+    local name="${name_of[$pid]}" took=$((SECONDS - ${start_of[$pid]}))
+    unset "name_of[$pid]" "start_of[$pid]"
+    running=$((running - 1))
+    if [ "$rc" -eq 0 ]; then
+      echo "sanitize: test_${name%%:*} (shard ${name#*:}) passed in ${took} s" >&2
+    else
+      echo "sanitize: test_${name%%:*} (shard ${name#*:}) FAILED; its output:" >&2
+      cat "$logs/${name//:/.}.log" >&2
       failed=1
     fi
   }
-  starts=()
-  for layer in "$@"; do
-    while [ ${#pids[@]} -ge "$jobs" ]; do wait_one; done
-    run_layer "$layer" >"$logs/$layer.log" 2>&1 &
-    pids+=($!); names+=("$layer"); starts+=("$SECONDS")
+  for run in "${runs[@]}"; do
+    while [ "$running" -ge "$jobs" ]; do wait_one; done
+    IFS=: read -r layer shard shards <<<"$run"
+    run_layer "$layer" "$shard" "$shards" >"$logs/$layer.$shard.$shards.log" 2>&1 &
+    name_of[$!]="$run"
+    start_of[$!]=$SECONDS
+    running=$((running + 1))
   done
-  while [ ${#pids[@]} -gt 0 ]; do wait_one; done
+  while [ "$running" -gt 0 ]; do wait_one; done
   [ "$failed" -eq 0 ] || exit 1
 fi
 if [ "$preset" = tsan ]; then
