@@ -76,11 +76,14 @@ std::vector<std::string> Spread::gather(const std::string& mine) {
   return all;
 }
 
-void Spread::fail(const std::string& message) {
-  fmt::print(stderr, "compass: error: [rank {} of {}] {}\n", share_.rank, share_.size, message);
+void end_rank_after_failure(launch::Session* session, const std::string& message) {
+  fmt::print(stderr, "compass: error: [rank {} of {}] {}\n", session ? session->rank() : 0,
+             session ? session->size() : 1, message);
   std::fflush(stderr);
-  session_->leave_after_failure();
+  if (session) session->leave_after_failure();
   throw ExitCode{2};
 }
+
+void Spread::fail(const std::string& message) { end_rank_after_failure(session_.get(), message); }
 
 }  // namespace compass::cli

@@ -24,6 +24,12 @@ namespace compass::cli {
 /// bound, e.g. " (--launch-timeout)".
 std::function<void()> on_mpi_start_timeout(double seconds, std::string hint = "");
 
+/// Ends this process of a multi-process job after a failure: prints "compass: error: [rank r of
+/// n] <message>" (rank 0 of 1 without a session), lets the others know within the stop bound
+/// (Session::leave_after_failure) and throws ExitCode{2}.
+[[noreturn]] void end_rank_after_failure(backends::launch::Session* session,
+                                         const std::string& message);
+
 /// What a verb's command line asks for, as the ranks compare it: every option with its values,
 /// except those that only name outputs (--json, --json-out, --force, --help).
 backends::launch::RunDescription describe_command(const CLI::App& sub);
@@ -47,6 +53,12 @@ class Spread {
   /// On rank 0 every rank's bytes (index = rank), elsewhere empty. A rank that does not arrive
   /// because it failed has ended the job; this waits for slow ones as long as they work.
   std::vector<std::string> gather(const std::string& mine);
+
+  /// Testing (a verb's hidden --fault-rank): under mpirun, rank `rank` fails here.
+  void inject_fault(int rank) const {
+    if (session_ && rank == share_.rank)
+      throw UsageError("injected failure (--fault-rank)");
+  }
 
   /// Runs `work`. A UsageError it throws is printed naming this rank and ends every process of
   /// the job (ExitCode 2); with one process it propagates as it is.

@@ -135,11 +135,7 @@ void run_processes(const RunArgs& a, const launch::RunDescription& described,
     unwrap(session->agree(described));
     report(a, req, unwrap(study::run_operator(req, std::move(prepared), &process)));
   } catch (const UsageError& e) {
-    fmt::print(stderr, "compass: error: [rank {} of {}] {}\n", session ? session->rank() : 0,
-               session ? session->size() : 1, e.what());
-    std::fflush(stderr);
-    if (session) session->leave_after_failure();
-    throw ExitCode{2};
+    end_rank_after_failure(session.get(), e.what());
   }
 }
 

@@ -290,8 +290,7 @@ void search(const SearchOptions& o, Spread& spread) {
 void run(const SearchOptions& o, const CLI::App& sub) {
   const std::unique_ptr<Spread> spread = Spread::join(sub);
   spread->run([&] {
-    if (o.fault_rank == spread->share().rank && spread->share().size > 1)
-      throw UsageError("injected failure (--fault-rank)");
+    spread->inject_fault(o.fault_rank);
     search(o, *spread);
   });
 }

@@ -431,8 +431,7 @@ void add_sweep_verb(CLI::App& app) {
   sub->callback([opts, sub] {
     const std::unique_ptr<Spread> spread = Spread::join(*sub);
     spread->run([&] {
-      if (opts->fault_rank == spread->share().rank && spread->share().size > 1)
-        throw UsageError("injected failure (--fault-rank)");
+      spread->inject_fault(opts->fault_rank);
       if (opts->profiles.empty())
         run(*opts, *spread);
       else
