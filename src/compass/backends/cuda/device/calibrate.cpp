@@ -66,7 +66,7 @@ Result<LtGemm> prepare_gemm(Bench& bench, const GemmShape& sh) {
   call.c = bench.gc.get();
   call.ldc = sh.n;
   call.in = call.out = DType::bf16;
-  return LtGemm::prepare(bench.lt.get(), call, kLtWorkspaceBytes,
+  return LtGemm::prepare(bench.lt, call, kLtWorkspaceBytes,
                          fmt::format("calibration GEMM m {} n {} k {}", sh.m, sh.n, sh.k));
 }
 

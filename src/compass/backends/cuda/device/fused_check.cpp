@@ -208,12 +208,12 @@ Status ag_reference(const FusedCheckOptions& o, const AgBuffers& buf, cudaStream
   GemmCall call{m, n,       k,           buf.src.get(), k, buf.b.get(), n, buf.ref32.get(),
                 n, o.dtype, DType::fp32, false};
   COMPASS_ASSIGN(LtGemm ref_gemm,
-                 LtGemm::prepare(ref.lt.get(), call, kLtWorkspaceBytes, "the FP32 reference"));
+                 LtGemm::prepare(ref.lt, call, kLtWorkspaceBytes, "the FP32 reference"));
   COMPASS_TRY(ref_gemm.run(ref.ws.get(), stream));
   call.c = buf.dref.get();
   call.out = o.dtype;
   COMPASS_ASSIGN(LtGemm timed_ref,
-                 LtGemm::prepare(ref.lt.get(), call, kLtWorkspaceBytes, "the cuBLASLt GEMM"));
+                 LtGemm::prepare(ref.lt, call, kLtWorkspaceBytes, "the cuBLASLt GEMM"));
   ref.timed.push_back(std::move(timed_ref));
   return Status::success();
 }
@@ -529,7 +529,7 @@ Status rs_reference(const FusedCheckOptions& o, const std::vector<RsRank>& ranks
     GemmCall call{m, n,           kr, rk.a.get(), kr,          rk.b.get(),
                   n, ref32.get(), n,  o.dtype,    DType::fp32, r > 0};
     COMPASS_ASSIGN(LtGemm g,
-                   LtGemm::prepare(ref.lt.get(), call, kLtWorkspaceBytes, "the FP32 reference"));
+                   LtGemm::prepare(ref.lt, call, kLtWorkspaceBytes, "the FP32 reference"));
     COMPASS_TRY(g.run(ref.ws.get(), s0));
     COMPASS_CUDA(cudaStreamSynchronize(s0), "the FP32 reference");
   }
@@ -537,7 +537,7 @@ Status rs_reference(const FusedCheckOptions& o, const std::vector<RsRank>& ranks
     const RsRank& rk = ranks[static_cast<std::size_t>(r)];
     GemmCall call{m, n, kr, rk.a.get(), kr, rk.b.get(), n, dref.get(), n, o.dtype, o.dtype, false};
     COMPASS_ASSIGN(LtGemm g,
-                   LtGemm::prepare(ref.lt.get(), call, kLtWorkspaceBytes, "the cuBLASLt GEMMs"));
+                   LtGemm::prepare(ref.lt, call, kLtWorkspaceBytes, "the cuBLASLt GEMMs"));
     ref.timed.push_back(std::move(g));
   }
   return Status::success();

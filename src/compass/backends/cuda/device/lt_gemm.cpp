@@ -1,8 +1,72 @@
 #include "compass/backends/cuda/device/lt_gemm.hpp"
 
+#include <dlfcn.h>
+
 #include <utility>
 
 namespace compass::backends::cuda::device {
+
+struct LtLib {
+  void* handle = nullptr;
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtDestroy) destroy = nullptr;
+  decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) pref_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
+
+  LtLib() = default;
+  LtLib(const LtLib&) = delete;
+  LtLib& operator=(const LtLib&) = delete;
+  ~LtLib() {
+    if (handle != nullptr) dlclose(handle);
+  }
+
+  // The library of the cuBLAS major version compass was built against: where the loader
+  // finds it (LD_LIBRARY_PATH, the ld.so cache), else in the build's toolkit.
+  static Result<std::shared_ptr<const LtLib>> load() {
+    const std::string name = fmt::format("libcublasLt.so.{}", CUBLAS_VER_MAJOR);
+    auto lib = std::make_shared<LtLib>();
+    lib->handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib->handle == nullptr) {
+      const char* error = dlerror();
+      const std::string reason = error != nullptr ? error : "";
+#if defined(COMPASS_CUDA_LIBRARY_DIR)
+      const std::string beside = std::string(COMPASS_CUDA_LIBRARY_DIR) + "/" + name;
+      lib->handle = dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);
+#endif
+      if (lib->handle == nullptr) {
+        return make_error("{} could not be loaded{}; put the CUDA toolkit's lib directory on "
+                          "LD_LIBRARY_PATH",
+                          name, reason.empty() ? "" : " (" + reason + ")");
+      }
+    }
+    const char* missing = nullptr;
+    auto sym = [&](auto& fn, const char* symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib->handle, symbol));
+      if (fn == nullptr && missing == nullptr) missing = symbol;
+    };
+    sym(lib->create, "cublasLtCreate");
+    sym(lib->destroy, "cublasLtDestroy");
+    sym(lib->desc_create, "cublasLtMatmulDescCreate");
+    sym(lib->desc_destroy, "cublasLtMatmulDescDestroy");
+    sym(lib->layout_create, "cublasLtMatrixLayoutCreate");
+    sym(lib->layout_destroy, "cublasLtMatrixLayoutDestroy");
+    sym(lib->pref_create, "cublasLtMatmulPreferenceCreate");
+    sym(lib->pref_destroy, "cublasLtMatmulPreferenceDestroy");
+    sym(lib->pref_set, "cublasLtMatmulPreferenceSetAttribute");
+    sym(lib->heuristic, "cublasLtMatmulAlgoGetHeuristic");
+    sym(lib->matmul, "cublasLtMatmul");
+    if (missing != nullptr) return make_error("{} lacks {}", name, missing);
+    return std::shared_ptr<const LtLib>(std::move(lib));
+  }
+};
+
 namespace {
 
 const char* status_name(cublasStatus_t s) {
@@ -48,19 +112,22 @@ Status cublas_check(cublasStatus_t s, std::string_view call, std::string_view co
 #define COMPASS_CUBLAS(call, context) \
   COMPASS_TRY(::compass::backends::cuda::device::cublas_check((call), #call, (context)))
 
-LtHandle::LtHandle(LtHandle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+LtHandle::LtHandle(LtHandle&& o) noexcept
+    : lib_(std::move(o.lib_)), h_(std::exchange(o.h_, nullptr)) {}
 LtHandle& LtHandle::operator=(LtHandle&& o) noexcept {
+  std::swap(lib_, o.lib_);
   std::swap(h_, o.h_);
   return *this;
 }
 LtHandle::~LtHandle() {
-  if (h_ != nullptr) (void)cublasLtDestroy(h_);
+  if (h_ != nullptr) (void)lib_->destroy(h_);
 }
 
 Result<LtHandle> LtHandle::create(int device) {
   LtHandle h;
+  COMPASS_ASSIGN(h.lib_, LtLib::load());
   if (cudaSetDevice(device) != cudaSuccess) return make_error("cudaSetDevice({}) failed", device);
-  COMPASS_CUBLAS(cublasLtCreate(&h.h_), fmt::format("the cuBLASLt handle of GPU {}", device));
+  COMPASS_CUBLAS(h.lib_->create(&h.h_), fmt::format("the cuBLASLt handle of GPU {}", device));
   return h;
 }
 
@@ -69,6 +136,7 @@ LtGemm::LtGemm(LtGemm&& o) noexcept { *this = std::move(o); }
 LtGemm& LtGemm::operator=(LtGemm&& o) noexcept {
   if (this != &o) {
     release();
+    lib_ = std::move(o.lib_);
     handle_ = std::exchange(o.handle_, nullptr);
     op_ = std::exchange(o.op_, nullptr);
     a_ = std::exchange(o.a_, nullptr);
@@ -85,15 +153,15 @@ LtGemm& LtGemm::operator=(LtGemm&& o) noexcept {
 LtGemm::~LtGemm() { release(); }
 
 void LtGemm::release() {
-  if (a_ != nullptr) (void)cublasLtMatrixLayoutDestroy(a_);
-  if (b_ != nullptr) (void)cublasLtMatrixLayoutDestroy(b_);
-  if (c_ != nullptr) (void)cublasLtMatrixLayoutDestroy(c_);
-  if (op_ != nullptr) (void)cublasLtMatmulDescDestroy(op_);
+  if (a_ != nullptr) (void)lib_->layout_destroy(a_);
+  if (b_ != nullptr) (void)lib_->layout_destroy(b_);
+  if (c_ != nullptr) (void)lib_->layout_destroy(c_);
+  if (op_ != nullptr) (void)lib_->desc_destroy(op_);
   a_ = b_ = c_ = nullptr;
   op_ = nullptr;
 }
 
-Result<LtGemm> LtGemm::prepare(cublasLtHandle_t handle, const GemmCall& call,
+Result<LtGemm> LtGemm::prepare(const LtHandle& handle, const GemmCall& call,
                                std::int64_t workspace_bytes, std::string_view what) {
   if (call.m <= 0 || call.n <= 0 || call.k <= 0) {
     return make_error("{}: GEMM sizes must be positive (m {}, n {}, k {})", what, call.m, call.n,
@@ -103,56 +171,60 @@ Result<LtGemm> LtGemm::prepare(cublasLtHandle_t handle, const GemmCall& call,
     return make_error("{}: a row stride is shorter than its row (lda {} k {}, ldb {} n {}, ldc {} n {})",
                       what, call.lda, call.k, call.ldb, call.n, call.ldc, call.n);
   }
+  if (handle.get() == nullptr) return make_error("{}: no cuBLASLt handle", what);
   LtGemm g;
-  g.handle_ = handle;
+  g.lib_ = handle.lib();
+  g.handle_ = handle.get();
+  const LtLib& lt = *g.lib_;
   g.call_ = call;
   g.workspace_bytes_ = workspace_bytes;
   g.what_ = std::string(what);
   const std::string ctx(what);
 
-  COMPASS_CUBLAS(cublasLtMatmulDescCreate(&g.op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), ctx);
+  COMPASS_CUBLAS(lt.desc_create(&g.op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), ctx);
   // Column-major view: C^T [n x m] = B^T [n x k] * A^T [k x m], no transposes.
-  COMPASS_CUBLAS(cublasLtMatrixLayoutCreate(&g.a_, cuda_type(call.in), static_cast<uint64_t>(call.n),
+  COMPASS_CUBLAS(lt.layout_create(&g.a_, cuda_type(call.in), static_cast<uint64_t>(call.n),
                                             static_cast<uint64_t>(call.k), call.ldb),
                  ctx);
-  COMPASS_CUBLAS(cublasLtMatrixLayoutCreate(&g.b_, cuda_type(call.in), static_cast<uint64_t>(call.k),
+  COMPASS_CUBLAS(lt.layout_create(&g.b_, cuda_type(call.in), static_cast<uint64_t>(call.k),
                                             static_cast<uint64_t>(call.m), call.lda),
                  ctx);
-  COMPASS_CUBLAS(cublasLtMatrixLayoutCreate(&g.c_, cuda_type(call.out),
+  COMPASS_CUBLAS(lt.layout_create(&g.c_, cuda_type(call.out),
                                             static_cast<uint64_t>(call.n),
                                             static_cast<uint64_t>(call.m), call.ldc),
                  ctx);
 
   cublasLtMatmulPreference_t pref = nullptr;
-  COMPASS_CUBLAS(cublasLtMatmulPreferenceCreate(&pref), ctx);
+  COMPASS_CUBLAS(lt.pref_create(&pref), ctx);
   struct PrefGuard {
+    const LtLib& lt;
     cublasLtMatmulPreference_t p;
-    ~PrefGuard() { (void)cublasLtMatmulPreferenceDestroy(p); }
-  } guard{pref};
+    ~PrefGuard() { (void)lt.pref_destroy(p); }
+  } guard{lt, pref};
   const uint64_t ws = static_cast<uint64_t>(workspace_bytes);
-  COMPASS_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+  COMPASS_CUBLAS(lt.pref_set(
                      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
                  ctx);
   // Regions start anywhere inside a buffer: tell the heuristic the real alignments (the
   // column-major A is our B and vice versa).
   const std::uint32_t align_a = alignment_of(call.b), align_b = alignment_of(call.a),
                       align_c = alignment_of(call.c);
-  COMPASS_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+  COMPASS_CUBLAS(lt.pref_set(
                      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)),
                  ctx);
-  COMPASS_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+  COMPASS_CUBLAS(lt.pref_set(
                      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)),
                  ctx);
-  COMPASS_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+  COMPASS_CUBLAS(lt.pref_set(
                      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)),
                  ctx);
-  COMPASS_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+  COMPASS_CUBLAS(lt.pref_set(
                      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)),
                  ctx);
 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  COMPASS_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle, g.op_, g.a_, g.b_, g.c_, g.c_, pref, 1,
+  COMPASS_CUBLAS(lt.heuristic(g.handle_, g.op_, g.a_, g.b_, g.c_, g.c_, pref, 1,
                                                 &result, &found),
                  ctx);
   if (found == 0) {
@@ -169,7 +241,7 @@ Status LtGemm::run(void* workspace, cudaStream_t stream) const {
   const float alpha = 1.0f;
   const float beta = call_.accumulate ? 1.0f : 0.0f;
   // Column-major operands: A := our B, B := our A.
-  COMPASS_CUBLAS(cublasLtMatmul(handle_, op_, &alpha, call_.b, a_, call_.a, b_, &beta, call_.c, c_,
+  COMPASS_CUBLAS(lib_->matmul(handle_, op_, &alpha, call_.b, a_, call_.a, b_, &beta, call_.c, c_,
                                 call_.c, c_, &algo_, workspace,
                                 static_cast<size_t>(workspace_bytes_), stream),
                  what_);

@@ -4,11 +4,15 @@
 // the call swaps the operands and needs no transposes. Descriptors, the heuristic's algorithm
 // and the pointer alignments are fixed once per task (LtGemm) so the timed loop only calls
 // cublasLtMatmul.
+// The library is loaded with dlopen when the first handle is created, not linked: mapping
+// cuBLASLt costs every process about 90 ms at start, and most compass processes (planning,
+// simulation, the CPU backend) never call it.
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -20,7 +24,12 @@ namespace compass::backends::cuda::device {
 /// Ok, or an error "<call> failed for <context>: cuBLAS status <n> (<name>)".
 Status cublas_check(cublasStatus_t s, std::string_view call, std::string_view context);
 
-/// A cuBLASLt handle, destroyed on destruction (one per device: created with it current).
+/// The cuBLASLt entry points compass calls, from the library dlopen finds (defined in
+/// lt_gemm.cpp). Shared by a handle and the GEMMs prepared on it.
+struct LtLib;
+
+/// A cuBLASLt handle, destroyed on destruction (one per device: created with it current). It
+/// holds the loaded library.
 class LtHandle {
  public:
   LtHandle() = default;
@@ -31,8 +40,10 @@ class LtHandle {
   ~LtHandle();
   static Result<LtHandle> create(int device);
   cublasLtHandle_t get() const { return h_; }
+  const std::shared_ptr<const LtLib>& lib() const { return lib_; }
 
  private:
+  std::shared_ptr<const LtLib> lib_;
   cublasLtHandle_t h_ = nullptr;
 };
 
@@ -83,13 +94,14 @@ class LtGemm {
   ~LtGemm();
   /// Prepares `call` (its pointers fix the alignments the algorithm may assume); `what` names
   /// the task in errors. FP32 accumulation for every input type.
-  static Result<LtGemm> prepare(cublasLtHandle_t handle, const GemmCall& call,
+  static Result<LtGemm> prepare(const LtHandle& handle, const GemmCall& call,
                                 std::int64_t workspace_bytes, std::string_view what);
   /// Enqueues the GEMM on `stream` (whose device must be current).
   Status run(void* workspace, cudaStream_t stream) const;
 
  private:
   void release();
+  std::shared_ptr<const LtLib> lib_;
   cublasLtHandle_t handle_ = nullptr;
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;

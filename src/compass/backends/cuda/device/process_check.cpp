@@ -40,7 +40,7 @@ Status ProcessRun::reference_output(DeviceMemory& Y) {
   }
   const GemmCall call = reference_call(M, N, K, X.get(), W.get(), Y.get(), op.dtype);
   COMPASS_ASSIGN(DeviceMemory ws, DeviceMemory::allocate(dev_, kLtWorkspaceBytes, "reference workspace"));
-  COMPASS_ASSIGN(LtGemm ref, LtGemm::prepare(res_->lt.get(), call, kLtWorkspaceBytes,
+  COMPASS_ASSIGN(LtGemm ref, LtGemm::prepare(res_->lt, call, kLtWorkspaceBytes,
                                              "the --check reference GEMM"));
   COMPASS_TRY(ref.run(ws.get(), st));
   COMPASS_CUDA(cudaStreamSynchronize(st), "the --check reference GEMM");

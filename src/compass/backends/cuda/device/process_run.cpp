@@ -228,7 +228,7 @@ Status ProcessRun::prepare_gemms() {
     const GemmCall call = task_gemm_call(
         t, s_.op.dtype, [this](const schedule::Region& r) { return ptr(r); },
         [this](const schedule::Region& r) { return ld(r); });
-    COMPASS_ASSIGN(LtGemm g, LtGemm::prepare(res_->lt.get(), call, kLtWorkspaceBytes, label(t.id)));
+    COMPASS_ASSIGN(LtGemm g, LtGemm::prepare(res_->lt, call, kLtWorkspaceBytes, label(t.id)));
     res_->gemms.emplace(t.id, std::move(g));
   }
   return Status::success();

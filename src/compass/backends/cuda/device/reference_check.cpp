@@ -82,7 +82,7 @@ Status Run::reference_output(DeviceMemory& Y) {
   const GemmCall call = reference_call(M, N, K, X.get(), W.get(), Y.get(), op.dtype);
   COMPASS_ASSIGN(DeviceMemory ws, DeviceMemory::allocate(ref_device_, kLtWorkspaceBytes,
                                                          "reference workspace"));
-  COMPASS_ASSIGN(LtGemm ref, LtGemm::prepare(handle->get(), call, kLtWorkspaceBytes,
+  COMPASS_ASSIGN(LtGemm ref, LtGemm::prepare(*handle, call, kLtWorkspaceBytes,
                                              "the --check reference GEMM"));
   const cudaStream_t st = aux_.at(ref_device_).get();
   COMPASS_TRY(ref.run(ws.get(), st));

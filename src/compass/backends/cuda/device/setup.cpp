@@ -266,7 +266,7 @@ Status Run::prepare_tasks() {
           t, s_.op.dtype, [this](const schedule::Region& r) { return ptr(r); },
           [this](const schedule::Region& r) { return ld(r); });
       COMPASS_ASSIGN(gemms_[t.id],
-                     LtGemm::prepare(h->second.get(), call, kLtWorkspaceBytes, labels_[t.id]));
+                     LtGemm::prepare(h->second, call, kLtWorkspaceBytes, labels_[t.id]));
       if (workspace_[is.stream].get() == nullptr) {
         COMPASS_ASSIGN(workspace_[is.stream],
                        DeviceMemory::allocate(dev, kLtWorkspaceBytes, "cuBLASLt workspace"));
