@@ -6,7 +6,7 @@
 # Usage: tools/run-fuzz.sh [seconds-per-harness] [harness...]
 #   default 60 s each; harnesses: profile model schedule calibration cli agreement
 #   (default: all)
-#   JOBS=<n> limits build parallelism.
+#   JOBS=<n> limits build parallelism and the fuzzer processes run at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,35 +43,67 @@ cmake --preset asan "${launcher[@]}" >/dev/null
 cmake --build "$build" --target "${targets[@]}" -- -j"${JOBS:-$(nproc)}" \
   | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
 
-failed=0
+# The fuzzer processes run JOBS at a time (libFuzzer uses one core each). With fewer harnesses
+# than JOBS, a harness runs as several processes on one corpus directory, splitting its seconds,
+# so the fuzzing time per harness is the same and no core waits.
+jobs="${JOBS:-$(nproc)}"
+parts=$((jobs / ${#targets[@]}))
+[ "$parts" -lt 1 ] && parts=1
+part_seconds=$(( (seconds + parts - 1) / parts ))
+runs=()  # index:part
 for i in "${!targets[@]}"; do
   h="${harnesses[$i]}"
-  target="${targets[$i]}"
-  fuzzer="$build/fuzz/$target"
   work="$build/fuzz-$h"
-  corpus="$work/corpus"
-  artifacts="$work/artifacts"
-  mkdir -p "$corpus" "$artifacts"
-  seed_dirs=()
-  [ -d "fuzz/corpus/$h" ] && seed_dirs+=("$PWD/fuzz/corpus/$h")
+  mkdir -p "$work/corpus" "$work/artifacts"
   if [ "$h" = profile ]; then
     rm -rf "$work/seeds"
-    COMPASS_FUZZ_WRITE_SEEDS="$work/seeds" "$fuzzer"
-    seed_dirs+=("$work/seeds")
+    COMPASS_FUZZ_WRITE_SEEDS="$work/seeds" "$build/fuzz/${targets[$i]}"
   fi
-  extra=()
+  echo "run-fuzz: fuzzing ${targets[$i]} for ${seconds} s ($parts process(es) of ${part_seconds} s)" >&2
+  for ((part = 0; part < parts; ++part)); do runs+=("$i:$part"); done
+done
+
+fuzz_one() {  # index part: one fuzzer process, its log in the harness's work directory
+  local i="$1" part="$2"
+  local h="${harnesses[$i]}" target="${targets[$i]}"
+  local work="$build/fuzz-$h"
+  local seed_dirs=() extra=()
+  [ -d "fuzz/corpus/$h" ] && seed_dirs+=("$PWD/fuzz/corpus/$h")
+  [ "$h" = profile ] && seed_dirs+=("$work/seeds")
   # The CLI prints tables and error lines; keep them out of the fuzzer's log.
   [ "$h" = cli ] && extra+=(-close_fd_mask=3)
-  echo "run-fuzz: fuzzing $target for ${seconds} s" >&2
-  # New interesting inputs go to the first directory; crashes to $artifacts.
-  if ! "$fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
-      "${extra[@]}" -artifact_prefix="$artifacts/" "$corpus" "${seed_dirs[@]}" 2>"$work/fuzz.log"; then
-    tail -n 60 "$work/fuzz.log" >&2
-    echo "run-fuzz: $target FAILED; the input that failed is in $artifacts/" >&2
+  # New interesting inputs go to the first directory; crashes to the artifacts directory.
+  "$build/fuzz/$target" -max_total_time="$part_seconds" -timeout=20 -rss_limit_mb=4096 \
+    -print_final_stats=1 "${extra[@]}" -artifact_prefix="$work/artifacts/" "$work/corpus" \
+    "${seed_dirs[@]}" 2>"$work/fuzz.$part.log"
+}
+
+failed=0
+declare -A run_of=()  # by pid
+running=0
+reap() {  # waits for whichever fuzzer ends first and reports it
+  local pid rc=0
+  wait -n -p pid || rc=$?
+  local run="${run_of[$pid]}"
+  unset "run_of[$pid]"
+  running=$((running - 1))
+  local i="${run%%:*}" part="${run#*:}"
+  local target="${targets[$i]}" work="$build/fuzz-${harnesses[$i]}"
+  if [ "$rc" -ne 0 ]; then
+    tail -n 60 "$work/fuzz.$part.log" >&2
+    echo "run-fuzz: $target FAILED; the input that failed is in $work/artifacts/" >&2
     failed=1
-    continue
+  else
+    grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb)' "$work/fuzz.$part.log" |
+      sed "s/^/$target: /" >&2 || true
   fi
-  grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb)' "$work/fuzz.log" >&2 || true
+}
+for run in "${runs[@]}"; do
+  while [ "$running" -ge "$jobs" ]; do reap; done
+  fuzz_one "${run%%:*}" "${run#*:}" &
+  run_of[$!]="$run"
+  running=$((running + 1))
 done
+while [ "$running" -gt 0 ]; do reap; done
 [ "$failed" -eq 0 ] || exit 1
 echo "run-fuzz: no crash in ${seconds} s per harness (${harnesses[*]})" >&2
