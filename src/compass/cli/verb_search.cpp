@@ -41,6 +41,7 @@ struct SearchOptions {
   int max_vpp = 4;
   std::string te_config = "tp_comm_overlap.yaml";
   std::string refine;
+  std::string sim_scope = "replica";
   bool force = false;
   JsonOutput json;
 };
@@ -189,9 +190,11 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
         o.te_config, c.node.name, s.model().name, best.tp, r.seq, best.micro_batch, o.te_config);
 }
 
-nlohmann::ordered_json refine_json(const study::RefineReport& rep) {
+nlohmann::ordered_json refine_json(const study::RefineReport& rep,
+                                   backends::sim::JobSimScope scope) {
   nlohmann::ordered_json j;
   j["overlap"] = std::string(plan::to_string(rep.overlap));
+  j["scope"] = std::string(backends::sim::to_string(scope));
   j["mape"] = rep.mape;
   j["max_abs_error"] = rep.max_abs_error;
   j["model_best_rank"] = rep.model_best + 1;
@@ -206,11 +209,12 @@ nlohmann::ordered_json refine_json(const study::RefineReport& rep) {
   return j;
 }
 
-void print_refine(const study::RefineReport& rep) {
-  fmt::print(
-      "\nsimulated on SimGrid (one pipeline, DP collectives on the network; under {}'s "
-      "overlap), by simulated time\n",
-      plan::to_string(rep.overlap));
+void print_refine(const study::RefineReport& rep, backends::sim::JobSimScope scope) {
+  fmt::print("\nsimulated on SimGrid ({}; under {}'s overlap), by simulated time\n",
+             scope == backends::sim::JobSimScope::cluster
+                 ? "every GPU of the cluster, DP collectives with their real ring neighbours"
+                 : "one pipeline, DP collectives on the network",
+             plan::to_string(rep.overlap));
   fmt::print("{:<4} {:<40} {:>10} {:>10} {:>8} {:>10}\n", "rank", "layout", "model", "simulated",
              "error", "model rank");
   // The model's rank of each row: its position by model time.
@@ -244,6 +248,14 @@ void search(const SearchOptions& o, Spread& spread) {
   if (spread.root()) o.json.check_writable(o.force);
   if (!o.refine.empty() && o.refine != "sim")
     throw UsageError(fmt::format("--refine: expected sim, got '{}'", o.refine));
+  if (o.sim_scope != "replica" && o.sim_scope != "cluster")
+    throw UsageError(
+        fmt::format("--sim-scope: expected replica or cluster, got '{}'", o.sim_scope));
+  const backends::sim::JobSimScope scope = o.sim_scope == "cluster"
+                                               ? backends::sim::JobSimScope::cluster
+                                               : backends::sim::JobSimScope::replica;
+  if (scope == backends::sim::JobSimScope::cluster && o.refine != "sim")
+    throw UsageError("--sim-scope cluster needs --refine sim");
   const job::SearchRequest r = request_from(o);
   workload::ModelConfig model = unwrap(workload::resolve_model(o.model));
   job::Cluster cluster = unwrap(job::resolve_cluster(o.cluster));
@@ -253,7 +265,7 @@ void search(const SearchOptions& o, Spread& spread) {
   if (o.refine == "sim") {
     const study::Share share = spread.share();
     const std::vector<study::LayoutSimulation> mine = unwrap(study::simulate_layouts(
-        s.cluster(), s.model(), res.top, plan::Config::compass, {}, share));
+        s.cluster(), s.model(), res.top, plan::Config::compass, {}, share, scope));
     const std::vector<std::string> all = spread.gather(study::pack_share(mine, share));
     if (!spread.root()) return;
     refined = unwrap(study::rank_by_simulation(
@@ -278,12 +290,12 @@ void search(const SearchOptions& o, Spread& spread) {
     j["compass_changes_winner"] = res.compass_changes_winner();
     j["megatron_args"] = job::megatron_args(res.best_compass.layout, s.model().layers,
                                             plan::Config::compass, o.te_config);
-    if (refined) j["refine"] = refine_json(*refined);
+    if (refined) j["refine"] = refine_json(*refined, scope);
     o.json.emit(j, o.force);
   }
   if (!o.json.to_stdout()) {
     print_human(s, r, res, o);
-    if (refined) print_refine(*refined);
+    if (refined) print_refine(*refined, scope);
   }
 }
 
@@ -340,6 +352,11 @@ void add_search_verb(CLI::App& app) {
   sub->add_option("--refine", o->refine,
                   "sim: simulate the --top layouts on SimGrid (one training iteration each) and "
                   "re-rank them by simulated time");
+  sub->add_option("--sim-scope", o->sim_scope,
+                  "With --refine sim: replica (one pipeline; the other DP replicas' traffic as "
+                  "each GPU's share of the NICs) or cluster (every GPU, for clusters small enough "
+                  "to simulate whole)")
+      ->capture_default_str();
   add_force_flag(sub, o->force, "--json-out");
   o->json.add_to(sub, "the search result");
   add_integer_option(sub, "--fault-rank", o->fault_rank,

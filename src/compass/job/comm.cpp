@@ -40,14 +40,15 @@ hardware::Profile make_rail(const Cluster& c) {
 JobComm::JobComm(const Cluster& cluster)
     : cluster_(&cluster), rail_(make_rail(cluster)), caches_(std::make_unique<model::Caches>()) {}
 
-double JobComm::intra_node_s(int members, int stride, double total_bytes, model::Collective kind) {
+double JobComm::intra_node_s(int members, int stride, double total_bytes, model::Collective kind,
+                             int rings) {
   if (members <= 1 || total_bytes <= 0) return 0;
-  std::vector<int> ring(members);
-  for (int i = 0; i < members; ++i) ring[i] = i * stride;
+  std::vector<std::vector<int>> all(std::clamp(rings, 1, stride), std::vector<int>(members));
+  for (std::size_t r = 0; r < all.size(); ++r)
+    for (int i = 0; i < members; ++i) all[r][i] = static_cast<int>(r) + i * stride;
   const int steps = model::collective_steps(kind, members);
   const double step =
-      model::cached_ring_step_time(cluster_->node, ring, nullptr, total_bytes / members, *caches_)
-          .time_s;
+      model::cached_rings_step_time(cluster_->node, all, total_bytes / members, *caches_).time_s;
   return steps * step + cluster_->node.overheads.collective_launch_s;
 }
 
@@ -64,7 +65,8 @@ double JobComm::dp_collective_s(const Placement& pl, int tp, double total_bytes,
   if (kind == model::Collective::all_reduce)
     return dp_collective_s(pl, tp, total_bytes, model::Collective::reduce_scatter) +
            dp_collective_s(pl, tp, total_bytes, model::Collective::all_gather);
-  const double inside = intra_node_s(pl.dp_per_node, tp, total_bytes, kind);
+  // Every TP rank of the stage reduces its own shard at the same time, each on its own ring.
+  const double inside = intra_node_s(pl.dp_per_node, tp, total_bytes, kind, tp);
   const double across = inter_node_s(pl.dp_nodes, total_bytes / pl.dp_per_node, kind);
   return inside + across;
 }

@@ -22,7 +22,11 @@ class JobComm {
 
   /// Ring collective over `members` GPUs of one node spaced `stride` apart (GPUs 0, stride,
   /// ...), on `total_bytes` (the gathered / reduced size), launch included; 0 for one member.
-  double intra_node_s(int members, int stride, double total_bytes, model::Collective kind);
+  /// With `rings` > 1, that many such rings (starting at GPUs 0, 1, ..., rings - 1; at most
+  /// `stride`) step at the same time and share the node's links: the DP rings of a stage's TP
+  /// ranks.
+  double intra_node_s(int members, int stride, double total_bytes, model::Collective kind,
+                      int rings = 1);
   /// Ring collective with one rank on each of `nodes` nodes, every GPU of a node running its own
   /// at the same time (each gets its share of the node's NICs); 0 for one node.
   double inter_node_s(int nodes, double total_bytes, model::Collective kind);

@@ -113,12 +113,18 @@ std::vector<double> cached_released_flows(const hardware::Profile& p,
 StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int>& ring_gpus,
                                const std::vector<int>* ring2_gpus, double bytes_each,
                                Caches& caches) {
+  std::vector<std::vector<int>> rings{ring_gpus};
+  if (ring2_gpus != nullptr) rings.push_back(*ring2_gpus);
+  return cached_rings_step_time(p, rings, bytes_each, caches);
+}
+
+StepTime cached_rings_step_time(const hardware::Profile& p,
+                                const std::vector<std::vector<int>>& rings, double bytes_each,
+                                Caches& caches) {
   std::vector<hardware::Flow> flows;
-  for (const std::vector<int>* ring : {&ring_gpus, ring2_gpus}) {
-    if (ring == nullptr) continue;
-    const std::size_t n = ring->size();
-    for (std::size_t i = 0; i < n && n > 1; ++i)
-      flows.push_back({(*ring)[i], (*ring)[(i + 1) % n], 1.0});
+  for (const std::vector<int>& ring : rings) {
+    const std::size_t n = ring.size();
+    for (std::size_t i = 0; i < n && n > 1; ++i) flows.push_back({ring[i], ring[(i + 1) % n], 1.0});
   }
   StepTime st;
   if (flows.empty() || bytes_each <= 0) return st;

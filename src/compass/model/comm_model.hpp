@@ -40,6 +40,12 @@ StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int
                                const std::vector<int>* ring2_gpus, double bytes_each,
                                Caches& caches);
 
+/// Any number of rings stepping at once (each member sends `bytes_each` to its successor),
+/// through `caches` as cached_ring_step_time, which is this with one or two rings.
+StepTime cached_rings_step_time(const hardware::Profile& p,
+                                const std::vector<std::vector<int>>& rings, double bytes_each,
+                                Caches& caches);
+
 /// A flow that becomes ready at `release_s` (e.g. when the GEMM producing it ends) and, when
 /// `after` >= 0, not before flow `after` has finished plus `gap_s` (a serial copy engine).
 struct TimedFlow {

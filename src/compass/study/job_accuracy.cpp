@@ -7,16 +7,15 @@
 
 namespace compass::study {
 
-Result<std::vector<LayoutSimulation>> simulate_layouts(const job::Cluster& cluster,
-                                                       const workload::ModelConfig& m,
-                                                       const std::vector<job::Candidate>& candidates,
-                                                       plan::Config overlap,
-                                                       const job::StepOptions& options,
-                                                       const Share& share) {
+Result<std::vector<LayoutSimulation>> simulate_layouts(
+    const job::Cluster& cluster, const workload::ModelConfig& m,
+    const std::vector<job::Candidate>& candidates, plan::Config overlap,
+    const job::StepOptions& options, const Share& share, backends::sim::JobSimScope scope) {
   std::vector<LayoutSimulation> out(candidates.size());
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (!share.mine(i)) continue;
-    auto sim = backends::sim::simulate_job(cluster, m, candidates[i].under(overlap), options);
+    auto sim = backends::sim::simulate_job(cluster, m, candidates[i].under(overlap), options,
+                                            scope);
     if (!sim.ok())
       return make_error("refine: {}: {}", job::describe(candidates[i].layout), sim.error().message);
     out[i] = LayoutSimulation{sim->iteration_s, sim->flows};

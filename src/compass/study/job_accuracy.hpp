@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "compass/backends/sim/job_sim.hpp"
 #include "compass/core/result.hpp"
 #include "compass/job/search.hpp"
 #include "compass/study/share.hpp"
@@ -35,14 +36,14 @@ struct LayoutSimulation {
   long flows = 0;    ///< SimGrid communications
 };
 
-/// Simulates the candidates of `share` under `overlap` (priced with `options`); the others are
-/// left zero. Errors: a build without SimGrid, a simulation error (the layout is named).
-Result<std::vector<LayoutSimulation>> simulate_layouts(const job::Cluster& cluster,
-                                                       const workload::ModelConfig& m,
-                                                       const std::vector<job::Candidate>& candidates,
-                                                       plan::Config overlap,
-                                                       const job::StepOptions& options = {},
-                                                       const Share& share = {});
+/// Simulates the candidates of `share` under `overlap` (priced with `options`) over `scope`; the
+/// others are left zero. Errors: a build without SimGrid, a simulation error (the layout is
+/// named).
+Result<std::vector<LayoutSimulation>> simulate_layouts(
+    const job::Cluster& cluster, const workload::ModelConfig& m,
+    const std::vector<job::Candidate>& candidates, plan::Config overlap,
+    const job::StepOptions& options = {}, const Share& share = {},
+    backends::sim::JobSimScope scope = backends::sim::JobSimScope::replica);
 
 /// The candidates ranked by their simulations (index = candidate), with the model's errors.
 /// Errors: no candidates, or a different number of simulations.

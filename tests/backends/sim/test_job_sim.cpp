@@ -83,5 +83,76 @@ TEST(JobSim, ModelAgreesOnAFewLayouts) {
   }
 }
 
+job::Layout layout(int tp, int pp, int dp, int gb) {
+  job::Layout l;
+  l.tp = tp;
+  l.pp = pp;
+  l.dp = dp;
+  l.global_batch = gb;
+  l.seq = 2048;
+  l.sequence_parallel = tp > 1;
+  return l;
+}
+
+TEST(JobSimScope, ClusterIsTheReplicaWhenNoOtherRankRuns) {
+  // TP 1, DP 1: the only ranks are the pipeline's own, so both scopes simulate the same flows.
+  Priced p = price("dgx-h100", layout(1, 4, 1, 16));
+  Result<JobSimResult> replica = simulate_job(p.cluster, p.model, p.step);
+  Result<JobSimResult> whole =
+      simulate_job(p.cluster, p.model, p.step, {}, JobSimScope::cluster);
+  ASSERT_TRUE(replica.ok()) << replica.error().message;
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_EQ(whole->flows, replica->flows);
+  EXPECT_NEAR(whole->iteration_s, replica->iteration_s, 1e-12);
+}
+
+TEST(JobSimScope, ClusterMatchesTheReplicaWhereNoLinkIsShared) {
+  // One DGX H100, TP 1, DP 8: the replica scope already drives every member's flow of the
+  // node's DP ring, and every GPU has its own NVSwitch ports, so the cluster scope (each member
+  // running its own steps, eight pipelines computing) must end at the same time with as many
+  // ring flows.
+  Priced p = price("dgx-h100", layout(1, 1, 8, 64));
+  Result<JobSimResult> replica = simulate_job(p.cluster, p.model, p.step);
+  Result<JobSimResult> whole =
+      simulate_job(p.cluster, p.model, p.step, {}, JobSimScope::cluster);
+  ASSERT_TRUE(replica.ok()) << replica.error().message;
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_EQ(whole->flows, replica->flows);
+  EXPECT_NEAR(whole->iteration_s / replica->iteration_s, 1.0, 1e-9);
+}
+
+TEST(JobSimScope, ReplicaDrivesEveryTpRanksRingOfTheNode) {
+  // An A6000 node (PCIe switches), TP 2, DP 4: TP rank 1's DP ring crosses the same switches as
+  // rank 0's. The replica scope drives both rings of the node, as every member does in the
+  // cluster scope, so the two agree; with rank 0's ring alone the reductions would be faster.
+  Priced p = price("a6000x8-2nic", layout(2, 1, 4, 32));
+  Result<JobSimResult> replica = simulate_job(p.cluster, p.model, p.step);
+  Result<JobSimResult> whole =
+      simulate_job(p.cluster, p.model, p.step, {}, JobSimScope::cluster);
+  ASSERT_TRUE(replica.ok()) << replica.error().message;
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_EQ(whole->flows, replica->flows);
+  EXPECT_NEAR(whole->iteration_s / replica->iteration_s, 1.0, 1e-9);
+  // The step model prices the two rings together too.
+  job::JobComm comm(p.cluster);
+  const job::Placement pl = job::place(p.step.layout, p.cluster.gpus_per_node());
+  const double both = comm.dp_collective_s(pl, 2, 1e9, model::Collective::reduce_scatter);
+  const double one = comm.intra_node_s(pl.dp_per_node, 2, 1e9, model::Collective::reduce_scatter);
+  EXPECT_GT(both, one * 1.2) << "the two rings share the PCIe switches' links";
+}
+
+TEST(JobSimScope, ClusterScopeAcrossNodesRuns) {
+  // Two DGX A100 nodes, TP 2, PP 2, DP 4: the DP rings cross the NICs and the uplinks.
+  Priced p = price("dgx-a100", layout(2, 2, 4, 64));
+  Result<JobSimResult> replica = simulate_job(p.cluster, p.model, p.step);
+  Result<JobSimResult> whole =
+      simulate_job(p.cluster, p.model, p.step, {}, JobSimScope::cluster);
+  ASSERT_TRUE(replica.ok()) << replica.error().message;
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_GT(whole->flows, replica->flows);
+  EXPECT_LT(std::abs(whole->iteration_s / replica->iteration_s - 1), 0.1);
+  EXPECT_STREQ(to_string(JobSimScope::cluster), "cluster");
+}
+
 }  // namespace
 }  // namespace compass::backends::sim

@@ -14,6 +14,19 @@
 
 namespace compass::backends::sim {
 
+/// How much of the cluster one simulation holds.
+enum class JobSimScope {
+  /// One pipeline (DP replica 0, TP rank 0 of each stage); each GPU has its share of the node's
+  /// NICs and of the oversubscribed uplinks, and the DP ring neighbours on other nodes are
+  /// stand-ins. Its cost does not grow with the DP degree.
+  replica,
+  /// Every GPU of every node: each rank runs its passes, sends and DP ring steps with its real
+  /// partners; the node's NICs are links of their own (one per NIC, rail-optimised or shared)
+  /// behind one uplink per node of the NICs' rate over the oversubscription. For clusters small
+  /// enough to simulate whole: it measures the replica scope's approximation.
+  cluster,
+};
+
 struct JobSimResult {
   double iteration_s = 0;           ///< last stage's end (optimizer included)
   std::vector<double> stage_end_s;  ///< per stage: its pipeline part (last backward) ends
@@ -22,11 +35,13 @@ struct JobSimResult {
 };
 
 /// Simulates one iteration of `step.layout` (priced by job::price_step with options `o`, whose
-/// PipelineSpec supplies the compute durations). One pipeline (DP replica 0) is simulated; the DP
-/// collectives run their ring steps between the stage's GPU and stand-ins for its ring
-/// neighbours on the same links. Errors: built without SimGrid, a layout the cluster cannot
-/// place, a pipeline spec that does not match the layout.
+/// PipelineSpec supplies the compute durations), over `scope`. Errors: built without SimGrid, a
+/// layout the cluster cannot place, a pipeline spec that does not match the layout.
 Result<JobSimResult> simulate_job(const job::Cluster& cluster, const workload::ModelConfig& m,
-                                  const job::StepResult& step, const job::StepOptions& o = {});
+                                  const job::StepResult& step, const job::StepOptions& o = {},
+                                  JobSimScope scope = JobSimScope::replica);
+
+/// "replica" or "cluster".
+const char* to_string(JobSimScope scope);
 
 }  // namespace compass::backends::sim
