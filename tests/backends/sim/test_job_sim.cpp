@@ -94,16 +94,30 @@ job::Layout layout(int tp, int pp, int dp, int gb) {
   return l;
 }
 
-TEST(JobSimScope, ClusterIsTheReplicaWhenNoOtherRankRuns) {
-  // TP 1, DP 1: the only ranks are the pipeline's own, so both scopes simulate the same flows.
-  Priced p = price("dgx-h100", layout(1, 4, 1, 16));
+// One layout simulated over both scopes.
+struct BothScopes {
+  JobSimResult replica, whole;
+};
+
+BothScopes simulate_both(const Priced& p) {
+  BothScopes b;
   Result<JobSimResult> replica = simulate_job(p.cluster, p.model, p.step);
   Result<JobSimResult> whole =
       simulate_job(p.cluster, p.model, p.step, {}, JobSimScope::cluster);
-  ASSERT_TRUE(replica.ok()) << replica.error().message;
-  ASSERT_TRUE(whole.ok()) << whole.error().message;
-  EXPECT_EQ(whole->flows, replica->flows);
-  EXPECT_NEAR(whole->iteration_s, replica->iteration_s, 1e-12);
+  EXPECT_TRUE(replica.ok()) << replica.error().message;
+  EXPECT_TRUE(whole.ok()) << whole.error().message;
+  if (replica.ok()) b.replica = *replica;
+  if (whole.ok()) b.whole = *whole;
+  return b;
+}
+
+TEST(JobSimScope, ClusterIsTheReplicaWhenNoOtherRankRuns) {
+  // TP 1, DP 1: the only ranks are the pipeline's own, so both scopes simulate the same flows.
+  Priced p = price("dgx-h100", layout(1, 4, 1, 16));
+  const BothScopes b = simulate_both(p);
+  ASSERT_GT(b.whole.iteration_s, 0);
+  EXPECT_EQ(b.whole.flows, b.replica.flows);
+  EXPECT_NEAR(b.whole.iteration_s, b.replica.iteration_s, 1e-12);
 }
 
 TEST(JobSimScope, ClusterMatchesTheReplicaWhereNoLinkIsShared) {
@@ -112,13 +126,10 @@ TEST(JobSimScope, ClusterMatchesTheReplicaWhereNoLinkIsShared) {
   // running its own steps, eight pipelines computing) must end at the same time with as many
   // ring flows.
   Priced p = price("dgx-h100", layout(1, 1, 8, 64));
-  Result<JobSimResult> replica = simulate_job(p.cluster, p.model, p.step);
-  Result<JobSimResult> whole =
-      simulate_job(p.cluster, p.model, p.step, {}, JobSimScope::cluster);
-  ASSERT_TRUE(replica.ok()) << replica.error().message;
-  ASSERT_TRUE(whole.ok()) << whole.error().message;
-  EXPECT_EQ(whole->flows, replica->flows);
-  EXPECT_NEAR(whole->iteration_s / replica->iteration_s, 1.0, 1e-9);
+  const BothScopes b = simulate_both(p);
+  ASSERT_GT(b.whole.iteration_s, 0);
+  EXPECT_EQ(b.whole.flows, b.replica.flows);
+  EXPECT_NEAR(b.whole.iteration_s / b.replica.iteration_s, 1.0, 1e-9);
 }
 
 TEST(JobSimScope, ReplicaDrivesEveryTpRanksRingOfTheNode) {
@@ -126,13 +137,10 @@ TEST(JobSimScope, ReplicaDrivesEveryTpRanksRingOfTheNode) {
   // rank 0's. The replica scope drives both rings of the node, as every member does in the
   // cluster scope, so the two agree; with rank 0's ring alone the reductions would be faster.
   Priced p = price("a6000x8-2nic", layout(2, 1, 4, 32));
-  Result<JobSimResult> replica = simulate_job(p.cluster, p.model, p.step);
-  Result<JobSimResult> whole =
-      simulate_job(p.cluster, p.model, p.step, {}, JobSimScope::cluster);
-  ASSERT_TRUE(replica.ok()) << replica.error().message;
-  ASSERT_TRUE(whole.ok()) << whole.error().message;
-  EXPECT_EQ(whole->flows, replica->flows);
-  EXPECT_NEAR(whole->iteration_s / replica->iteration_s, 1.0, 1e-9);
+  const BothScopes b = simulate_both(p);
+  ASSERT_GT(b.whole.iteration_s, 0);
+  EXPECT_EQ(b.whole.flows, b.replica.flows);
+  EXPECT_NEAR(b.whole.iteration_s / b.replica.iteration_s, 1.0, 1e-9);
   // The step model prices the two rings together too.
   job::JobComm comm(p.cluster);
   const job::Placement pl = job::place(p.step.layout, p.cluster.gpus_per_node());
@@ -144,13 +152,10 @@ TEST(JobSimScope, ReplicaDrivesEveryTpRanksRingOfTheNode) {
 TEST(JobSimScope, ClusterScopeAcrossNodesRuns) {
   // Two DGX A100 nodes, TP 2, PP 2, DP 4: the DP rings cross the NICs and the uplinks.
   Priced p = price("dgx-a100", layout(2, 2, 4, 64));
-  Result<JobSimResult> replica = simulate_job(p.cluster, p.model, p.step);
-  Result<JobSimResult> whole =
-      simulate_job(p.cluster, p.model, p.step, {}, JobSimScope::cluster);
-  ASSERT_TRUE(replica.ok()) << replica.error().message;
-  ASSERT_TRUE(whole.ok()) << whole.error().message;
-  EXPECT_GT(whole->flows, replica->flows);
-  EXPECT_LT(std::abs(whole->iteration_s / replica->iteration_s - 1), 0.1);
+  const BothScopes b = simulate_both(p);
+  ASSERT_GT(b.whole.iteration_s, 0);
+  EXPECT_GT(b.whole.flows, b.replica.flows);
+  EXPECT_LT(std::abs(b.whole.iteration_s / b.replica.iteration_s - 1), 0.1);
   EXPECT_STREQ(to_string(JobSimScope::cluster), "cluster");
 }
 
