@@ -42,6 +42,7 @@ struct SearchOptions {
   std::string te_config = "tp_comm_overlap.yaml";
   std::string refine;
   std::string sim_scope = "replica";
+  std::string sim_tp = "priced";
   bool force = false;
   JsonOutput json;
 };
@@ -191,10 +192,11 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
 }
 
 nlohmann::ordered_json refine_json(const study::RefineReport& rep,
-                                   backends::sim::JobSimScope scope) {
+                                   const study::JobSimSettings& settings) {
   nlohmann::ordered_json j;
   j["overlap"] = std::string(plan::to_string(rep.overlap));
-  j["scope"] = std::string(backends::sim::to_string(scope));
+  j["scope"] = std::string(backends::sim::to_string(settings.scope));
+  j["tp_ops"] = std::string(study::to_string(settings.tp_ops));
   j["mape"] = rep.mape;
   j["max_abs_error"] = rep.max_abs_error;
   j["model_best_rank"] = rep.model_best + 1;
@@ -209,11 +211,13 @@ nlohmann::ordered_json refine_json(const study::RefineReport& rep,
   return j;
 }
 
-void print_refine(const study::RefineReport& rep, backends::sim::JobSimScope scope) {
-  fmt::print("\nsimulated on SimGrid ({}; under {}'s overlap), by simulated time\n",
-             scope == backends::sim::JobSimScope::cluster
+void print_refine(const study::RefineReport& rep, const study::JobSimSettings& settings) {
+  fmt::print("\nsimulated on SimGrid ({}; TP operators {}; under {}'s overlap), by simulated time\n",
+             settings.scope == backends::sim::JobSimScope::cluster
                  ? "every GPU of the cluster, DP collectives with their real ring neighbours"
                  : "one pipeline, DP collectives on the network",
+             settings.tp_ops == study::TpOpTimes::simulated ? "simulated alone on the node"
+                                                            : "as the step model prices them",
              plan::to_string(rep.overlap));
   fmt::print("{:<4} {:<40} {:>10} {:>10} {:>8} {:>10}\n", "rank", "layout", "model", "simulated",
              "error", "model rank");
@@ -256,6 +260,13 @@ void search(const SearchOptions& o, Spread& spread) {
                                                : backends::sim::JobSimScope::replica;
   if (scope == backends::sim::JobSimScope::cluster && o.refine != "sim")
     throw UsageError("--sim-scope cluster needs --refine sim");
+  if (o.sim_tp != "priced" && o.sim_tp != "simulated")
+    throw UsageError(fmt::format("--sim-tp: expected priced or simulated, got '{}'", o.sim_tp));
+  study::JobSimSettings settings;
+  settings.scope = scope;
+  settings.tp_ops = o.sim_tp == "simulated" ? study::TpOpTimes::simulated : study::TpOpTimes::priced;
+  if (settings.tp_ops == study::TpOpTimes::simulated && o.refine != "sim")
+    throw UsageError("--sim-tp simulated needs --refine sim");
   const job::SearchRequest r = request_from(o);
   workload::ModelConfig model = unwrap(workload::resolve_model(o.model));
   job::Cluster cluster = unwrap(job::resolve_cluster(o.cluster));
@@ -265,7 +276,7 @@ void search(const SearchOptions& o, Spread& spread) {
   if (o.refine == "sim") {
     const study::Share share = spread.share();
     const std::vector<study::LayoutSimulation> mine = unwrap(study::simulate_layouts(
-        s.cluster(), s.model(), res.top, plan::Config::compass, {}, share, scope));
+        s.cluster(), s.model(), res.top, plan::Config::compass, {}, share, settings));
     const std::vector<std::string> all = spread.gather(study::pack_share(mine, share));
     if (!spread.root()) return;
     refined = unwrap(study::rank_by_simulation(
@@ -290,12 +301,12 @@ void search(const SearchOptions& o, Spread& spread) {
     j["compass_changes_winner"] = res.compass_changes_winner();
     j["megatron_args"] = job::megatron_args(res.best_compass.layout, s.model().layers,
                                             plan::Config::compass, o.te_config);
-    if (refined) j["refine"] = refine_json(*refined, scope);
+    if (refined) j["refine"] = refine_json(*refined, settings);
     o.json.emit(j, o.force);
   }
   if (!o.json.to_stdout()) {
     print_human(s, r, res, o);
-    if (refined) print_refine(*refined, scope);
+    if (refined) print_refine(*refined, settings);
   }
 }
 
@@ -352,6 +363,10 @@ void add_search_verb(CLI::App& app) {
   sub->add_option("--refine", o->refine,
                   "sim: simulate the --top layouts on SimGrid (one training iteration each) and "
                   "re-rank them by simulated time");
+  sub->add_option("--sim-tp", o->sim_tp,
+                  "With --refine sim: priced (the TP operators take the step model's times) or "
+                  "simulated (each distinct TP operator's schedule simulated on the node first)")
+      ->capture_default_str();
   sub->add_option("--sim-scope", o->sim_scope,
                   "With --refine sim: replica (one pipeline; the other DP replicas' traffic as "
                   "each GPU's share of the NICs) or cluster (every GPU, for clusters small enough "

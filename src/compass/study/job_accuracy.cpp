@@ -2,22 +2,93 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
 
 #include "compass/backends/sim/job_sim.hpp"
+#include "compass/backends/sim/simulator.hpp"
+#include "compass/schedule/generate.hpp"
 
 namespace compass::study {
+
+const char* to_string(TpOpTimes t) { return t == TpOpTimes::simulated ? "simulated" : "priced"; }
+
+Result<plan::LayerPlan> with_simulated_tp_ops(const hardware::Profile& node, plan::LayerPlan lp,
+                                              plan::Config c) {
+  if (c == plan::Config::te_default)
+    return make_error(
+        "simulated TP operators: te-default's bulk overlap pairs two operators in a way the "
+        "operator simulator does not run; use megatron or compass");
+  if (lp.parallel.tp < 2) return lp;
+  if (!backends::sim::compiled_in())
+    return make_error("this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
+  backends::sim::SimOptions so;
+  so.busiest_links = 0;
+  for (plan::PlannedOp& po : lp.ops) {
+    model::Estimate& e =
+        c == plan::Config::megatron ? po.megatron : po.choice.estimates.at(po.choice.chosen);
+    const std::string what = fmt::format("{} ({})", po.choice.op.role, schedule::to_string(e.strategy));
+    Result<schedule::Schedule> s = schedule::generate(po.choice.op, e.strategy, lp.plan);
+    if (!s.ok()) return make_error("simulated TP operators: {}: {}", what, s.error().message);
+    Result<backends::sim::SimResult> r = backends::sim::simulate(node, *s, so);
+    if (!r.ok()) return make_error("simulated TP operators: {}: {}", what, r.error().message);
+    e.total_s = r->total_s;
+  }
+  return lp;
+}
+
+namespace {
+
+// The layer plans of a call's layouts with simulated TP operators, one per distinct shape.
+class SimulatedPlans {
+ public:
+  SimulatedPlans(const job::Cluster& cluster, const workload::ModelConfig& m, plan::Config c)
+      : cluster_(cluster), model_(m), config_(c) {}
+
+  Result<const plan::LayerPlan*> of(const job::Layout& l) {
+    const auto key = std::make_tuple(l.tp, l.seq, l.micro_batch,
+                                     l.sequence_parallel && l.tp > 1, l.fp8);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      COMPASS_ASSIGN(plan::LayerPlan lp, job::plan_for(cluster_, model_, l));
+      COMPASS_ASSIGN(plan::LayerPlan sim, with_simulated_tp_ops(cluster_.node, std::move(lp), config_));
+      it = plans_.emplace(key, std::move(sim)).first;
+    }
+    return &it->second;
+  }
+
+ private:
+  const job::Cluster& cluster_;
+  const workload::ModelConfig& model_;
+  plan::Config config_;
+  std::map<std::tuple<int, std::int64_t, int, bool, bool>, plan::LayerPlan> plans_;
+};
+
+}  // namespace
 
 Result<std::vector<LayoutSimulation>> simulate_layouts(
     const job::Cluster& cluster, const workload::ModelConfig& m,
     const std::vector<job::Candidate>& candidates, plan::Config overlap,
-    const job::StepOptions& options, const Share& share, backends::sim::JobSimScope scope) {
+    const job::StepOptions& options, const Share& share, const JobSimSettings& settings) {
   std::vector<LayoutSimulation> out(candidates.size());
+  SimulatedPlans plans(cluster, m, overlap);
+  job::JobComm comm(cluster);
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (!share.mine(i)) continue;
-    auto sim = backends::sim::simulate_job(cluster, m, candidates[i].under(overlap), options,
-                                            scope);
-    if (!sim.ok())
-      return make_error("refine: {}: {}", job::describe(candidates[i].layout), sim.error().message);
+    const job::Layout& l = candidates[i].layout;
+    job::StepResult step = candidates[i].under(overlap);
+    if (settings.tp_ops == TpOpTimes::simulated) {
+      Result<const plan::LayerPlan*> lp = plans.of(l);
+      if (!lp.ok()) return make_error("refine: {}: {}", job::describe(l), lp.error().message);
+      Result<job::StepResult> priced = job::price_step(cluster, comm, m, l, **lp, overlap, options);
+      if (!priced.ok())
+        return make_error("refine: {}: {}", job::describe(l), priced.error().message);
+      step = std::move(*priced);
+    }
+    auto sim = backends::sim::simulate_job(cluster, m, step, options, settings.scope);
+    if (!sim.ok()) return make_error("refine: {}: {}", job::describe(l), sim.error().message);
     out[i] = LayoutSimulation{sim->iteration_s, sim->flows};
   }
   return out;

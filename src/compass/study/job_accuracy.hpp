@@ -7,6 +7,7 @@
 #include "compass/backends/sim/job_sim.hpp"
 #include "compass/core/result.hpp"
 #include "compass/job/search.hpp"
+#include "compass/plan/layer_plan.hpp"
 #include "compass/study/share.hpp"
 
 namespace compass::study {
@@ -30,20 +31,48 @@ struct RefineReport {
   double regret = 0;
 };
 
+/// Where the simulated iteration takes its TP operators' durations from.
+enum class TpOpTimes {
+  /// The step model's: each operator's estimate under the overlap setting (the default; the
+  /// simulation then judges the pipeline schedule, the sends and the DP collectives).
+  priced,
+  /// Each distinct TP operator's schedule simulated alone on one node (the operator simulator,
+  /// `compass simulate`), its time put in place of the estimate before the step is priced.
+  simulated,
+};
+
+/// "priced" or "simulated".
+const char* to_string(TpOpTimes t);
+
+/// How the candidates are simulated.
+struct JobSimSettings {
+  backends::sim::JobSimScope scope = backends::sim::JobSimScope::replica;
+  TpOpTimes tp_ops = TpOpTimes::priced;
+};
+
+/// `lp` with every TP operator's estimate under `c` replaced by the simulated time of its
+/// schedule on `node` (its GEMM work kept, so the rest counts as TP exposure); a plan with TP 1
+/// is returned as it is. Errors: `c` is te-default (TE's bulk overlap of two operators is priced,
+/// not a schedule the simulator runs), a build without SimGrid, a schedule that cannot be
+/// generated or simulated (the operator and strategy named).
+Result<plan::LayerPlan> with_simulated_tp_ops(const hardware::Profile& node, plan::LayerPlan lp,
+                                              plan::Config c);
+
 /// One candidate's simulation, as it travels between processes.
 struct LayoutSimulation {
   double sim_s = 0;  ///< simulated iteration time
   long flows = 0;    ///< SimGrid communications
 };
 
-/// Simulates the candidates of `share` under `overlap` (priced with `options`) over `scope`; the
-/// others are left zero. Errors: a build without SimGrid, a simulation error (the layout is
-/// named).
+/// Simulates the candidates of `share` under `overlap` (priced with `options`) as `settings`
+/// say; the others are left zero. With simulated TP operators each distinct layer plan is made
+/// and simulated once per call. Errors: a build without SimGrid, a simulation error (the layout
+/// is named), simulated TP operators under te-default.
 Result<std::vector<LayoutSimulation>> simulate_layouts(
     const job::Cluster& cluster, const workload::ModelConfig& m,
     const std::vector<job::Candidate>& candidates, plan::Config overlap,
     const job::StepOptions& options = {}, const Share& share = {},
-    backends::sim::JobSimScope scope = backends::sim::JobSimScope::replica);
+    const JobSimSettings& settings = {});
 
 /// The candidates ranked by their simulations (index = candidate), with the model's errors.
 /// Errors: no candidates, or a different number of simulations.
