@@ -2,16 +2,13 @@
 #include <gtest/gtest.h>
 
 #include "compass/job/search.hpp"
+#include "support/job_builders.hpp"
 
 namespace compass::job {
 namespace {
 
 Searcher searcher(const std::string& cluster, const std::string& model) {
-  Result<Cluster> c = builtin_cluster(cluster);
-  EXPECT_TRUE(c.ok());
-  Result<workload::ModelConfig> m = workload::resolve_model(model);
-  EXPECT_TRUE(m.ok());
-  return Searcher(*c, *m);
+  return compass::testing::builtin_job(cluster, model).searcher();
 }
 
 TEST(Search, RanksFittingLayoutsAndPlansEachShapeOnce) {

@@ -3,27 +3,31 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "compass/backends/sim/simulator.hpp"
 #include "compass/schedule/generate.hpp"
 #include "compass/study/job_accuracy.hpp"
+#include "support/job_builders.hpp"
 
 namespace compass::study {
 namespace {
 
-TEST(JobAccuracy, RefineRanksBySimulationAndAgreesWithTheModel) {
-  if (!backends::sim::compiled_in()) GTEST_SKIP() << "built without SimGrid";
-  Result<job::Cluster> c = job::builtin_cluster("dgx-h100");
-  ASSERT_TRUE(c.ok());
-  Result<workload::ModelConfig> m = workload::resolve_model("llama2-7b");
-  ASSERT_TRUE(m.ok());
-  job::Searcher s(*c, *m);
+// The best `top` layouts of 16 GPUs, global batch 64, sequence 2048 (`tp` fixed when given).
+Result<job::SearchResult> search_top(job::Searcher& s, int top, std::optional<int> tp = {}) {
   job::SearchRequest req;
   req.gpus = 16;
   req.global_batch = 64;
   req.seq = 2048;
-  req.top = 6;
-  Result<job::SearchResult> res = s.search(req);
+  req.top = top;
+  req.tp = tp;
+  return s.search(req);
+}
+
+TEST(JobAccuracy, RefineRanksBySimulationAndAgreesWithTheModel) {
+  if (!backends::sim::compiled_in()) GTEST_SKIP() << "built without SimGrid";
+  job::Searcher s = compass::testing::builtin_job("dgx-h100", "llama2-7b").searcher();
+  Result<job::SearchResult> res = search_top(s, 6);
   ASSERT_TRUE(res.ok()) << res.error().message;
   Result<RefineReport> r =
       refine_by_simulation(s.cluster(), s.model(), res->top, plan::Config::compass);
@@ -48,37 +52,10 @@ TEST(JobAccuracy, RefineRanksBySimulationAndAgreesWithTheModel) {
   EXPECT_LE(r->regret, 0.01);
 }
 
-struct Job {
-  job::Cluster cluster;
-  workload::ModelConfig model;
-};
-
-Job job_of(const std::string& cluster, const std::string& model) {
-  Job j;
-  Result<job::Cluster> c = job::builtin_cluster(cluster);
-  EXPECT_TRUE(c.ok());
-  if (c.ok()) j.cluster = *c;
-  Result<workload::ModelConfig> m = workload::resolve_model(model);
-  EXPECT_TRUE(m.ok());
-  if (m.ok()) j.model = *m;
-  return j;
-}
-
-job::Layout tp_layout(int tp) {
-  job::Layout l;
-  l.tp = tp;
-  l.pp = 2;
-  l.dp = 1;
-  l.global_batch = 8;
-  l.seq = 2048;
-  l.sequence_parallel = tp > 1;
-  return l;
-}
-
 TEST(JobAccuracy, SimulatedTpOpsAreTheOperatorSimulatorsTimes) {
   if (!backends::sim::compiled_in()) GTEST_SKIP() << "built without SimGrid";
-  const Job j = job_of("a6000x8-2nic", "llama2-7b");
-  Result<plan::LayerPlan> lp = job::plan_for(j.cluster, j.model, tp_layout(4));
+  const compass::testing::BuiltinJob j = compass::testing::builtin_job("a6000x8-2nic", "llama2-7b");
+  Result<plan::LayerPlan> lp = job::plan_for(j.cluster, j.model, compass::testing::layout_of(4, 2, 1, 8));
   ASSERT_TRUE(lp.ok()) << lp.error().message;
   for (plan::Config c : {plan::Config::compass, plan::Config::megatron}) {
     Result<plan::LayerPlan> sim = with_simulated_tp_ops(j.cluster.node, *lp, c);
@@ -111,13 +88,13 @@ TEST(JobAccuracy, SimulatedTpOpsAreTheOperatorSimulatorsTimes) {
 }
 
 TEST(JobAccuracy, SimulatedTpOpsRefuseTeDefaultsAndKeepTpOne) {
-  const Job j = job_of("dgx-h100", "llama2-7b");
-  Result<plan::LayerPlan> lp = job::plan_for(j.cluster, j.model, tp_layout(2));
+  const compass::testing::BuiltinJob j = compass::testing::builtin_job("dgx-h100", "llama2-7b");
+  Result<plan::LayerPlan> lp = job::plan_for(j.cluster, j.model, compass::testing::layout_of(2, 2, 1, 8));
   ASSERT_TRUE(lp.ok()) << lp.error().message;
   Result<plan::LayerPlan> te = with_simulated_tp_ops(j.cluster.node, *lp, plan::Config::te_default);
   ASSERT_FALSE(te.ok());
   EXPECT_NE(te.error().message.find("te-default"), std::string::npos) << te.error().message;
-  Result<plan::LayerPlan> one = job::plan_for(j.cluster, j.model, tp_layout(1));
+  Result<plan::LayerPlan> one = job::plan_for(j.cluster, j.model, compass::testing::layout_of(1, 2, 1, 8));
   ASSERT_TRUE(one.ok()) << one.error().message;
   Result<plan::LayerPlan> same = with_simulated_tp_ops(j.cluster.node, *one, plan::Config::compass);
   ASSERT_TRUE(same.ok()) << same.error().message;
@@ -127,15 +104,8 @@ TEST(JobAccuracy, SimulatedTpOpsRefuseTeDefaultsAndKeepTpOne) {
 
 TEST(JobAccuracy, SimulatedTpOpsMoveTheSimulatedIterationLittle) {
   if (!backends::sim::compiled_in()) GTEST_SKIP() << "built without SimGrid";
-  const Job j = job_of("dgx-h100", "llama2-7b");
-  job::Searcher s(j.cluster, j.model);
-  job::SearchRequest req;
-  req.gpus = 16;
-  req.global_batch = 64;
-  req.seq = 2048;
-  req.top = 4;
-  req.tp = 4;
-  Result<job::SearchResult> res = s.search(req);
+  job::Searcher s = compass::testing::builtin_job("dgx-h100", "llama2-7b").searcher();
+  Result<job::SearchResult> res = search_top(s, 4, 4);
   ASSERT_TRUE(res.ok()) << res.error().message;
   Result<std::vector<LayoutSimulation>> priced =
       simulate_layouts(s.cluster(), s.model(), res->top, plan::Config::compass);
@@ -159,11 +129,8 @@ TEST(JobAccuracy, SimulatedTpOpsMoveTheSimulatedIterationLittle) {
 }
 
 TEST(JobAccuracy, NoCandidatesIsAnError) {
-  Result<job::Cluster> c = job::builtin_cluster("dgx-h100");
-  ASSERT_TRUE(c.ok());
-  Result<workload::ModelConfig> m = workload::resolve_model("llama2-7b");
-  ASSERT_TRUE(m.ok());
-  EXPECT_FALSE(refine_by_simulation(*c, *m, {}, plan::Config::compass).ok());
+  const compass::testing::BuiltinJob j = compass::testing::builtin_job("dgx-h100", "llama2-7b");
+  EXPECT_FALSE(refine_by_simulation(j.cluster, j.model, {}, plan::Config::compass).ok());
 }
 
 }  // namespace

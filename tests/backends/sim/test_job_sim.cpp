@@ -7,6 +7,7 @@
 #include "compass/job/comm.hpp"
 #include "compass/job/step.hpp"
 #include "compass/model/comm_model.hpp"
+#include "support/job_builders.hpp"
 
 namespace compass::backends::sim {
 namespace {
@@ -19,12 +20,9 @@ struct Priced {
 
 Priced price(const std::string& cluster, const job::Layout& l) {
   Priced p;
-  Result<job::Cluster> c = job::builtin_cluster(cluster);
-  EXPECT_TRUE(c.ok());
-  p.cluster = *c;
-  Result<workload::ModelConfig> m = workload::resolve_model("llama2-7b");
-  EXPECT_TRUE(m.ok());
-  p.model = *m;
+  compass::testing::BuiltinJob j = compass::testing::builtin_job(cluster, "llama2-7b");
+  p.cluster = std::move(j.cluster);
+  p.model = std::move(j.model);
   job::JobComm comm(p.cluster);
   Result<plan::LayerPlan> lp = job::plan_for(p.cluster, p.model, l);
   EXPECT_TRUE(lp.ok()) << lp.error().message;
@@ -83,16 +81,7 @@ TEST(JobSim, ModelAgreesOnAFewLayouts) {
   }
 }
 
-job::Layout layout(int tp, int pp, int dp, int gb) {
-  job::Layout l;
-  l.tp = tp;
-  l.pp = pp;
-  l.dp = dp;
-  l.global_batch = gb;
-  l.seq = 2048;
-  l.sequence_parallel = tp > 1;
-  return l;
-}
+job::Layout layout(int tp, int pp, int dp, int gb) { return compass::testing::layout_of(tp, pp, dp, gb); }
 
 // One layout simulated over both scopes.
 struct BothScopes {
@@ -111,13 +100,17 @@ BothScopes simulate_both(const Priced& p) {
   return b;
 }
 
-TEST(JobSimScope, ClusterIsTheReplicaWhenNoOtherRankRuns) {
-  // TP 1, DP 1: the only ranks are the pipeline's own, so both scopes simulate the same flows.
-  Priced p = price("dgx-h100", layout(1, 4, 1, 16));
+// Both scopes simulate the same flows and end within `tolerance` of each other.
+void expect_scopes_agree(const Priced& p, double tolerance) {
   const BothScopes b = simulate_both(p);
   ASSERT_GT(b.whole.iteration_s, 0);
   EXPECT_EQ(b.whole.flows, b.replica.flows);
-  EXPECT_NEAR(b.whole.iteration_s, b.replica.iteration_s, 1e-12);
+  EXPECT_NEAR(b.whole.iteration_s / b.replica.iteration_s, 1.0, tolerance);
+}
+
+TEST(JobSimScope, ClusterIsTheReplicaWhenNoOtherRankRuns) {
+  // TP 1, DP 1: the only ranks are the pipeline's own, so both scopes simulate the same flows.
+  expect_scopes_agree(price("dgx-h100", layout(1, 4, 1, 16)), 1e-12);
 }
 
 TEST(JobSimScope, ClusterMatchesTheReplicaWhereNoLinkIsShared) {
@@ -125,11 +118,7 @@ TEST(JobSimScope, ClusterMatchesTheReplicaWhereNoLinkIsShared) {
   // node's DP ring, and every GPU has its own NVSwitch ports, so the cluster scope (each member
   // running its own steps, eight pipelines computing) must end at the same time with as many
   // ring flows.
-  Priced p = price("dgx-h100", layout(1, 1, 8, 64));
-  const BothScopes b = simulate_both(p);
-  ASSERT_GT(b.whole.iteration_s, 0);
-  EXPECT_EQ(b.whole.flows, b.replica.flows);
-  EXPECT_NEAR(b.whole.iteration_s / b.replica.iteration_s, 1.0, 1e-9);
+  expect_scopes_agree(price("dgx-h100", layout(1, 1, 8, 64)), 1e-9);
 }
 
 TEST(JobSimScope, ReplicaDrivesEveryTpRanksRingOfTheNode) {
@@ -137,10 +126,7 @@ TEST(JobSimScope, ReplicaDrivesEveryTpRanksRingOfTheNode) {
   // rank 0's. The replica scope drives both rings of the node, as every member does in the
   // cluster scope, so the two agree; with rank 0's ring alone the reductions would be faster.
   Priced p = price("a6000x8-2nic", layout(2, 1, 4, 32));
-  const BothScopes b = simulate_both(p);
-  ASSERT_GT(b.whole.iteration_s, 0);
-  EXPECT_EQ(b.whole.flows, b.replica.flows);
-  EXPECT_NEAR(b.whole.iteration_s / b.replica.iteration_s, 1.0, 1e-9);
+  expect_scopes_agree(p, 1e-9);
   // The step model prices the two rings together too.
   job::JobComm comm(p.cluster);
   const job::Placement pl = job::place(p.step.layout, p.cluster.gpus_per_node());
