@@ -96,7 +96,7 @@ void BM_TimelinePaperGrid(benchmark::State& state) {
   for (auto _ : state) {
     for (const auto& g : grid)
       for (const auto& st : compass::schedule::all_strategies(4)) {
-        auto s = compass::schedule::generate(g.op, st, plans.at(g.op.tp));
+        auto s = compass::schedule::generate_for(p, g.op, st, plans.at(g.op.tp));
         if (!s.ok()) continue;  // decompose:4 that does not divide the rows
         auto t = compass::model::evaluate_timeline(p, *s);
         benchmark::DoNotOptimize(t);

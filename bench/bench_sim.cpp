@@ -30,7 +30,7 @@ void BM_Operator8Gpu(benchmark::State& state) {
     state.SkipWithError(plan.error().message.c_str());
     return;
   }
-  const auto s = schedule::generate(op, st, *plan);
+  const auto s = schedule::generate_for(prof, op, st, *plan);
   if (!s.ok()) {
     state.SkipWithError(s.error().message.c_str());
     return;

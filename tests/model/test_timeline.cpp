@@ -65,7 +65,7 @@ void compare(const std::string& name, const hardware::Profile& prof, const Model
           // The estimate as plan and sweep ask for it (estimate().total_s with both knobs on).
           auto e = estimate_time_s(prof, op, st, *plan, knobs);
           ASSERT_TRUE(e.ok()) << where << ": " << e.error().message;
-          auto s = schedule::generate(op, st, *plan);
+          auto s = schedule::generate_for(prof, op, st, *plan);
           ASSERT_TRUE(s.ok()) << where << ": " << s.error().message;
           auto t = evaluate_timeline(prof, *s, knobs);
           ASSERT_TRUE(t.ok()) << where << ": " << t.error().message;

@@ -25,6 +25,8 @@ struct Case {
   std::string plan_name;
 
   const CommPlan& plan() const { return *plan_ptr; }
+  /// The options its schedule is generated with (grid_options).
+  GenerateOptions options() const;
 
   std::string label() const {
     return fmt::format("{} M={} N={} K={} p={} {} plan={}", workload::to_string(op.kind), op.m,
@@ -138,9 +140,19 @@ inline void shuffled_trees(CommPlan& plan, std::mt19937& rng) {
                              {2 * b + 1, down[static_cast<std::size_t>(b)]}}};
   plan.hier.routes = routes;
   plan.synth.routes = routes;
-  // A machine's GEMM and add costs, so that the reduce-scatter's order is the list schedule
-  // (tree_reduce_scatter_program) rather than the untimed round order of the default plan.
-  plan.profile = std::make_shared<const hardware::Profile>(hardware::make_preset("a6000x8").value());
+}
+
+/// The generator options of a grid case: the shuffled plans' tree reduce-scatters are ordered
+/// by a machine's GEMM and add costs (a6000x8's: the list schedule, tree_reduce_scatter_program)
+/// rather than the untimed round order of the default plan.
+inline GenerateOptions grid_options(const std::string& plan_name, const CommPlan& plan,
+                                    const workload::OperatorSpec& op) {
+  GenerateOptions o;
+  if (plan_name.rfind("shuffled", 0) == 0) {
+    static const hardware::Profile machine = hardware::make_preset("a6000x8").value();
+    o.tree_rs_costs = tree_rs_costs(machine, plan, op);
+  }
+  return o;
 }
 
 /// Default plan; a shuffled ring with an unrelated shuffled second ring; one copy engine.
@@ -164,6 +176,8 @@ inline bool feasible(const workload::OperatorSpec& op, const Strategy& s) {
   if (s.kind != StrategyKind::decompose || s.parts == 1) return true;
   return op.m % op.tp == 0 && (op.m / op.tp) % s.parts == 0;
 }
+
+inline GenerateOptions Case::options() const { return grid_options(plan_name, plan(), op); }
 
 inline std::vector<Case> all_cases() {
   std::vector<Case> out;

@@ -261,11 +261,11 @@ TEST(CommPlan, UntimedReduceScatterProgramGoesRoundByRound) {
     else
       round_has_adds = true;
   }
-  EXPECT_EQ(tree_rs_costs(default_comm_plan(p), workload::OperatorSpec{
-                                                    workload::OpKind::gemm_rs, 4096, 5120, 5120,
-                                                    p, DType::bf16, ""})
-                .gemm_row_s,
-            0.0);
+  // Without a group there is no GPU to cost: the order stays untimed.
+  const hardware::Profile machine = hardware::make_preset("a6000x8").value();
+  const workload::OperatorSpec rs{workload::OpKind::gemm_rs, 4096, 5120, 5120, p, DType::bf16, ""};
+  EXPECT_EQ(tree_rs_costs(machine, CommPlan{}, rs), TreeRsCosts{});
+  EXPECT_GT(tree_rs_costs(machine, default_comm_plan(p), rs).gemm_row_s, 0.0);
 }
 
 // With the machine's costs the program is a list schedule: the same dataflow, and a compute
@@ -278,7 +278,7 @@ TEST(CommPlan, TimedReduceScatterProgramComputesAheadOfPartials) {
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   const int p = 8;
   const workload::OperatorSpec op{workload::OpKind::gemm_rs, 2048, 5120, 20480, p, DType::bf16, ""};
-  const TreeRsCosts costs = tree_rs_costs(*plan, op);
+  const TreeRsCosts costs = tree_rs_costs(*a6000, *plan, op);
   // Per row: the fused kernel's share of the local GEMM, slowed beside the copy engines.
   const workload::GemmShape local = workload::local_gemm(op);
   EXPECT_NEAR(costs.gemm_row_s * static_cast<double>(local.m),
@@ -311,14 +311,13 @@ TEST(CommPlan, TimedReduceScatterProgramComputesAheadOfPartials) {
                                                  plan->copy_engines));
 }
 
-// The property grid's shuffled plans carry a machine, so its tree reduce-scatters run the list
-// schedule (here it differs from the round order for some shape).
+// The property grid's shuffled plans are generated with a machine's costs, so their tree
+// reduce-scatters run the list schedule (here it differs from the round order for some shape).
 TEST(CommPlan, PropertyGridCoversTheTimedReduceScatterOrder) {
   for (int p : {3, 8}) {
     bool differs = false;
     for (const auto& [name, plan] : testing::plans(p)) {
       if (name != "shuffled") continue;
-      ASSERT_TRUE(plan.profile);
       const std::vector<TreeShape> shapes = tree_shapes(plan.hier, p);
       for (const workload::OperatorSpec& op : testing::shapes(workload::OpKind::gemm_rs, p)) {
         std::vector<std::vector<TreePiece>> pieces(p);
@@ -327,7 +326,8 @@ TEST(CommPlan, PropertyGridCoversTheTimedReduceScatterOrder) {
                                   tree_chunks(plan.hier, 0));
         const double row_bytes = static_cast<double>(op.n) * dtype_bytes(op.dtype);
         const std::vector<TreeRsStep> timed = tree_reduce_scatter_program(
-            plan.hier, shapes, pieces, row_bytes, tree_rs_costs(plan, op), plan.copy_engines);
+            plan.hier, shapes, pieces, row_bytes,
+            testing::grid_options(name, plan, op).tree_rs_costs, plan.copy_engines);
         expect_sums_up_the_trees(timed, shapes, pieces, p);
         differs = differs || timed != tree_reduce_scatter_program(plan.hier, shapes, pieces,
                                                                   row_bytes, TreeRsCosts{},
@@ -336,6 +336,28 @@ TEST(CommPlan, PropertyGridCoversTheTimedReduceScatterOrder) {
     }
     EXPECT_TRUE(differs) << "p = " << p;
   }
+}
+
+// generate_for is generate with the machine's costs; a plan naming a GPU the machine lacks is
+// an error, not a read past its devices.
+TEST(CommPlan, GenerateForPassesTheMachinesCosts) {
+  const hardware::Profile a6000 = hardware::make_preset("a6000x8").value();
+  const CommPlan plan = comm_plan_for(a6000, {0, 1, 2, 3, 4, 5, 6, 7}).value();
+  const workload::OperatorSpec op{workload::OpKind::gemm_rs, 2048, 5120, 20480, 8, DType::bf16, ""};
+  const Strategy hier{StrategyKind::fuse_hier, 0};
+  GenerateOptions options;
+  options.tree_rs_costs = tree_rs_costs(a6000, plan, op);
+  auto with_costs = generate(op, hier, plan, options);
+  auto for_machine = generate_for(a6000, op, hier, plan);
+  auto untimed = generate(op, hier, plan);
+  ASSERT_TRUE(with_costs.ok() && for_machine.ok() && untimed.ok());
+  EXPECT_EQ(schedule_to_json(*for_machine), schedule_to_json(*with_costs));
+  EXPECT_NE(schedule_to_json(*for_machine), schedule_to_json(*untimed));
+  const hardware::Profile small = hardware::make_preset("a6000x4").value();
+  auto off = generate_for(small, op, hier, plan);
+  ASSERT_FALSE(off.ok());
+  EXPECT_NE(off.error().message.find("GPU 4 is not on"), std::string::npos) << off.error().message;
+  EXPECT_EQ(tree_rs_costs(small, comm_plan_for(a6000, {7, 6}).value(), op), TreeRsCosts{});
 }
 
 TEST(CommPlan, BadGroupIsAnError) {

@@ -326,7 +326,7 @@ class ScheduleProperties : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ScheduleProperties, ValidAcyclicCorrectHazardFreeAndClosedFormBytes) {
   const Case& c = GetParam();
-  auto r = generate(c.op, c.strategy, c.plan());
+  auto r = generate(c.op, c.strategy, c.plan(), c.options());
   if (!testing::feasible(c.op, c.strategy)) {
     ASSERT_FALSE(r.ok()) << c.label();
     EXPECT_NE(r.error().message.find(fmt::format("decompose:{}", c.strategy.parts)),

@@ -19,7 +19,7 @@ class LaunchProperties : public ::testing::TestWithParam<Case> {};
 TEST_P(LaunchProperties, EveryTaskSaysHowItStartsConsistently) {
   const Case& c = GetParam();
   if (!testing::feasible(c.op, c.strategy)) GTEST_SKIP() << "infeasible: " << c.label();
-  auto r = generate(c.op, c.strategy, c.plan());
+  auto r = generate(c.op, c.strategy, c.plan(), c.options());
   ASSERT_TRUE(r.ok()) << c.label() << ": " << r.error().message;
   const Schedule& s = *r;
   const bool fused = is_fused(s.strategy.kind);

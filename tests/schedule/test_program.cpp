@@ -26,13 +26,16 @@ bool all_rows(const Program& pr) {
   return true;
 }
 
-// program_of(generate(op, st, plan)) == program(op, st, plan); returns false when the case is
-// left out: a program with empty steps (the generator emits no task for them).
+// program_of(generate(op, st, plan, costs)) == program(op, st, plan, costs); returns false when
+// the case is left out: a program with empty steps (the generator emits no task for them).
 bool expect_schedule_is_program(const workload::OperatorSpec& op, const Strategy& st,
-                                const CommPlan& plan, const std::string& where) {
-  const Program want = program(op, st, plan);
+                                const CommPlan& plan, const std::string& where,
+                                const TreeRsCosts& costs = {}) {
+  const Program want = program(op, st, plan, costs);
   if (!all_rows(want)) return false;
-  auto s = generate(op, st, plan);
+  GenerateOptions options;
+  options.tree_rs_costs = costs;
+  auto s = generate(op, st, plan, options);
   EXPECT_TRUE(s.ok()) << where << ": " << s.error().message;
   if (!s.ok()) return true;
   auto got = program_of(*s);
@@ -71,7 +74,11 @@ TEST(Program, EveryFusedScheduleIsItsProgramOnTheCaseGrid) {
             if (!has_program(st.kind)) continue;
             ++total;
             const testing::Case c{op, st, nullptr, name};
-            checked += expect_schedule_is_program(op, st, plan, c.label()) ? 1 : 0;
+            checked += expect_schedule_is_program(
+                           op, st, plan, c.label(),
+                           testing::grid_options(name, plan, op).tree_rs_costs)
+                           ? 1
+                           : 0;
           }
   // Most cases have no empty step; the others (one-row shards split in halves, fewer rows than
   // ranks) are left out. Unequal chunks (gemm_ar, M not a multiple of p) are in.
@@ -105,7 +112,9 @@ TEST(Program, EveryFusedScheduleIsItsProgramOnThePresets) {
             const workload::OperatorSpec op = testing::make_op(kind, 4096, 8192, 8192, p);
             const std::string where = fmt::format("{} engines={} {}", name, pl.copy_engines,
                                                   testing::Case{op, st, nullptr, name}.label());
-            EXPECT_TRUE(expect_schedule_is_program(op, st, pl, where)) << where;
+            EXPECT_TRUE(
+                expect_schedule_is_program(op, st, pl, where, tree_rs_costs(prof, pl, op)))
+                << where;
           }
     }
   }

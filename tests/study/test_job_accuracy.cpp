@@ -78,7 +78,7 @@ TEST(JobAccuracy, SimulatedTpOpsAreTheOperatorSimulatorsTimes) {
   ASSERT_TRUE(sim.ok());
   const plan::PlannedOp& first = lp->ops.front();
   Result<schedule::Schedule> s =
-      schedule::generate(first.choice.op, first.compass().strategy, lp->plan);
+      schedule::generate_for(j.cluster.node, first.choice.op, first.compass().strategy, lp->plan);
   ASSERT_TRUE(s.ok()) << s.error().message;
   backends::sim::SimOptions so;
   so.busiest_links = 0;

@@ -157,7 +157,7 @@ void run_schedule(const ScheduleArgs& a) {
   const hardware::Profile profile = load_profile(a.profile);
   const std::vector<int> group = select_group(profile, tp, a.gpus);
   const schedule::CommPlan plan = unwrap(schedule::comm_plan_for(profile, group));
-  const Schedule s = unwrap(schedule::generate(op, strategy, plan));
+  const Schedule s = unwrap(schedule::generate_for(profile, op, strategy, plan));
   if (a.json.any()) a.json.emit_text(schedule::schedule_to_json(s), a.force);
   if (!a.json.to_stdout()) print_human(s, plan, profile.name, a.limit);
 }

@@ -90,7 +90,7 @@ void run_simulate(const SimulateArgs& a) {
   opts.busiest_links = a.busiest;
 
   if (strategies.size() == 1) {
-    const schedule::Schedule s = unwrap(schedule::generate(op, strategies[0], plan));
+    const schedule::Schedule s = unwrap(schedule::generate_for(prof, op, strategies[0], plan));
     const sim::SimResult r = unwrap(sim::simulate(prof, s, opts));
     // The trace and the JSON are written together or not at all.
     StagedOutputs outputs;
@@ -107,7 +107,7 @@ void run_simulate(const SimulateArgs& a) {
   };
   std::vector<Row> rows;
   for (const schedule::Strategy& st : strategies) {
-    const schedule::Schedule s = unwrap(schedule::generate(op, st, plan));
+    const schedule::Schedule s = unwrap(schedule::generate_for(prof, op, st, plan));
     rows.push_back(Row{st, unwrap(sim::simulate(prof, s, opts))});
   }
   double best = rows.front().result.total_s;

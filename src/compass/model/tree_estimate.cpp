@@ -94,7 +94,8 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   // The reduce-scatter's order depends on its estimated compute costs too.
   std::optional<schedule::TreeRsCosts> rs_costs;
   auto rc = [&]() -> const schedule::TreeRsCosts& {
-    if (!rs_costs) rs_costs = ag ? schedule::TreeRsCosts{} : schedule::tree_rs_costs(plan, op);
+    if (!rs_costs)
+      rs_costs = ag ? schedule::TreeRsCosts{} : schedule::tree_rs_costs(prof, plan, op);
     return *rs_costs;
   };
   std::vector<std::uint64_t> comm_key;
@@ -136,7 +137,7 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
       constexpr std::size_t kSkeletons = 256;
       if (memo.skeletons.size() >= kSkeletons) memo.skeletons.clear();
       auto structure =
-          std::make_shared<const schedule::Program>(schedule::tree_program(op, tp, plan));
+          std::make_shared<const schedule::Program>(schedule::tree_program(op, tp, plan, rc()));
       auto built = std::make_shared<FusedProgram>(price_program(*structure, prof, op, gpu));
       prepare_program(*built, prof, plan.gpus, row_bytes);
       sk = memo.skeletons.emplace(structure_key, TreeMemo::Skeleton{structure, built}).first;

@@ -53,7 +53,6 @@ Result<CommPlan> comm_plan_for(const hardware::Profile& profile, const std::vect
   COMPASS_ASSIGN(plan.hier, tree_plan_from(profile, hier, gpus));
   COMPASS_ASSIGN(hardware::TreePattern synth, hardware::synthesize_pattern(profile, gpus));
   COMPASS_ASSIGN(plan.synth, tree_plan_from(profile, synth, gpus));
-  plan.profile = std::make_shared<const hardware::Profile>(profile);
   return plan;
 }
 

@@ -677,13 +677,24 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
       const TreePlan& tp = strategy.kind == StrategyKind::fuse_hier ? plan.hier : plan.synth;
       if (Status st = validate_tree_plan(tp, p); !st.ok())
         return make_error("comm plan: {}: {}", to_string(strategy), st.error().message);
-      detail::tree_pattern_graph(b, op, tp, plan.copy_engines, tree_rs_costs(plan, op));
+      detail::tree_pattern_graph(b, op, tp, plan.copy_engines, options.tree_rs_costs);
       break;
     }
   }
   Schedule s = std::move(b).finish();
   COMPASS_CHECK(validate(s).ok(), "generated schedule is invalid: {}", validate(s).error().message);
   return s;
+}
+
+Result<Schedule> generate_for(const hardware::Profile& machine, const workload::OperatorSpec& op,
+                              const Strategy& strategy, const CommPlan& plan,
+                              GenerateOptions options) {
+  for (int g : plan.gpus)
+    if (g < 0 || g >= machine.gpu_count())
+      return make_error("comm plan: GPU {} is not on '{}' ({} GPUs)", g, machine.name,
+                        machine.gpu_count());
+  options.tree_rs_costs = tree_rs_costs(machine, plan, op);
+  return generate(op, strategy, plan, options);
 }
 
 Schedule ring_allgather(int p, std::int64_t shard_rows, std::int64_t cols) {

@@ -1,7 +1,6 @@
 #pragma once
 // One generator per strategy, for each operator kind.
 
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -48,9 +47,6 @@ struct CommPlan {
   int copy_engines = 2;    ///< copy engines per rank available to transfers
   TreePlan hier;           ///< fuse:hier's trees (hardware::hierarchical_pattern)
   TreePlan synth;          ///< fuse:synth's trees (hardware::synthesize_pattern)
-  /// The machine the plan was made for, whose GEMM and add costs the tree reduce-scatter's
-  /// compute order estimates (schedule::tree_rs_costs); null: that order is not timed.
-  std::shared_ptr<const hardware::Profile> profile;
 };
 
 /// Ranks 0..p-1 on GPUs 0..p-1, ring in rank order, second ring its reverse; both tree
@@ -60,6 +56,17 @@ CommPlan default_comm_plan(int p);
 /// find_double_ring, hierarchical_pattern and synthesize_pattern); the error names the bad GPU
 /// or group.
 Result<CommPlan> comm_plan_for(const hardware::Profile& profile, const std::vector<int>& gpus);
+
+/// What the tree reduce-scatter's program estimates a rank's compute items to cost (its order,
+/// patterns.hpp tree_reduce_scatter_program): per row of a GEMM piece (a fused kernel's share of
+/// the local GEMM, slowed beside the copy engines) and of an add, and per item (the flag wait
+/// before it). Machine costs, passed explicitly (schedule::tree_rs_costs computes them).
+struct TreeRsCosts {
+  double gemm_row_s = 0;
+  double add_row_s = 0;
+  double item_s = 0;
+  bool operator==(const TreeRsCosts&) const = default;
+};
 
 /// Choices of the generators beyond strategy and plan.
 struct GenerateOptions {
@@ -76,6 +83,10 @@ struct GenerateOptions {
   /// style. Other strategies (sequential, decompose, the tree patterns) are unchanged, as is
   /// p = 1.
   bool fused_gemm = false;
+  /// What a rank's compute items cost where the tree patterns (fuse:hier, fuse:synth) order a
+  /// reduce-scatter (gemm_rs, gemm_ar) by estimated time: schedule::tree_rs_costs of the
+  /// machine the schedule is for. All zero (the default): ordered round by round instead.
+  TreeRsCosts tree_rs_costs;
 };
 
 /// Whether decompose:`parts` can be generated for `op`: 1 <= parts <= kMaxDecomposeParts, and
@@ -88,6 +99,11 @@ Status check_decompose(const workload::OperatorSpec& op, int parts);
 /// more than about kMaxTasks tasks (limits.hpp). Building costs O(n log n) in the n tasks.
 Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& strategy,
                           const CommPlan& plan, const GenerateOptions& options = {});
+/// generate() for `machine`: options.tree_rs_costs = tree_rs_costs(machine, plan, op), the
+/// schedule the model estimates on that machine. Same errors.
+Result<Schedule> generate_for(const hardware::Profile& machine, const workload::OperatorSpec& op,
+                              const Strategy& strategy, const CommPlan& plan,
+                              GenerateOptions options = {});
 
 /// A bare ring all-gather (no GEMM) of `shard_rows` x `cols` BF16 shards over ranks 0..p-1 on
 /// GPUs 0..p-1, one copy engine per rank: rank r forwards chunk (r - step) mod p to r + 1 at

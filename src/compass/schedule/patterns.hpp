@@ -102,17 +102,10 @@ struct TreeRsStep {
   bool operator==(const TreeRsStep&) const = default;
 };
 
-/// What the reduce-scatter's program estimates a rank's compute items to cost: per row of a
-/// GEMM piece (a fused kernel's share of the local GEMM, slowed beside the copy engines) and of
-/// an add, and per item (the flag wait before it).
-struct TreeRsCosts {
-  double gemm_row_s = 0;
-  double add_row_s = 0;
-  double item_s = 0;
-};
-/// The costs of `op` on plan.profile's first GPU of the group (all zero without a profile or
-/// when the profile lists no peak for op.dtype).
-TreeRsCosts tree_rs_costs(const CommPlan& plan, const workload::OperatorSpec& op);
+/// The costs of `op` on `machine`'s first GPU of the plan's group (generate.hpp, TreeRsCosts):
+/// all zero for an empty group, a first GPU the machine lacks, or no peak for op.dtype.
+TreeRsCosts tree_rs_costs(const hardware::Profile& machine, const CommPlan& plan,
+                          const workload::OperatorSpec& op);
 
 /// The program order of a reduce-scatter up `plan`'s trees over p ranks (shapes:
 /// tree_shapes(plan, p); pieces[owner]: tree_pieces of that owner's rows; rows of `row_bytes`

@@ -235,7 +235,8 @@ class PieceTable {
 }  // namespace
 
 // In the generator's order (patterns.cpp): the same rounds, pieces, engines and compute order.
-Program tree_program(const workload::OperatorSpec& op, const TreePlan& tp, const CommPlan& plan) {
+Program tree_program(const workload::OperatorSpec& op, const TreePlan& tp, const CommPlan& plan,
+                     const TreeRsCosts& rs_costs) {
   const int p = op.tp;
   const bool ag = op.kind == OpKind::ag_gemm;
   const double row_bytes = program_row_bytes(op);
@@ -298,7 +299,7 @@ Program tree_program(const workload::OperatorSpec& op, const TreePlan& tp, const
   const std::vector<int> up = tree_engine_table(tp, p, plan.copy_engines, true);
   PieceTable sent(p, max_pieces);  // (sender, owner, piece) -> transfer
   for (const TreeRsStep& st : tree_reduce_scatter_program(
-           tp, sh, pieces, row_bytes, tree_rs_costs(plan, op), plan.copy_engines)) {
+           tp, sh, pieces, row_bytes, rs_costs, plan.copy_engines)) {
     const TreePiece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
     const int v = st.rank, j = st.owner, pi = st.piece;
     switch (st.kind) {
@@ -328,7 +329,8 @@ double program_row_bytes(const workload::OperatorSpec& op) {
   return (op.kind == OpKind::ag_gemm ? op.k : op.n) * dtype_bytes(op.dtype);
 }
 
-Program program(const workload::OperatorSpec& op, const Strategy& strategy, const CommPlan& plan) {
+Program program(const workload::OperatorSpec& op, const Strategy& strategy, const CommPlan& plan,
+                const TreeRsCosts& rs_costs) {
   COMPASS_CHECK(has_program(strategy.kind), "program: {} has no program", to_string(strategy));
   const bool ag = op.kind == OpKind::ag_gemm;
   switch (strategy.kind) {
@@ -340,9 +342,9 @@ Program program(const workload::OperatorSpec& op, const Strategy& strategy, cons
     case StrategyKind::fuse_all2all:
       return ag ? ag_all2all(op, plan) : rs_all2all(op, plan);
     case StrategyKind::fuse_hier:
-      return tree_program(op, plan.hier, plan);
+      return tree_program(op, plan.hier, plan, rs_costs);
     case StrategyKind::fuse_synth:
-      return tree_program(op, plan.synth, plan);
+      return tree_program(op, plan.synth, plan, rs_costs);
     case StrategyKind::sequential:
     case StrategyKind::decompose:
       break;

@@ -62,13 +62,17 @@ double program_row_bytes(const workload::OperatorSpec& op);
 ///    r - k as they land (AG-GEMM); partials pushed to their owners, then the adds of r - k
 ///    (GEMM-RS), GEMM-AR pushing the reduced chunk to every peer after.
 ///  - Tree patterns: schedule::tree_allgather_program and tree_reduce_scatter_program, read
-///    step by step (the all-gather's arrivals are AG-GEMM's GEMM pieces).
-Program program(const workload::OperatorSpec& op, const Strategy& strategy, const CommPlan& plan);
+///    step by step (the all-gather's arrivals are AG-GEMM's GEMM pieces); the reduce-scatter
+///    in the order `rs_costs` gives (GenerateOptions::tree_rs_costs: the same costs give the
+///    same program as the generator's schedule).
+Program program(const workload::OperatorSpec& op, const Strategy& strategy, const CommPlan& plan,
+                const TreeRsCosts& rs_costs = {});
 
 /// The program of `op` along the trees of `tp` (plan.hier or plan.synth; plan.copy_engines
-/// and, for the reduce-scatter's compute order, tree_rs_costs(plan, op)): what program()
-/// returns for fuse:hier and fuse:synth. Same requirements.
-Program tree_program(const workload::OperatorSpec& op, const TreePlan& tp, const CommPlan& plan);
+/// and, for the reduce-scatter's compute order, `rs_costs`): what program() returns for
+/// fuse:hier and fuse:synth. Same requirements.
+Program tree_program(const workload::OperatorSpec& op, const TreePlan& tp, const CommPlan& plan,
+                     const TreeRsCosts& rs_costs = {});
 
 /// The program a schedule of a fused strategy runs, read back from its tasks: per rank its
 /// compute stream's GEMM pieces and adds in list order, its transfers in task order (each
@@ -77,7 +81,8 @@ Program tree_program(const workload::OperatorSpec& op, const TreePlan& tp, const
 /// data to the sender; an item's transfer into its rank. Errors when the schedule is not one
 /// program: a copy task, a GEMM outside a fused kernel, a transfer of partial rows, or a
 /// dependency the program's orders and waits do not imply. For a schedule generate() builds
-/// (fused_gemm off) this is program(op, strategy, plan) (tests/schedule/test_program.cpp).
+/// (fused_gemm off, tree_rs_costs c) this is program(op, strategy, plan, c)
+/// (tests/schedule/test_program.cpp).
 Result<Program> program_of(const Schedule& s);
 
 }  // namespace compass::schedule

@@ -192,10 +192,11 @@ std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
   return out;
 }
 
-TreeRsCosts tree_rs_costs(const CommPlan& plan, const workload::OperatorSpec& op) {
+TreeRsCosts tree_rs_costs(const hardware::Profile& prof, const CommPlan& plan,
+                          const workload::OperatorSpec& op) {
   TreeRsCosts c;
-  if (!plan.profile || plan.gpus.empty()) return c;
-  const hardware::Profile& prof = *plan.profile;
+  if (plan.gpus.empty() || plan.gpus.front() < 0 || plan.gpus.front() >= prof.gpu_count())
+    return c;
   const int gpu = plan.gpus.front();
   const workload::GemmShape local = workload::local_gemm(op);
   if (hardware::check_peak_flops(prof, op.dtype).ok() && local.m > 0)

@@ -30,7 +30,7 @@ Result<plan::LayerPlan> with_simulated_tp_ops(const hardware::Profile& node, pla
     model::Estimate& e =
         c == plan::Config::megatron ? po.megatron : po.choice.estimates.at(po.choice.chosen);
     const std::string what = fmt::format("{} ({})", po.choice.op.role, schedule::to_string(e.strategy));
-    Result<schedule::Schedule> s = schedule::generate(po.choice.op, e.strategy, lp.plan);
+    Result<schedule::Schedule> s = schedule::generate_for(node, po.choice.op, e.strategy, lp.plan);
     if (!s.ok()) return make_error("simulated TP operators: {}: {}", what, s.error().message);
     Result<backends::sim::SimResult> r = backends::sim::simulate(node, *s, so);
     if (!r.ok()) return make_error("simulated TP operators: {}: {}", what, r.error().message);

@@ -58,7 +58,7 @@ Result<RefinedOp> refine_choice(const hardware::Profile& profile, model::Operato
   so.busiest_links = 0;
   for (std::size_t i : candidates) {
     const schedule::Strategy& st = choice.estimates[i].strategy;
-    Result<schedule::Schedule> s = schedule::generate(choice.op, st, plan);
+    Result<schedule::Schedule> s = schedule::generate_for(profile, choice.op, st, plan);
     if (!s.ok())
       return make_error("refining {} ({}): {}", choice.op.role.empty() ? "the operator" : choice.op.role,
                         schedule::to_string(st), s.error().message);

@@ -190,7 +190,7 @@ Result<RunReport> prepare_runs(const RunRequest& r, bool processes) {
                  strategies_to_run(r.strategy, r.profile, r.op, report.plan));
   const schedule::GenerateOptions options = generate_options(r, processes);
   for (const auto& st : strategies) {
-    auto s = schedule::generate(r.op, st, report.plan, options);
+    auto s = schedule::generate_for(r.profile, r.op, st, report.plan, options);
     if (!s.ok()) {
       // Generator errors for decompose already start with "decompose:D: ".
       const std::string label = schedule::to_string(st);

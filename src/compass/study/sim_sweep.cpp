@@ -92,7 +92,7 @@ Result<std::vector<SimRow>> simulate_sweep(
   opts.busiest_links = 0;
   auto run_one = [&](const workload::OperatorSpec& op, const schedule::Strategy& st,
                      const schedule::CommPlan& plan, std::size_t i) -> Result<double> {
-    COMPASS_ASSIGN(const schedule::Schedule s, schedule::generate(op, st, plan));
+    COMPASS_ASSIGN(const schedule::Schedule s, schedule::generate_for(profile, op, st, plan));
     Result<sim::SimResult> res = sim::simulate(profile, s, opts);
     if (!res.ok())
       return make_error("simulating row {} ({}) under {}: {}", i + 1, row_label(r, i),

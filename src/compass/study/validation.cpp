@@ -89,7 +89,7 @@ std::vector<cpu::GemmShape> grid_gemm_shapes(const std::vector<GridConfig>& grid
           workload::rows_per_rank(c.op) / d >= model::kMinRowsPerPart)
         strategies.push_back({schedule::StrategyKind::decompose, d});
     for (const auto& st : strategies) {
-      auto s = schedule::generate(c.op, st, *plan);
+      auto s = schedule::generate_for(topology, c.op, st, *plan);
       if (!s.ok()) continue;
       for (const auto& g : cpu::gemm_shapes(*s)) shapes.insert(g);
     }
@@ -163,7 +163,7 @@ Result<ValidateResult> run_validation(const std::vector<GridConfig>& grid,
     };
     std::vector<Candidate> cands;
     for (std::size_t i = 0; i < choice.estimates.size(); ++i) {
-      auto s = schedule::generate(cfg.op, choice.estimates[i].strategy, plan);
+      auto s = schedule::generate_for(predicted, cfg.op, choice.estimates[i].strategy, plan);
       if (!s.ok()) continue;  // e.g. decompose parts the shape cannot take
       Candidate c;
       c.estimate = i;

@@ -229,7 +229,7 @@ TEST_P(Generated, TreePatternsOfSeveralMachinesMatchTheReference) {
     for (StrategyKind k : {StrategyKind::fuse_hier, StrategyKind::fuse_synth}) {
       const std::string label = fmt::format("{} {} p={} {}", name, workload::to_string(op.kind),
                                             p, schedule::to_string(Strategy{k, 0}));
-      auto s = schedule::generate(op, Strategy{k, 0}, *plan);
+      auto s = schedule::generate_for(prof, op, Strategy{k, 0}, *plan);
       ASSERT_TRUE(s.ok()) << label << ": " << s.error().message;
       auto ws = Workspace::create(*s, *data);
       ASSERT_TRUE(ws.ok()) << label << ": " << ws.error().message;

@@ -47,7 +47,7 @@ const std::vector<Case>& cases() {
       if (!plan.ok()) return;
       const workload::OperatorSpec op{kind, 4096, 5120, 2560, tp, DType::bf16, ""};
       for (const schedule::Strategy& st : schedule::all_strategies(4)) {
-        auto s = schedule::generate(op, st, *plan);
+        auto s = schedule::generate_for(prof, op, st, *plan);
         EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
         if (!s.ok()) continue;
         out.push_back(Case{fmt::format("{} {} tp{} {}", prof.name, workload::to_string(kind), tp,
