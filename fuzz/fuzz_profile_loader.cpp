@@ -15,7 +15,7 @@
 
 #include "compass/hardware/presets.hpp"
 #include "compass/hardware/profile_io.hpp"
-#include "compass/hardware/topo_matrix.hpp"
+#include "compass/measure/topo_matrix.hpp"
 
 namespace {
 
@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     __builtin_trap();
   }
   // The same bytes as an nvidia-smi topo -m matrix: an error or a matrix, never a crash.
-  (void)compass::hardware::parse_topo_matrix(text, "fuzz.txt");
+  (void)compass::measure::parse_topo_matrix(text, "fuzz.txt");
   if (!p.ok()) return 0;
   const std::string saved = compass::hardware::profile_to_json(*p);
   auto again = compass::hardware::profile_from_json(saved, "fuzz-roundtrip.json");

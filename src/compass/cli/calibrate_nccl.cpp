@@ -12,7 +12,7 @@
 
 #include "compass/cli/common.hpp"
 #include "compass/hardware/profile_io.hpp"
-#include "compass/model/nccl_fit.hpp"
+#include "compass/measure/nccl_fit.hpp"
 
 namespace compass::cli {
 
@@ -39,9 +39,9 @@ void run_calibrate_from_nccl_tests(const NcclFitArgs& a) {
   if (a.out == "-" && a.json.to_stdout())
     throw UsageError("--out - and --json both write to stdout; write one of them to a file");
   check_outputs({{"--out", a.out}, {"--json-out", a.json.file()}}, a.force);
-  std::vector<model::NcclLog> logs;
-  for (const std::string& path : a.logs) logs.push_back(unwrap(model::parse_nccl_tests_log(read_input_file(path, kMaxLogBytes), path)));
-  const model::FitResult fit = unwrap(model::fit_to_nccl_tests(base, logs));
+  std::vector<measure::NcclLog> logs;
+  for (const std::string& path : a.logs) logs.push_back(unwrap(measure::parse_nccl_tests_log(read_input_file(path, kMaxLogBytes), path)));
+  const measure::FitResult fit = unwrap(measure::fit_to_nccl_tests(base, logs));
   unwrap(hardware::validate(fit.profile));
   // The profile and the JSON are written together or not at all.
   StagedOutputs outputs;
@@ -54,7 +54,7 @@ void run_calibrate_from_nccl_tests(const NcclFitArgs& a) {
     for (const auto& f : fit.logs) {
       nlohmann::ordered_json lj;
       lj["log"] = f.origin;
-      lj["test"] = std::string(model::to_string(f.test));
+      lj["test"] = std::string(measure::to_string(f.test));
       lj["ranks"] = f.ranks;
       lj["gpus"] = f.gpus;
       lj["large_max_error"] = f.large_max_error;
@@ -88,7 +88,7 @@ void run_calibrate_from_nccl_tests(const NcclFitArgs& a) {
   print_to(human, "fit of profile {} to {} nccl-tests log{}\n", base.name, logs.size(), logs.size() == 1 ? "" : "s");
   for (std::size_t i = 0; i < fit.logs.size(); ++i) {
     const auto& f = fit.logs[i];
-    print_to(human, "\n{}: {}, {} ranks on GPUs {}\n", f.origin, model::to_string(f.test), f.ranks, fmt::join(f.gpus, ","));
+    print_to(human, "\n{}: {}, {} ranks on GPUs {}\n", f.origin, measure::to_string(f.test), f.ranks, fmt::join(f.gpus, ","));
     for (const std::string& n : logs[i].notes) print_to(human, "  note: {}\n", n);
     print_to(human, "  {:>8} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "size", "measured", "before", "error", "fitted", "error");
     for (const auto& p : f.points)

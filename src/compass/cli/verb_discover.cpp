@@ -13,9 +13,9 @@
 
 #include "compass/cli/common.hpp"
 #include "compass/hardware/gpu_models.hpp"
-#include "compass/hardware/live_topology.hpp"
+#include "compass/measure/live_topology.hpp"
 #include "compass/hardware/profile_io.hpp"
-#include "compass/hardware/topo_matrix.hpp"
+#include "compass/measure/topo_matrix.hpp"
 
 namespace compass::cli {
 
@@ -61,17 +61,17 @@ std::string default_name(const std::string& path) {
 }
 
 void run_discover(const DiscoverOptions& o) {
-  hardware::TopoProfileOptions options;
+  measure::TopoProfileOptions options;
   options.p2p = !o.no_p2p;
   if (!o.from_topo.empty()) {
     const std::string text = read_input_file(o.from_topo, kMaxTopoBytes);
-    const hardware::TopoMatrix m = unwrap(hardware::parse_topo_matrix(text, o.from_topo));
+    const measure::TopoMatrix m = unwrap(measure::parse_topo_matrix(text, o.from_topo));
     const bool assumed = o.gpu.empty();
     hardware::GpuModel gpu =
-        unwrap(hardware::find_gpu_model(assumed ? hardware::default_gpu_key(m) : o.gpu));
+        unwrap(hardware::find_gpu_model(assumed ? measure::default_gpu_key(m) : o.gpu));
     options.name = o.name.empty() ? default_name(o.from_topo) : o.name;
     options.origin = std::filesystem::path(o.from_topo).filename().string();
-    hardware::Profile p = unwrap(hardware::profile_from_topo(m, gpu, options));
+    hardware::Profile p = unwrap(measure::profile_from_topo(m, gpu, options));
     if (assumed)
       p.notes.insert(p.notes.begin(),
                      fmt::format("assumed GPU model {} (the matrix does not name the GPU; pass "
@@ -82,7 +82,7 @@ void run_discover(const DiscoverOptions& o) {
   }
   options.name = o.name.empty() ? "discovered" : o.name;
   options.origin = "this machine";
-  hardware::Profile p = unwrap(hardware::discover_live(o.sysfs, o.gpu, options));
+  hardware::Profile p = unwrap(measure::discover_live(o.sysfs, o.gpu, options));
   emit(p, o);
 }
 

@@ -178,38 +178,6 @@ Result<CpuCalibration> calibrate(const CpuCalibrateOptions& o) {
   return c;
 }
 
-hardware::Profile apply_calibration(const hardware::Profile& base, const CpuCalibration& c) {
-  hardware::Profile p = base;
-  // The table is "launch included" (hardware::gemm_compute_s subtracts the launch): add the
-  // executor's per-task cost to the bare BLAS times.
-  p.calibration.gemm = c.gemm;
-  for (auto& g : p.calibration.gemm) g.time_s += c.task_overhead_s;
-  p.calibration.copy_bandwidth_bytes_per_s = c.copy_bandwidth_bytes_per_s;
-  p.calibration.gemm_efficiency = 1.0;
-  p.calibration.source =
-      fmt::format("compass calibrate --backend cpu: {} GEMMs at once (FP32, {}), {} cores",
-                  c.concurrency, c.blas, std::thread::hardware_concurrency());
-  for (auto& d : p.devices) {
-    d.peak_flops[DType::fp32] = c.best_flops_per_s;
-    // A copy reads and writes every byte: the memory system moves twice the copy rate.
-    d.memory_bandwidth_bytes_per_s = 2.0 * c.copy_bandwidth_bytes_per_s;
-  }
-  // The measured GEMM times include one task's overhead already (the table is "launch
-  // included"); transfers pay a task plus the lateness of the paced wait.
-  p.overheads.kernel_launch_s = c.task_overhead_s;
-  p.overheads.copy_launch_s = c.task_overhead_s + c.wake_lag_s;
-  p.overheads.flag_wait_s = c.task_overhead_s;
-  p.overheads.collective_launch_s = 0;
-  p.interference.gemm_slowdown_copy_engine = 1.0;
-  p.interference.gemm_slowdown_sm_copy = 1.0;
-  p.interference.comm_slowdown_beside_gemm = 1.0;
-  p.notes.push_back(fmt::format(
-      "CPU calibration: GEMM table of {} shapes, best {:.1f} GFLOP/s per GEMM with {} at once; "
-      "memcpy {:.2f} GB/s; task overhead {:.1f} us; timed-wait lag {:.1f} us",
-      c.gemm.size(), c.best_flops_per_s / 1e9, c.concurrency, c.copy_bandwidth_bytes_per_s / 1e9,
-      c.task_overhead_s * 1e6, c.wake_lag_s * 1e6));
-  return p;
-}
 
 std::vector<GemmShape> gemm_shapes(const schedule::Schedule& s) {
   std::set<GemmShape> out;

@@ -12,6 +12,7 @@
 
 #include "compass/core/result.hpp"
 #include "compass/hardware/profile.hpp"
+#include "compass/measure/calibration.hpp"
 #include "compass/schedule/schedule.hpp"
 
 namespace compass::backends::cpu {
@@ -26,25 +27,14 @@ struct CpuCalibrateOptions {
   std::function<void(double)> progress;
 };
 
-struct CpuCalibration {
-  std::vector<hardware::GemmSample> gemm;  ///< FP32, median time of one GEMM under `concurrency`
-  double best_flops_per_s = 0;             ///< best per-GEMM rate in the table
-  double copy_bandwidth_bytes_per_s = 0;   ///< one memcpy stream, bytes copied per second
-  double task_overhead_s = 0;              ///< executor cost of one task beyond its work
-  double wake_lag_s = 0;                   ///< mean lateness of a timed wait (paced transfers)
-  int concurrency = 2;
-  double elapsed_s = 0;
-  std::string blas;
-};
+/// What calibrate() measures (its meaning for the model: measure/calibration.hpp).
+using CpuCalibration = measure::CpuCalibration;
 
 /// Measures. Errors: no shapes, a non-positive shape or concurrency, a BLAS failure.
 Result<CpuCalibration> calibrate(const CpuCalibrateOptions& options);
 
-/// `base` with the measurement applied: calibration (GEMM table in FP32, copy bandwidth,
-/// efficiency 1 against the measured peak), every device's FP32 peak and memory bandwidth,
-/// overheads (launch, copy issue, flag wait = per-task costs; collective launch 0) and
-/// interference factors of 1 (ranks already share cores in the measured GEMM times).
-hardware::Profile apply_calibration(const hardware::Profile& base, const CpuCalibration& c);
+/// `base` with the measurement applied (measure/calibration.hpp).
+using measure::apply_calibration;
 
 /// The distinct GEMM shapes of the gemm tasks of a schedule.
 std::vector<GemmShape> gemm_shapes(const schedule::Schedule& s);

@@ -225,45 +225,5 @@ Result<CalibrationResult> calibrate(const CalibrateOptions& options) {
 #endif
 }
 
-hardware::Profile apply_calibration(hardware::Profile base, const CalibrationResult& c) {
-  hardware::Calibration& cal = base.calibration;
-  cal.gemm = c.gemm;
-  cal.copy_bandwidth_bytes_per_s = c.copy_bandwidth_bytes_per_s;
-  cal.gemm_efficiency.reset();
-  if (!base.devices.empty() && c.best_bf16_flops > 0) {
-    auto it = base.devices.front().peak_flops.find(DType::bf16);
-    if (it != base.devices.front().peak_flops.end() && it->second > 0) {
-      cal.gemm_efficiency = std::min(1.0, c.best_bf16_flops / it->second);
-    }
-  }
-  cal.source = fmt::format("compass calibrate --backend cuda on {} ({}, {} SMs, {} visible GPU{})",
-                           c.device, c.arch, c.sm_count, c.device_count,
-                           c.device_count == 1 ? "" : "s");
-  base.overheads.kernel_launch_s = c.kernel_launch_s;
-  base.overheads.copy_launch_s = c.copy_launch_s;
-  if (c.collective_launch_s) base.overheads.collective_launch_s = *c.collective_launch_s;
-  // Slowdowns below 1 are measurement noise; the model treats factors as >= 1.
-  base.interference.gemm_slowdown_copy_engine = std::max(1.0, c.gemm_slowdown_copy_engine);
-  base.interference.gemm_slowdown_sm_copy = std::max(1.0, c.gemm_slowdown_sm_copy);
-  base.interference.comm_slowdown_beside_gemm = std::max(1.0, c.comm_slowdown_beside_gemm);
-  cal.fused_gemm_overhead = c.fused_gemm_overhead;
-  cal.fused_slowdown_copy_engine.reset();
-  if (c.fused_slowdown_copy_engine)
-    cal.fused_slowdown_copy_engine = std::max(1.0, *c.fused_slowdown_copy_engine);
-  base.notes.push_back(fmt::format("calibrated: {}; best BF16 GEMM {:.1f} TFLOP/s; device copy "
-                                   "{:.1f} GB/s",
-                                   c.device, c.best_bf16_flops / 1e12,
-                                   c.copy_bandwidth_bytes_per_s / 1e9));
-  if (c.peer_bandwidth_bytes_per_s) {
-    base.notes.push_back(fmt::format("calibrated: peer copy GPU0->GPU1 {:.1f} GB/s",
-                                     *c.peer_bandwidth_bytes_per_s / 1e9));
-  }
-  if (!c.collective_launch_s) {
-    base.notes.push_back(
-        "calibrated: collective launch overhead not measured (one GPU); default kept");
-  }
-  for (const std::string& note : c.notes) base.notes.push_back("calibrated: " + note);
-  return base;
-}
 
 }  // namespace compass::backends::cuda

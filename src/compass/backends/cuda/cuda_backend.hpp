@@ -10,6 +10,7 @@
 #include "compass/backends/backend.hpp"
 #include "compass/core/result.hpp"
 #include "compass/hardware/profile.hpp"
+#include "compass/measure/calibration.hpp"
 #include "compass/schedule/generate.hpp"
 #include "compass/schedule/schedule.hpp"
 
@@ -160,39 +161,13 @@ using workload::GemmShape;  ///< one GEMM shape [m, k] x [k, n]
 /// parts produces (deduplicated, sorted). Quick mode uses a subset.
 std::vector<GemmShape> calibration_gemm_shapes(bool quick);
 
-/// Everything a calibration measured; optional fields are absent when not measurable here.
-struct CalibrationResult {
-  std::string device;                   ///< GPU name
-  std::string arch;                     ///< "sm_90"
-  int sm_count = 0;
-  int device_count = 0;                 ///< visible GPUs
-  std::vector<hardware::GemmSample> gemm;  ///< BF16 times
-  double best_bf16_flops = 0;           ///< fastest GEMM of the table, FLOP/s
-  double copy_bandwidth_bytes_per_s = 0;   ///< device-to-device cudaMemcpyAsync
-  std::optional<double> peer_bandwidth_bytes_per_s;  ///< GPU 0 -> GPU 1, when > 1 GPU
-  double kernel_launch_s = 0;           ///< issue cost of one small kernel, back to back
-  double copy_launch_s = 0;             ///< issue cost of one small cudaMemcpyAsync
-  std::optional<double> collective_launch_s;  ///< NCCL 4-byte all-reduce, when > 1 GPU
-  double gemm_slowdown_copy_engine = 1; ///< GEMM time beside copy-engine copies / alone
-  double gemm_slowdown_sm_copy = 1;     ///< GEMM time beside an SM copy kernel / alone
-  double comm_slowdown_beside_gemm = 1; ///< copy time beside a GEMM / alone
-  /// The fused AG-GEMM kernel (every flag preset) against cuBLASLt on the same square GEMM:
-  /// fused time / cuBLASLt time, and fused time beside copy-engine copies / alone. Absent when
-  /// the fused kernels are not built or cannot run on the device (a note says why).
-  std::optional<double> fused_gemm_overhead;
-  std::optional<double> fused_slowdown_copy_engine;
-  std::string fused_kernel;             ///< the fused kernel measured (its label)
-  double elapsed_s = 0;                 ///< wall time of the calibration
-  std::vector<std::string> notes;       ///< what was skipped and why
-};
+/// What calibrate() measures (its meaning for the model: measure/calibration.hpp).
+using CalibrationResult = measure::GpuCalibration;
 
 /// Measures the GPU `options.device` (about 1-3 minutes on an H200; quick: well under 1).
 Result<CalibrationResult> calibrate(const CalibrateOptions& options);
 
-/// Writes a calibration into a copy of `base`: Calibration (GEMM table, copy bandwidth,
-/// efficiency against the base's BF16 peak when known, the fused kernel's overhead and
-/// slowdown beside copies when measured, source), Overheads, Interference;
-/// the peer bandwidth and anything without a Profile field go into notes.
-hardware::Profile apply_calibration(hardware::Profile base, const CalibrationResult& c);
+/// `base` with the calibration written in (measure/calibration.hpp).
+using measure::apply_calibration;
 
 }  // namespace compass::backends::cuda

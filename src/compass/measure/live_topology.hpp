@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "compass/hardware/topo_matrix.hpp"
+#include "compass/measure/topo_matrix.hpp"
 
-namespace compass::hardware {
+namespace compass::measure {
 
 /// What NVML says about one GPU.
 struct LiveGpu {
@@ -71,16 +71,16 @@ Result<TopoMatrix> topo_from_sysfs(const std::string& sysfs_root, const std::vec
 Result<std::string> gpu_key_for_name(const std::string& nvml_name);
 
 /// discover on this machine: NVML, then sysfs at `sysfs_root`; `gpu` overrides the model.
-Result<Profile> discover_live(const std::string& sysfs_root, const std::string& gpu,
-                              const TopoProfileOptions& options);
+Result<hardware::Profile> discover_live(const std::string& sysfs_root, const std::string& gpu,
+                                        const TopoProfileOptions& options);
 
 /// The profile discover builds from its inputs (NVML's GPUs, the CUDA driver's answer or why
 /// there is none, sysfs): a GPU model from the table (or `gpu`) for what cannot be queried
 /// (tensor peaks, memory bandwidth), with the SM count, memory and architecture CUDA reports
 /// and the PCIe generation and width sysfs reports put in its place, each said in the notes.
-Result<Profile> profile_from_live(const std::vector<LiveGpu>& gpus,
-                                  const Result<std::vector<CudaGpu>>& cuda,
-                                  const std::string& sysfs_root, const std::string& gpu,
-                                  const TopoProfileOptions& options);
+Result<hardware::Profile> profile_from_live(const std::vector<LiveGpu>& gpus,
+                                            const Result<std::vector<CudaGpu>>& cuda,
+                                            const std::string& sysfs_root, const std::string& gpu,
+                                            const TopoProfileOptions& options);
 
-}  // namespace compass::hardware
+}  // namespace compass::measure

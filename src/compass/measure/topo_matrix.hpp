@@ -11,7 +11,7 @@
 #include "compass/hardware/gpu_models.hpp"
 #include "compass/hardware/profile.hpp"
 
-namespace compass::hardware {
+namespace compass::measure {
 
 /// What one matrix entry says about the path between two devices.
 enum class TopoCode { self, nvlink, pix, pxb, phb, node, sys };
@@ -57,7 +57,7 @@ std::string default_gpu_key(const TopoMatrix& m);
 /// Builds a profile (routes computed, validated). Bandwidths come from `gpu`'s PCIe generation
 /// and width (times kPcieEfficiency) and NVLink count x per-link rate; every assumption is
 /// written into the notes and the links' sources.
-Result<Profile> profile_from_topo(const TopoMatrix& m, const GpuModel& gpu,
-                                  const TopoProfileOptions& options);
+Result<hardware::Profile> profile_from_topo(const TopoMatrix& m, const hardware::GpuModel& gpu,
+                                            const TopoProfileOptions& options);
 
-}  // namespace compass::hardware
+}  // namespace compass::measure

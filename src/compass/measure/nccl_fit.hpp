@@ -9,7 +9,7 @@
 
 #include "compass/hardware/profile.hpp"
 
-namespace compass::model {
+namespace compass::measure {
 
 enum class NcclTest { all_reduce, all_gather, reduce_scatter, sendrecv };
 std::string_view to_string(NcclTest t);
@@ -92,4 +92,4 @@ struct FitResult {
 /// measurement would need more, the result says the layout cannot explain it.
 Result<FitResult> fit_to_nccl_tests(const hardware::Profile& base, const std::vector<NcclLog>& logs);
 
-}  // namespace compass::model
+}  // namespace compass::measure

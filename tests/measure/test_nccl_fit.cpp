@@ -8,11 +8,11 @@
 
 #include "compass/hardware/gpu_models.hpp"
 #include "compass/hardware/presets.hpp"
-#include "compass/hardware/topo_matrix.hpp"
-#include "compass/model/nccl_fit.hpp"
+#include "compass/measure/topo_matrix.hpp"
+#include "compass/measure/nccl_fit.hpp"
 #include "../test_files.hpp"
 
-namespace compass::model {
+namespace compass::measure {
 namespace {
 
 std::string data(const std::string& rel) { return compass::testing::test_data(rel); }
@@ -78,9 +78,9 @@ TEST(NcclFit, TwoGpuAllGatherOnAnNvswitchLayout) {
 TEST(NcclFit, Rtx4090AllReduceOnAP2pPcieLayout) {
   // The log's machine published no matrix; the layout is the 8x RTX 4090 box of another
   // published matrix (p2p assumed on), whose GPUs 0-3 each sit on their own root complex.
-  auto m = hardware::parse_topo_matrix(data("topo/pcie_2socket_8x4090_sys.txt"), "m");
+  auto m = measure::parse_topo_matrix(data("topo/pcie_2socket_8x4090_sys.txt"), "m");
   ASSERT_TRUE(m.ok());
-  auto p = hardware::profile_from_topo(*m, *hardware::find_gpu_model("rtx4090"), {});
+  auto p = measure::profile_from_topo(*m, *hardware::find_gpu_model("rtx4090"), {});
   ASSERT_TRUE(p.ok());
   expect_fit_within(*p, log_of("all_reduce_4x4090.log"), 0.10);
 }
@@ -163,4 +163,4 @@ TEST(NcclFit, MultiHostAndTooManyRanksAreErrors) {
 }
 
 }  // namespace
-}  // namespace compass::model
+}  // namespace compass::measure

@@ -12,18 +12,20 @@
 #include <sstream>
 
 #include "compass/hardware/gpu_models.hpp"
-#include "compass/hardware/live_topology.hpp"
+#include "compass/measure/live_topology.hpp"
 #include "compass/hardware/profile_io.hpp"
-#include "compass/hardware/topo_matrix.hpp"
+#include "compass/measure/topo_matrix.hpp"
 #include "../test_files.hpp"
 
-namespace compass::hardware {
+namespace compass::measure {
+
+using namespace hardware;  // the profiles built from the matrices
 namespace {
 
-std::string data(const std::string& rel) { return testing::test_data(rel); }
+std::string topo_data(const std::string& rel) { return compass::testing::test_data(rel); }
 
 Profile discover(const std::string& file, const std::string& gpu = "") {
-  auto m = parse_topo_matrix(data("topo/" + file), file);
+  auto m = parse_topo_matrix(topo_data("topo/" + file), file);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
   auto model = find_gpu_model(gpu.empty() ? default_gpu_key(*m) : gpu);
   EXPECT_TRUE(model.ok());
@@ -169,7 +171,7 @@ TEST(TopoMatrix, DiscoveredProfilesSaveAndLoad) {
   }
 }
 
-std::string parse_error(const std::string& text) {
+std::string topo_error(const std::string& text) {
   auto m = parse_topo_matrix(text, "t.txt");
   return m.ok() ? std::string() : m.error().message;
 }
@@ -179,27 +181,27 @@ TEST(TopoMatrix, BadInputIsOneClearError) {
   const std::string r0 = "GPU0     X      PHB     SYS     0-7     0\n";
   const std::string r1 = "GPU1    PHB      X      SYS     0-7     0\n";
   const std::string r2 = "GPU2    SYS     SYS      X      8-15    1\n";
-  EXPECT_TRUE(parse_error(head + r0 + r1 + r2).empty());
-  EXPECT_EQ(parse_error(""), "t.txt: empty file (expected the output of nvidia-smi topo -m)");
-  EXPECT_EQ(parse_error("  \n\n"), "t.txt: empty file (expected the output of nvidia-smi topo -m)");
-  EXPECT_EQ(parse_error("hello\n").rfind("t.txt: no matrix header", 0), 0u);
-  EXPECT_EQ(parse_error(head + r0 + r1),
+  EXPECT_TRUE(topo_error(head + r0 + r1 + r2).empty());
+  EXPECT_EQ(topo_error(""), "t.txt: empty file (expected the output of nvidia-smi topo -m)");
+  EXPECT_EQ(topo_error("  \n\n"), "t.txt: empty file (expected the output of nvidia-smi topo -m)");
+  EXPECT_EQ(topo_error("hello\n").rfind("t.txt: no matrix header", 0), 0u);
+  EXPECT_EQ(topo_error(head + r0 + r1),
             "t.txt: truncated matrix: the header names 3 GPUs but there is no row for GPU2");
-  EXPECT_EQ(parse_error(head + r0 + "GPU1    PHB      X\n" + r2),
+  EXPECT_EQ(topo_error(head + r0 + "GPU1    PHB      X\n" + r2),
             "t.txt: line 3: truncated row GPU1: 2 of 3 entries");
-  EXPECT_EQ(parse_error(head + r0 + "GPU1    PHB      X      QPI     0-7     0\n" + r2),
+  EXPECT_EQ(topo_error(head + r0 + "GPU1    PHB      X      QPI     0-7     0\n" + r2),
             "t.txt: line 3: row GPU1 column GPU2: unknown link code 'QPI' (expected X, NV#, PIX, "
             "PXB, PHB, NODE or SYS)");
-  EXPECT_EQ(parse_error(head + r0 + r1 + r2 + "GPU3    SYS     SYS     SYS      X\n"),
+  EXPECT_EQ(topo_error(head + r0 + r1 + r2 + "GPU3    SYS     SYS     SYS      X\n"),
             "t.txt: line 5: row GPU3 but the header names 3 GPUs (GPU0..GPU2): mismatched GPU count");
-  EXPECT_EQ(parse_error(head + r0 + "GPU1    NODE     X      SYS     0-7     0\n" + r2),
+  EXPECT_EQ(topo_error(head + r0 + "GPU1    NODE     X      SYS     0-7     0\n" + r2),
             "t.txt: asymmetric matrix: GPU0 to GPU1 is PHB but GPU1 to GPU0 is NODE");
-  EXPECT_EQ(parse_error(head + "GPU0    PHB     PHB     SYS     0-7     0\n" + r1 + r2),
+  EXPECT_EQ(topo_error(head + "GPU0    PHB     PHB     SYS     0-7     0\n" + r1 + r2),
             "t.txt: row GPU0 column GPU0: 'PHB' on the diagonal (expected X)");
 }
 
 TEST(TopoMatrix, NvlinkOnAGpuWithoutNvlinkIsAnError) {
-  auto m = parse_topo_matrix(data("topo/nvlink_pairs_4x3090.txt"), "f");
+  auto m = parse_topo_matrix(topo_data("topo/nvlink_pairs_4x3090.txt"), "f");
   ASSERT_TRUE(m.ok());
   auto p = profile_from_topo(*m, *find_gpu_model("rtx4090"), {});
   ASSERT_FALSE(p.ok());
@@ -210,7 +212,7 @@ TEST(TopoMatrix, NvlinkOnAGpuWithoutNvlinkIsAnError) {
 const std::string kSysfs = std::string(COMPASS_SOURCE_DIR) + "/tests/data/sysfs/two-sockets";
 
 std::vector<LiveGpu> fixture_gpus() {
-  auto gpus = live_gpus_from_json(data("sysfs/two-sockets/nvml.json"), "nvml.json");
+  auto gpus = live_gpus_from_json(topo_data("sysfs/two-sockets/nvml.json"), "nvml.json");
   EXPECT_TRUE(gpus.ok()) << gpus.error().message;
   return gpus.ok() ? *gpus : std::vector<LiveGpu>{};
 }
@@ -362,4 +364,4 @@ TEST(LiveTopology, NoGpuHereSaysSo) {
 }
 
 }  // namespace
-}  // namespace compass::hardware
+}  // namespace compass::measure

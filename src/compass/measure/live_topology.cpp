@@ -1,4 +1,4 @@
-#include "compass/hardware/live_topology.hpp"
+#include "compass/measure/live_topology.hpp"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -16,7 +16,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-namespace compass::hardware {
+namespace compass::measure {
+
+using namespace hardware;  // what these read and write: profiles, GPU models, links
 
 namespace {
 
@@ -420,4 +422,4 @@ Result<Profile> discover_live(const std::string& sysfs_root, const std::string& 
   return profile_from_live(gpus, query_cuda_devices(), sysfs_root, gpu, options);
 }
 
-}  // namespace compass::hardware
+}  // namespace compass::measure

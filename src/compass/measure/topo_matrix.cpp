@@ -1,4 +1,4 @@
-#include "compass/hardware/topo_matrix.hpp"
+#include "compass/measure/topo_matrix.hpp"
 
 #include "compass/core/format.hpp"
 
@@ -15,7 +15,9 @@
 #include "compass/core/units.hpp"
 #include "compass/hardware/profile_io.hpp"
 
-namespace compass::hardware {
+namespace compass::measure {
+
+using namespace hardware;  // what these read and write: profiles, GPU models, links
 
 namespace {
 
@@ -519,4 +521,4 @@ Result<Profile> profile_from_topo(const TopoMatrix& m, const GpuModel& gpu,
   return p;
 }
 
-}  // namespace compass::hardware
+}  // namespace compass::measure

@@ -1,4 +1,4 @@
-#include "compass/model/nccl_fit.hpp"
+#include "compass/measure/nccl_fit.hpp"
 
 #include "compass/core/format.hpp"
 
@@ -17,7 +17,10 @@
 #include "compass/hardware/rings.hpp"
 #include "compass/model/comm_model.hpp"
 
-namespace compass::model {
+namespace compass::measure {
+
+using namespace hardware;  // the profile whose links are fitted
+using namespace model;     // the collective times the fits invert
 
 namespace {
 
@@ -517,4 +520,4 @@ Result<FitResult> fit_to_nccl_tests(const hardware::Profile& base, const std::ve
   return out;
 }
 
-}  // namespace compass::model
+}  // namespace compass::measure
