@@ -42,7 +42,7 @@ Searcher::Searcher(Cluster cluster, workload::ModelConfig model, StepOptions opt
       comm_(std::make_unique<JobComm>(cluster_)) {}
 
 Result<const plan::LayerPlan*> Searcher::layer_plan(const Layout& l) {
-  const auto key = std::make_tuple(l.tp, l.micro_batch, l.sequence_parallel && l.tp > 1, l.fp8);
+  const LayerPlanKey key = layer_plan_key(l);
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     COMPASS_ASSIGN(plan::LayerPlan lp, plan_for(cluster_, model_, l));

@@ -83,7 +83,7 @@ class Searcher {
   workload::ModelConfig model_;
   StepOptions options_;
   std::unique_ptr<JobComm> comm_;
-  std::map<std::tuple<int, int, bool, bool>, plan::LayerPlan> plans_;
+  std::map<LayerPlanKey, plan::LayerPlan> plans_;
 };
 
 /// The Megatron-LM command-line arguments of a layout; `te_config` is the file

@@ -72,6 +72,10 @@ EdgeTimes edge_times(const Cluster& cl, JobComm& comm, const workload::ModelConf
 
 }  // namespace
 
+LayerPlanKey layer_plan_key(const Layout& l) {
+  return {l.tp, l.seq, l.micro_batch, l.sequence_parallel && l.tp > 1, l.fp8};
+}
+
 Result<plan::LayerPlan> plan_for(const Cluster& cluster, const workload::ModelConfig& m,
                                  const Layout& l) {
   workload::ParallelConfig pc;

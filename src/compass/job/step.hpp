@@ -4,6 +4,8 @@
 // data-parallel collectives in buckets under the backward / forward, and the optimizer step.
 // What it counts and leaves out: docs/job.md, "The step".
 
+#include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "compass/job/cluster.hpp"
@@ -67,6 +69,11 @@ struct StepResult {
 Result<StepResult> price_step(const Cluster& cluster, JobComm& comm, const workload::ModelConfig& m,
                               const Layout& l, const plan::LayerPlan& lp, plan::Config c,
                               const StepOptions& o = {});
+
+/// What of a layout decides its layer plan (plan_for): TP, sequence, micro-batch, sequence
+/// parallel (with TP > 1) and FP8. Layouts with equal keys share one plan.
+using LayerPlanKey = std::tuple<int, std::int64_t, int, bool, bool>;
+LayerPlanKey layer_plan_key(const Layout& l);
 
 /// The layer plan a layout needs (plans with FP8 when l.fp8).
 Result<plan::LayerPlan> plan_for(const Cluster& cluster, const workload::ModelConfig& m,

@@ -3,13 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <tuple>
-
-#include <fmt/format.h>
 
 #include "compass/backends/sim/job_sim.hpp"
-#include "compass/backends/sim/simulator.hpp"
-#include "compass/schedule/generate.hpp"
+#include "compass/study/refine.hpp"
 
 namespace compass::study {
 
@@ -22,19 +18,14 @@ Result<plan::LayerPlan> with_simulated_tp_ops(const hardware::Profile& node, pla
         "simulated TP operators: te-default's bulk overlap pairs two operators in a way the "
         "operator simulator does not run; use megatron or compass");
   if (lp.parallel.tp < 2) return lp;
-  if (!backends::sim::compiled_in())
-    return make_error("this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
-  backends::sim::SimOptions so;
-  so.busiest_links = 0;
   for (plan::PlannedOp& po : lp.ops) {
     model::Estimate& e =
         c == plan::Config::megatron ? po.megatron : po.choice.estimates.at(po.choice.chosen);
-    const std::string what = fmt::format("{} ({})", po.choice.op.role, schedule::to_string(e.strategy));
-    Result<schedule::Schedule> s = schedule::generate_for(node, po.choice.op, e.strategy, lp.plan);
-    if (!s.ok()) return make_error("simulated TP operators: {}: {}", what, s.error().message);
-    Result<backends::sim::SimResult> r = backends::sim::simulate(node, *s, so);
-    if (!r.ok()) return make_error("simulated TP operators: {}: {}", what, r.error().message);
-    e.total_s = r->total_s;
+    Result<double> t = simulated_time_s(node, po.choice.op, e.strategy, lp.plan);
+    if (!t.ok())
+      return make_error("simulated TP operators: {} ({}): {}", po.choice.op.role,
+                        schedule::to_string(e.strategy), t.error().message);
+    e.total_s = *t;
   }
   return lp;
 }
@@ -48,8 +39,7 @@ class SimulatedPlans {
       : cluster_(cluster), model_(m), config_(c) {}
 
   Result<const plan::LayerPlan*> of(const job::Layout& l) {
-    const auto key = std::make_tuple(l.tp, l.seq, l.micro_batch,
-                                     l.sequence_parallel && l.tp > 1, l.fp8);
+    const job::LayerPlanKey key = job::layer_plan_key(l);
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       COMPASS_ASSIGN(plan::LayerPlan lp, job::plan_for(cluster_, model_, l));
@@ -63,7 +53,7 @@ class SimulatedPlans {
   const job::Cluster& cluster_;
   const workload::ModelConfig& model_;
   plan::Config config_;
-  std::map<std::tuple<int, std::int64_t, int, bool, bool>, plan::LayerPlan> plans_;
+  std::map<job::LayerPlanKey, plan::LayerPlan> plans_;
 };
 
 }  // namespace

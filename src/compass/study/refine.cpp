@@ -42,6 +42,20 @@ std::size_t refined_pick(const std::vector<std::size_t>& candidates,
   return candidates.at(fastest(simulated_s));
 }
 
+Result<double> simulated_time_s(const hardware::Profile& machine, const workload::OperatorSpec& op,
+                                const schedule::Strategy& strategy,
+                                const schedule::CommPlan& plan) {
+  namespace sim = backends::sim;
+  if (!sim::compiled_in())
+    return make_error("this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
+  COMPASS_ASSIGN(const schedule::Schedule s, schedule::generate_for(machine, op, strategy, plan));
+  sim::SimOptions so;
+  so.busiest_links = 0;
+  Result<sim::SimResult> res = sim::simulate(machine, s, so);
+  if (!res.ok()) return make_error("simulating: {}", res.error().message);
+  return res->total_s;
+}
+
 Result<RefinedOp> refine_choice(const hardware::Profile& profile, model::OperatorChoice& choice,
                                 const schedule::CommPlan& plan, const RefineOptions& o) {
   namespace sim = backends::sim;
@@ -54,21 +68,15 @@ Result<RefinedOp> refine_choice(const hardware::Profile& profile, model::Operato
   if (candidates.size() < 2) return r;
   if (!sim::compiled_in())
     return make_error("this build has no simulator (configure with -DCOMPASS_WITH_SIM=ON)");
-  sim::SimOptions so;
-  so.busiest_links = 0;
   for (std::size_t i : candidates) {
     const schedule::Strategy& st = choice.estimates[i].strategy;
-    Result<schedule::Schedule> s = schedule::generate_for(profile, choice.op, st, plan);
-    if (!s.ok())
-      return make_error("refining {} ({}): {}", choice.op.role.empty() ? "the operator" : choice.op.role,
-                        schedule::to_string(st), s.error().message);
-    Result<sim::SimResult> res = sim::simulate(profile, s.value(), so);
-    if (!res.ok())
-      return make_error("refining {}: simulating {}: {}",
+    Result<double> t = simulated_time_s(profile, choice.op, st, plan);
+    if (!t.ok())
+      return make_error("refining {} ({}): {}",
                         choice.op.role.empty() ? "the operator" : choice.op.role,
-                        schedule::to_string(st), res.error().message);
+                        schedule::to_string(st), t.error().message);
     r.simulated.push_back(i);
-    r.simulated_s.push_back(res.value().total_s);
+    r.simulated_s.push_back(*t);
   }
   r.refined_choice = refined_pick(r.simulated, r.simulated_s);
   if (r.changed()) {  // the model's pick was simulated first

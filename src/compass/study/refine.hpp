@@ -35,6 +35,14 @@ std::vector<std::size_t> refine_candidates(const std::vector<double>& predicted_
 std::size_t refined_pick(const std::vector<std::size_t>& candidates,
                          const std::vector<double>& simulated_s);
 
+/// The simulated time of `op` under `strategy` on `plan` of `machine` (the schedule
+/// generate_for gives, run by the SimGrid backend). Errors: a build without SimGrid, a schedule
+/// that cannot be generated (its message), a simulation that fails ("simulating: " and its
+/// message).
+Result<double> simulated_time_s(const hardware::Profile& machine, const workload::OperatorSpec& op,
+                                const schedule::Strategy& strategy,
+                                const schedule::CommPlan& plan);
+
 /// What refining one operator did.
 struct RefinedOp {
   std::vector<std::size_t> simulated;  ///< estimate indices simulated (empty: none needed)

@@ -88,16 +88,13 @@ Result<std::vector<SimRow>> simulate_sweep(
   std::vector<SimRow> out(r.rows.size());
   std::size_t total = 0, done = 0;
   for (std::size_t i = 0; i < r.rows.size(); ++i) total += share.mine(i) ? 1 : 0;
-  sim::SimOptions opts;
-  opts.busiest_links = 0;
   auto run_one = [&](const workload::OperatorSpec& op, const schedule::Strategy& st,
                      const schedule::CommPlan& plan, std::size_t i) -> Result<double> {
-    COMPASS_ASSIGN(const schedule::Schedule s, schedule::generate_for(profile, op, st, plan));
-    Result<sim::SimResult> res = sim::simulate(profile, s, opts);
-    if (!res.ok())
-      return make_error("simulating row {} ({}) under {}: {}", i + 1, row_label(r, i),
-                        schedule::to_string(st), res.error().message);
-    return res.value().total_s;
+    Result<double> t = simulated_time_s(profile, op, st, plan);
+    if (!t.ok())
+      return make_error("row {} ({}) under {}: {}", i + 1, row_label(r, i),
+                        schedule::to_string(st), t.error().message);
+    return t;
   };
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     if (!share.mine(i)) continue;
