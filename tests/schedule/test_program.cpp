@@ -120,6 +120,108 @@ TEST(Program, EveryFusedScheduleIsItsProgramOnThePresets) {
   }
 }
 
+// The layout the rings and the all-to-all are lowered from: the same program as program(), a
+// tag for every step, every step emitted once and after everything it waits for, and the
+// generated schedule's tasks, in order, are the layout's non-empty steps with its labels.
+TEST(Program, TheRingsAndTheAll2allAreLoweredFromTheirLayout) {
+  int checked = 0;
+  for (int p : {1, 2, 3, 4, 8})
+    for (OpKind kind : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar})
+      for (const workload::OperatorSpec& op : testing::shapes(kind, p))
+        for (const auto& [name, plan] : testing::plans(p))
+          for (StrategyKind sk : {StrategyKind::fuse_all2all, StrategyKind::fuse_ring,
+                                  StrategyKind::fuse_double_ring}) {
+            const Strategy st{sk, 0};
+            const std::string where = testing::Case{op, st, nullptr, name}.label();
+            const LaidOutProgram lp = laid_out_program(op, st, plan);
+            const Program& pr = lp.program;
+            const ProgramLayout& lay = lp.layout;
+            EXPECT_TRUE(pr == program(op, st, plan)) << where;
+            ASSERT_EQ(lay.items.size(), pr.items.size()) << where;
+            for (std::size_t v = 0; v < pr.items.size(); ++v)
+              ASSERT_EQ(lay.items[v].size(), pr.items[v].size()) << where;
+            ASSERT_EQ(lay.sends.size(), pr.sends.size()) << where;
+            // Emitted once each, after what it waits for.
+            std::vector<std::vector<int>> item_at(pr.items.size());
+            for (std::size_t v = 0; v < pr.items.size(); ++v) item_at[v].assign(pr.items[v].size(), -1);
+            std::vector<int> send_at(pr.sends.size(), -1);
+            for (std::size_t i = 0; i < lay.order.size(); ++i) {
+              const ProgramLayout::Ref& r = lay.order[i];
+              int& at = r.rank < 0 ? send_at.at(r.index) : item_at.at(r.rank).at(r.index);
+              EXPECT_EQ(at, -1) << where << ": step emitted twice";
+              at = static_cast<int>(i);
+            }
+            for (std::size_t v = 0; v < pr.items.size(); ++v)
+              for (std::size_t i = 0; i < pr.items[v].size(); ++i) {
+                const int at = item_at[v][i];
+                EXPECT_GE(at, 0) << where << ": rank " << v << " item " << i << " never emitted";
+                if (i > 0) {
+                  EXPECT_GT(at, item_at[v][i - 1]) << where;
+                }
+                if (pr.items[v][i].flow_in >= 0) {
+                  EXPECT_GT(at, send_at[pr.items[v][i].flow_in]) << where;
+                }
+              }
+            for (std::size_t f = 0; f < pr.sends.size(); ++f) {
+              const Program::Send& sd = pr.sends[f];
+              const ProgramLayout::Tag& t = lay.sends[f];
+              EXPECT_GE(send_at[f], 0) << where << ": send " << f << " never emitted";
+              if (sd.after >= 0) {
+                EXPECT_GT(send_at[f], send_at[sd.after]) << where;
+              }
+              if (sd.dep_flow >= 0) {
+                EXPECT_GT(send_at[f], send_at[sd.dep_flow]) << where;
+              }
+              if (sd.ready_item >= 0) {
+                EXPECT_GT(send_at[f], item_at[sd.from][sd.ready_item]) << where;
+              }
+              EXPECT_TRUE(t.engine >= 0 && t.engine < plan.copy_engines) << where;
+              EXPECT_TRUE(!t.output || kind == OpKind::gemm_ar) << where;
+              // A transfer carries the rows of the chunk its data came with: the transfer that
+              // brought it, the item that completed it, or else the sender's own.
+              const int from_chunk = sd.dep_flow >= 0     ? lay.sends[sd.dep_flow].chunk
+                                     : sd.ready_item >= 0 ? lay.items[sd.from][sd.ready_item].chunk
+                                                          : sd.from;
+              EXPECT_EQ(t.chunk, from_chunk) << where << ": send " << f;
+            }
+            // An item computes on the chunk that arrived for it, or with nothing to wait for,
+            // first, on the rank's own shard (AG-GEMM).
+            for (std::size_t v = 0; v < pr.items.size(); ++v)
+              for (std::size_t i = 0; i < pr.items[v].size(); ++i) {
+                const Program::Item& it = pr.items[v][i];
+                const int chunk = lay.items[v][i].chunk;
+                if (it.flow_in >= 0) {
+                  EXPECT_EQ(chunk, lay.sends[it.flow_in].chunk) << where << " rank " << v;
+                } else if (kind == OpKind::ag_gemm && i == 0) {
+                  EXPECT_EQ(chunk, static_cast<int>(v)) << where;
+                }
+              }
+            // The schedule's tasks are the non-empty steps in layout order, each on its rank's
+            // compute stream or its sender's engine.
+            auto s = generate(op, st, plan);
+            ASSERT_TRUE(s.ok()) << where << ": " << s.error().message;
+            std::size_t task = 0;
+            for (const ProgramLayout::Ref& r : lay.order) {
+              const bool send = r.rank < 0;
+              const std::int64_t rows =
+                  send ? pr.sends[r.index].rows : pr.items[r.rank][r.index].rows;
+              if (rows <= 0) continue;
+              ASSERT_LT(task, s->tasks.size()) << where;
+              const Task& tk = s->tasks[task++];
+              EXPECT_EQ(tk.kind == TaskKind::transfer, send) << where << " " << tk.name;
+              EXPECT_EQ(tk.resource.rank, send ? pr.sends[r.index].from : r.rank)
+                  << where << " " << tk.name;
+              if (!send) {
+                EXPECT_EQ(tk.kind == TaskKind::add, pr.items[r.rank][r.index].add)
+                    << where << " " << tk.name;
+              }
+            }
+            EXPECT_EQ(task, s->tasks.size()) << where;
+            ++checked;
+          }
+  EXPECT_GT(checked, 300);
+}
+
 TEST(Program, SchedulesThatAreNotOneProgramAreRefused) {
   const CommPlan plan = default_comm_plan(4);
   const workload::OperatorSpec op = testing::make_op(OpKind::gemm_rs, 64, 32, 64, 4);

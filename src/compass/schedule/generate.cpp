@@ -10,6 +10,7 @@
 #include "compass/schedule/builder.hpp"
 #include "compass/schedule/comm_order.hpp"
 #include "compass/schedule/patterns.hpp"
+#include "compass/schedule/program.hpp"
 #include "compass/schedule/tree_graph.hpp"
 
 namespace compass::schedule {
@@ -72,7 +73,6 @@ struct Ctx {
   int p;
   RingView ring;   // plan.ring
   RingView ring2;  // plan.ring2
-  int engine2;     // copy engine of the second ring / channel
   int engines;     // copy engines available
   bool fused;      // fused GEMM groups (GenerateOptions::fused_gemm on a fusion that has them)
 
@@ -80,7 +80,6 @@ struct Ctx {
   Rows chunk(int j) const { return workload::row_share(op, j); }
   std::int64_t max_chunk() const { return workload::max_row_share(op); }
   const RingView& ring_of(int c) const { return c == 0 ? ring : ring2; }
-  int engine_of(int c) const { return c == 0 ? 0 : engine2; }
 };
 
 Rows shift(Rows r, std::int64_t by) {
@@ -206,85 +205,6 @@ Region ag_operand(Builder& b, const Ctx& c, int r, int o, Rows rows_in_chunk) {
   return b.rows(r, "xg", shift(rows_in_chunk, c.chunk(o).off));
 }
 
-void ag_all2all(Builder& b, const Ctx& c) {
-  const int p = c.p;
-  declare_ag(b, c, true);
-  for (int r = 0; r < p; ++r)
-    for (int k = 1; k < p; ++k) {
-      const int peer = all2all_peer(r, k, p);
-      b.transfer(b.whole(r, "x"), b.rows(peer, "xg", c.chunk(r)), all2all_engine(k, c.engines), -1,
-                 k - 1, r,
-                 fmt::format("r{} push c{} ->r{}", r, r, peer));
-    }
-  for (int r = 0; r < p; ++r) {
-    ag_copy_own(b, c, r);
-    for (int k = 0; k < p; ++k) {
-      const int o = k == 0 ? r : all2all_source(r, k, p);
-      Region a = ag_operand(b, c, r, o, Rows{0, c.chunk(o).len});
-      b.fuse(b.gemm(r, a, b.whole(r, "w"), b.rows(r, "y", c.chunk(o)), k, o,
-                    fmt::format("r{} gemm s{} c{}", r, k, o)),
-             c.fused ? 0 : -1);
-    }
-  }
-}
-
-void ag_ring(Builder& b, const Ctx& c) {
-  const int p = c.p;
-  declare_ag(b, c, true);
-  for (int r = 0; r < p; ++r) ag_copy_own(b, c, r);
-  for (int s = 0; s < p; ++s)
-    for (int r = 0; r < p; ++r) {
-      const int o = c.ring.at(c.ring.pos_of(r) - s);
-      Region src = s == 0 ? b.whole(r, "x") : b.rows(r, "xg", c.chunk(o));
-      if (s + 1 < p) {
-        const int to = c.ring.succ(r);
-        b.transfer(src, b.rows(to, "xg", c.chunk(o)), 0, 0, s, o,
-                   fmt::format("r{} ag s{} c{} ring0 ->r{}", r, s, o, to));
-      }
-      b.fuse(b.gemm(r, ag_operand(b, c, r, o, Rows{0, c.chunk(o).len}), b.whole(r, "w"),
-                    b.rows(r, "y", c.chunk(o)), s, o, fmt::format("r{} gemm s{} c{}", r, s, o)),
-             c.fused ? 0 : -1);
-    }
-}
-
-void ag_double_ring(Builder& b, const Ctx& c) {
-  const int p = c.p;
-  const std::int64_t shard = workload::shard_rows(c.op);
-  declare_ag(b, c, true);
-  for (int r = 0; r < p; ++r) ag_copy_own(b, c, r);
-  for (int s = 0; s < p; ++s)
-    for (int r = 0; r < p; ++r) {
-      Region src[2];
-      Region out[2];
-      int origin[2];
-      for (int h = 0; h < 2; ++h) {
-        const RingView& rv = c.ring_of(h);
-        const int o = rv.at(rv.pos_of(r) - s);
-        const Rows half = half_rows(shard, h);
-        const Rows global = shift(half, c.chunk(o).off);
-        origin[h] = o;
-        src[h] = s == 0 ? b.rows(r, "x", half) : b.rows(r, "xg", global);
-        out[h] = b.rows(r, "y", global);
-        if (s + 1 < p && half.len > 0) {
-          const int to = rv.succ(r);
-          b.transfer(src[h], b.rows(to, "xg", global), c.engine_of(h), h, s, o,
-                     fmt::format("r{} ag s{} c{} ring{} ->r{}", r, s, o, h, to));
-        }
-      }
-      const int group = c.fused ? 0 : -1;
-      if (s == 0) {
-        b.fuse(b.gemm(r, ag_operand(b, c, r, r, Rows{0, shard}), b.whole(r, "w"),
-                      b.rows(r, "y", c.chunk(r)), 0, r, fmt::format("r{} gemm s0 c{}", r, r)),
-               group);
-      } else {
-        for (int h = 0; h < 2; ++h)
-          b.fuse(b.gemm(r, src[h], b.whole(r, "w"), out[h], s, origin[h],
-                        fmt::format("r{} gemm s{} c{} ring{}", r, s, origin[h], h)),
-                 group);
-      }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // gemm_rs and gemm_ar (reduce-scatter, then for gemm_ar an all-gather in the same style).
 // gemm_rs: y [M/p, N] is the rank's own chunk. gemm_ar: y [M, N] is the whole sum, and it also
@@ -385,132 +305,122 @@ void rs_decompose(Builder& b, const Ctx& c, int d) {
   }
 }
 
-// All-to-all all-gather of each rank's final chunk (gemm_ar second phase, fused styles).
-void ar_allgather_all2all(Builder& b, const Ctx& c) {
-  const int p = c.p;
-  for (int r = 0; r < p; ++r)
-    for (int k = 1; k < p; ++k) {
-      const int peer = all2all_peer(r, k, p);
-      b.transfer(b.rows(r, "y", c.chunk(r)), b.rows(peer, "y", c.chunk(r)), all2all_engine(k, c.engines), -1,
-                 k - 1, r, fmt::format("r{} ag push c{} ->r{}", r, r, peer));
-    }
+// ---------------------------------------------------------------------------------------------
+// fuse:all2all, fuse:ring and fuse:double-ring: the lowering of their program
+// (schedule::laid_out_program). The program says who computes and sends which rows when; the
+// lowering says where the rows live and what the tasks are called.
+
+using Tag = ProgramLayout::Tag;
+
+// Global rows of a step: its chunk's, or on the double ring its lane's half of them.
+Rows step_rows(const Ctx& c, StrategyKind kind, const Tag& t) {
+  const Rows chunk = c.chunk(t.chunk);
+  if (kind != StrategyKind::fuse_double_ring || t.lane < 0) return chunk;
+  return shift(half_rows(chunk.len, t.lane), chunk.off);
 }
 
-void rs_all2all(Builder& b, const Ctx& c) {
-  const int p = c.p;
-  const std::int64_t slot = c.max_chunk();
-  declare_rs(b, c, !is_ar(c), (p - 1) * slot);
-  // Each rank computes the partial of every peer's chunk in rotating order (own chunk last)
-  // and pushes it to the owner's receive slot k-1 (k = distance from sender to owner).
-  for (int r = 0; r < p; ++r) {
-    for (int k = 1; k < p; ++k) {
-      const int j = all2all_peer(r, k, p);
-      Region pr = partial(b, c, r, c.chunk(j));
-      b.gemm(r, b.rows(r, "x", c.chunk(j)), b.whole(r, "w"), pr, k - 1, j,
-             fmt::format("r{} gemm s{} c{}", r, k - 1, j));
-      b.transfer(pr, b.rows(j, "recv", Rows{(k - 1) * slot, c.chunk(j).len}), all2all_engine(k, c.engines),
-                 -1, k - 1, j, fmt::format("r{} push c{} ->r{}", r, j, j));
+// A transfer's channel label: the ring it travels on (the all-to-all has none).
+int step_channel(StrategyKind kind, const Tag& t) {
+  return kind == StrategyKind::fuse_all2all ? -1 : t.lane;
+}
+
+// Receive slot of a reduce-scatter transfer on its receiver: one per (lane, step), `slot` rows
+// each.
+Rows recv_slot(const Ctx& c, const Tag& sent, std::int64_t slot, std::int64_t len) {
+  return Rows{(static_cast<std::int64_t>(std::max(0, sent.lane)) * (c.p - 1) + sent.step) * slot,
+              len};
+}
+
+// gemm_ar's all-gather transfer: the reduced rows from the sender's output to the receiver's.
+void emit_output_send(Builder& b, const Ctx& c, StrategyKind kind, const Program::Send& sd,
+                      const Tag& t) {
+  const Rows g = step_rows(c, kind, t);
+  b.transfer(b.rows(sd.from, "y", g), b.rows(sd.to, "y", g), t.engine, step_channel(kind, t),
+             t.step, t.chunk,
+             kind == StrategyKind::fuse_all2all
+                 ? fmt::format("r{} ag push c{} ->r{}", sd.from, t.chunk, sd.to)
+                 : fmt::format("r{} ag s{} c{} ring{} ->r{}", sd.from, t.step, t.chunk, t.lane,
+                               sd.to));
+}
+
+// AG-GEMM: the shards are gathered into "xg" and every piece's GEMM reads them there (a rank's
+// own shard from its input, or with fused GEMM groups from "xg" after copying it there).
+void ag_lowered(Builder& b, const Ctx& c, StrategyKind kind, const LaidOutProgram& lp) {
+  const bool a2a = kind == StrategyKind::fuse_all2all;
+  const bool dr = kind == StrategyKind::fuse_double_ring;
+  declare_ag(b, c, true);
+  for (int r = 0; r < c.p; ++r) ag_copy_own(b, c, r);
+  for (const ProgramLayout::Ref& ref : lp.layout.order) {
+    if (ref.rank < 0) {
+      const Program::Send& sd = lp.program.sends[ref.index];
+      const Tag& t = lp.layout.sends[ref.index];
+      const Rows g = step_rows(c, kind, t);
+      // The owner sends from its input (its half of it on the double ring).
+      const Region src = sd.from != t.chunk ? b.rows(sd.from, "xg", g)
+                         : dr ? b.rows(sd.from, "x", shift(g, -c.chunk(t.chunk).off))
+                              : b.whole(sd.from, "x");
+      b.transfer(src, b.rows(sd.to, "xg", g), t.engine, step_channel(kind, t), t.step, t.chunk,
+                 a2a ? fmt::format("r{} push c{} ->r{}", sd.from, t.chunk, sd.to)
+                     : fmt::format("r{} ag s{} c{} ring{} ->r{}", sd.from, t.step, t.chunk,
+                                   t.lane, sd.to));
+      continue;
     }
-    b.gemm(r, b.rows(r, "x", c.chunk(r)), b.whole(r, "w"), final_rows(b, c, r, c.chunk(r)), p - 1,
-           r, fmt::format("r{} gemm s{} c{}", r, p - 1, r));
+    const int r = ref.rank;
+    const Tag& t = lp.layout.items[r][ref.index];
+    const Rows g = step_rows(c, kind, t);
+    const std::string name = dr && t.lane >= 0
+                                 ? fmt::format("r{} gemm s{} c{} ring{}", r, t.step, t.chunk, t.lane)
+                                 : fmt::format("r{} gemm s{} c{}", r, t.step, t.chunk);
+    b.fuse(b.gemm(r, ag_operand(b, c, r, t.chunk, shift(g, -c.chunk(t.chunk).off)),
+                  b.whole(r, "w"), b.rows(r, "y", g), t.step, t.chunk, name),
+           c.fused ? 0 : -1);
   }
-  for (int r = 0; r < p; ++r)
-    for (int k = 1; k < p; ++k)
-      b.add(r, b.rows(r, "recv", Rows{(k - 1) * slot, c.chunk(r).len}),
-            final_rows(b, c, r, c.chunk(r)), k - 1, r,
-            fmt::format("r{} add c{} from r{}", r, r, all2all_source(r, k, p)));
-  if (is_ar(c)) ar_allgather_all2all(b, c);
 }
 
-// The ring all-gather of each rank's final chunk (gemm_ar second phase, ring styles).
-void ar_allgather_ring(Builder& b, const Ctx& c) {
-  ring_allgather(
-      b, c, c.ring, 0, 0, [&](int r, int o) { return b.rows(r, "y", c.chunk(o)); },
-      [&](int r, int o) { return b.rows(r, "y", c.chunk(o)); }, -1, "ag");
-}
-
-void rs_ring(Builder& b, const Ctx& c) {
-  const int p = c.p;
-  const std::int64_t slot = c.max_chunk();
-  declare_rs(b, c, !is_ar(c), (p - 1) * slot);
-  // At step s the rank at ring position P computes the partial of the chunk owned by
-  // ring[P - s - 1], adds the running sum its predecessor sent at step s-1, and forwards it;
-  // at step p-1 the chunk is its own and the sum lands in y.
-  for (int s = 0; s < p; ++s)
-    for (int r = 0; r < p; ++r) {
-      const int j = c.ring.at(c.ring.pos_of(r) - s - 1);
-      Region dst = s + 1 == p ? final_rows(b, c, r, c.chunk(j)) : partial(b, c, r, c.chunk(j));
-      b.gemm(r, b.rows(r, "x", c.chunk(j)), b.whole(r, "w"), dst, s, j,
-             fmt::format("r{} gemm s{} c{}", r, s, j));
-      if (s > 0)
-        b.add(r, b.rows(r, "recv", Rows{(s - 1) * slot, c.chunk(j).len}), dst, s, j,
-              fmt::format("r{} add s{} c{} ring0", r, s, j));
-      if (s + 1 < p) {
-        const int to = c.ring.succ(r);
-        b.transfer(dst, b.rows(to, "recv", Rows{s * slot, c.chunk(j).len}), 0, 0, s, j,
-                   fmt::format("r{} rs s{} c{} ring0 ->r{}", r, s, j, to));
-      }
-    }
-  if (is_ar(c)) ar_allgather_ring(b, c);
-}
-
-// The double ring's all-gather of each rank's final chunk (gemm_ar), both halves.
-void ar_allgather_double_ring(Builder& b, const Ctx& c) {
-  const int p = c.p;
-  for (int s = 0; s + 1 < p; ++s)
-    for (int r = 0; r < p; ++r)
-      for (int h = 0; h < 2; ++h) {
-        const RingView& rv = c.ring_of(h);
-        const int o = rv.at(rv.pos_of(r) - s);
-        const Rows half = shift(half_rows(c.chunk(o).len, h), c.chunk(o).off);
-        const int to = rv.succ(r);
-        b.transfer(b.rows(r, "y", half), b.rows(to, "y", half), c.engine_of(h), h, s, o,
-                   fmt::format("r{} ag s{} c{} ring{} ->r{}", r, s, o, h, to));
-      }
-}
-
-void rs_double_ring(Builder& b, const Ctx& c) {
-  const int p = c.p;
-  const std::int64_t hslot = (c.max_chunk() + 1) / 2;
-  declare_rs(b, c, !is_ar(c), 2 * (p - 1) * hslot);
-  auto recv = [&](int r, int h, int s, std::int64_t len) {
-    return b.rows(r, "recv", Rows{(static_cast<std::int64_t>(h) * (p - 1) + s) * hslot, len});
+// GEMM-RS and GEMM-AR: partials in "part" (gemm_rs) or in place in "y" (gemm_ar), running sums
+// sent into the receiver's slot for (lane, step) of "recv" and added there; the owner's sum
+// lands in its output; gemm_ar's all-gather writes the output rows directly.
+void rs_lowered(Builder& b, const Ctx& c, StrategyKind kind, const LaidOutProgram& lp) {
+  const bool a2a = kind == StrategyKind::fuse_all2all;
+  const bool dr = kind == StrategyKind::fuse_double_ring;
+  const std::int64_t slot = dr ? (c.max_chunk() + 1) / 2 : c.max_chunk();
+  declare_rs(b, c, !is_ar(c), (dr ? 2 : 1) * (c.p - 1) * slot);
+  // Where rank r keeps its running sum of global rows g of chunk j.
+  auto sum_at = [&](int r, int j, Rows g) {
+    return j == r ? final_rows(b, c, r, g) : partial(b, c, r, g);
   };
-  // Ring h carries half h of every chunk; at step s the rank at position P of ring h computes
-  // that half of the chunk owned by ring_h[P - s - 1]. With ring2 the reverse of ring the two
-  // halves travel opposite ways.
-  for (int s = 0; s < p; ++s)
-    for (int r = 0; r < p; ++r) {
-      if (s + 1 == p) {
-        // Both rings end at the owner: one GEMM for the whole own chunk, then both adds.
-        const Rows own = c.chunk(r);
-        b.gemm(r, b.rows(r, "x", own), b.whole(r, "w"), final_rows(b, c, r, own), s, r,
-               fmt::format("r{} gemm s{} c{}", r, s, r));
-        if (p > 1)
-          for (int h = 0; h < 2; ++h) {
-            const Rows half = shift(half_rows(own.len, h), own.off);
-            b.add(r, recv(r, h, s - 1, half.len), final_rows(b, c, r, half), s, r,
-                  fmt::format("r{} add s{} c{} ring{}", r, s, r, h));
-          }
+  for (const ProgramLayout::Ref& ref : lp.layout.order) {
+    if (ref.rank < 0) {
+      const Program::Send& sd = lp.program.sends[ref.index];
+      const Tag& t = lp.layout.sends[ref.index];
+      if (t.output) {
+        emit_output_send(b, c, kind, sd, t);
         continue;
       }
-      for (int h = 0; h < 2; ++h) {
-        const RingView& rv = c.ring_of(h);
-        const int j = rv.at(rv.pos_of(r) - s - 1);
-        const Rows half = shift(half_rows(c.chunk(j).len, h), c.chunk(j).off);
-        if (half.len == 0) continue;
-        Region dst = partial(b, c, r, half);
-        b.gemm(r, b.rows(r, "x", half), b.whole(r, "w"), dst, s, j,
-               fmt::format("r{} gemm s{} c{} ring{}", r, s, j, h));
-        if (s > 0)
-          b.add(r, recv(r, h, s - 1, half.len), dst, s, j,
-                fmt::format("r{} add s{} c{} ring{}", r, s, j, h));
-        const int to = rv.succ(r);
-        b.transfer(dst, recv(to, h, s, half.len), c.engine_of(h), h, s, j,
-                   fmt::format("r{} rs s{} c{} ring{} ->r{}", r, s, j, h, to));
-      }
+      const Rows g = step_rows(c, kind, t);
+      b.transfer(sum_at(sd.from, t.chunk, g), b.rows(sd.to, "recv", recv_slot(c, t, slot, g.len)),
+                 t.engine, step_channel(kind, t), t.step, t.chunk,
+                 a2a ? fmt::format("r{} push c{} ->r{}", sd.from, t.chunk, sd.to)
+                     : fmt::format("r{} rs s{} c{} ring{} ->r{}", sd.from, t.step, t.chunk,
+                                   t.lane, sd.to));
+      continue;
     }
-  if (is_ar(c)) ar_allgather_double_ring(b, c);
+    const int r = ref.rank;
+    const Program::Item& it = lp.program.items[r][ref.index];
+    const Tag& t = lp.layout.items[r][ref.index];
+    const Rows g = step_rows(c, kind, t);
+    if (!it.add) {
+      b.gemm(r, b.rows(r, "x", g), b.whole(r, "w"), sum_at(r, t.chunk, g), t.step, t.chunk,
+             dr && t.lane >= 0 ? fmt::format("r{} gemm s{} c{} ring{}", r, t.step, t.chunk, t.lane)
+                               : fmt::format("r{} gemm s{} c{}", r, t.step, t.chunk));
+      continue;
+    }
+    const Program::Send& in = lp.program.sends[it.flow_in];
+    b.add(r, b.rows(r, "recv", recv_slot(c, lp.layout.sends[it.flow_in], slot, g.len)),
+          sum_at(r, t.chunk, g), t.step, t.chunk,
+          a2a ? fmt::format("r{} add c{} from r{}", r, t.chunk, in.from)
+              : fmt::format("r{} add s{} c{} ring{}", r, t.step, t.chunk, t.lane));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -551,7 +461,7 @@ std::vector<RsPiece> rs_fused_order(const Ctx& c, StrategyKind kind, int r) {
   return out;
 }
 
-void rs_fused(Builder& b, const Ctx& c, StrategyKind kind) {
+void rs_fused(Builder& b, const Ctx& c, StrategyKind kind, const LaidOutProgram& lp) {
   const int p = c.p;
   const std::int64_t slot = c.max_chunk();
   declare_rs(b, c, true, p * slot);
@@ -587,12 +497,10 @@ void rs_fused(Builder& b, const Ctx& c, StrategyKind kind) {
     }
   }
   if (!is_ar(c)) return;
-  if (kind == StrategyKind::fuse_all2all)
-    ar_allgather_all2all(b, c);
-  else if (kind == StrategyKind::fuse_ring)
-    ar_allgather_ring(b, c);
-  else
-    ar_allgather_double_ring(b, c);
+  // gemm_ar: the all-gather of the strategy's program.
+  for (const ProgramLayout::Ref& ref : lp.layout.order)
+    if (ref.rank < 0 && lp.layout.sends[ref.index].output)
+      emit_output_send(b, c, kind, lp.program.sends[ref.index], lp.layout.sends[ref.index]);
 }
 
 }  // namespace
@@ -649,7 +557,6 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
         p,
         std::move(ring),
         std::move(ring2),
-        plan.copy_engines >= 2 ? 1 : 0,
         plan.copy_engines,
         options.fused_gemm && gemm_fusion && p > 1};
   Builder b(op, strategy, plan.gpus);
@@ -662,16 +569,14 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
       ag ? ag_decompose(b, c, strategy.parts) : rs_decompose(b, c, strategy.parts);
       break;
     case StrategyKind::fuse_all2all:
-      ag ? ag_all2all(b, c) : c.fused ? rs_fused(b, c, strategy.kind) : rs_all2all(b, c);
-      break;
     case StrategyKind::fuse_ring:
-      ag ? ag_ring(b, c) : c.fused ? rs_fused(b, c, strategy.kind) : rs_ring(b, c);
+    case StrategyKind::fuse_double_ring: {
+      const LaidOutProgram lp = laid_out_program(op, strategy, plan);
+      ag        ? ag_lowered(b, c, strategy.kind, lp)
+      : c.fused ? rs_fused(b, c, strategy.kind, lp)
+                : rs_lowered(b, c, strategy.kind, lp);
       break;
-    case StrategyKind::fuse_double_ring:
-      ag      ? ag_double_ring(b, c)
-      : c.fused ? rs_fused(b, c, strategy.kind)
-                : rs_double_ring(b, c);
-      break;
+    }
     case StrategyKind::fuse_hier:
     case StrategyKind::fuse_synth: {
       const TreePlan& tp = strategy.kind == StrategyKind::fuse_hier ? plan.hier : plan.synth;

@@ -42,6 +42,9 @@ class RingLanes {
     }
   }
   int lanes() const { return lanes_; }
+  // The copy engine lane h's transfers are issued on (the second ring's on engine 1 when there
+  // are two).
+  int engine(int h) const { return h == 1 && !shared_ ? 1 : 0; }
   std::int64_t rows(int h) const { return rows_[h]; }
   // Lane h's rows of a block of `len` rows (the double ring's halves, generate.cpp half_rows).
   std::int64_t rows_of(int h, std::int64_t len) const {
@@ -79,7 +82,8 @@ class RingLanes {
 // Ring all-gather fused with the GEMM: at step k the rank at ring position P forwards the
 // shard (half) of ring[P - k] to its successor once it landed and its copy engine is free, and
 // computes its own shard first, then per step the rows that landed.
-Program ag_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool double_ring) {
+Program ag_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool double_ring,
+                ProgramLayout* layout) {
   const int p = op.tp;
   const std::int64_t shard_rows = workload::shard_rows(op);
   const RingLanes ring(plan, p, double_ring, shard_rows);
@@ -96,13 +100,34 @@ Program ag_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool dou
       for (int h = 0; h < ring.lanes(); ++h)
         pr.sends.push_back({q, ring.next(h, q), ring.after(0, k, h, q, -1, 0), -1,
                             k > 0 ? ring.id(0, k - 1, h, ring.prev(h, q)) : -1, ring.rows(h)});
+  if (layout == nullptr) return pr;
+  // At step k rank q computes, and forwards, the shard (half) of the rank k before it; per step
+  // and rank the generator emits the transfers, then the GEMMs.
+  layout->items.assign(p, {});
+  layout->sends.assign(pr.sends.size(), {});
+  for (int q = 0; q < p; ++q) {
+    layout->items[q].push_back({q, 0, -1});
+    for (int k = 1; k < p; ++k)
+      for (int h = 0; h < ring.lanes(); ++h) layout->items[q].push_back({ring.before(h, q, k), k, h});
+  }
+  for (int k = 0; k < p; ++k)
+    for (int q = 0; q < p; ++q) {
+      for (int h = 0; h < ring.lanes() && k + 1 < p; ++h) {
+        const int f = ring.id(0, k, h, q);
+        layout->sends[f] = {ring.before(h, q, k), k, h, ring.engine(h)};
+        layout->order.push_back({-1, f});
+      }
+      if (k == 0) layout->order.push_back({q, 0});
+      for (int h = 0; h < ring.lanes() && k > 0; ++h)
+        layout->order.push_back({q, 1 + (k - 1) * ring.lanes() + h});
+    }
   return pr;
 }
 
 // All-to-all all-gather: rank r pushes its shard to r+k on copy engine (k-1) mod engines (one
 // push after another per engine), computes its own shard, then the shard of r-k for
 // k = 1..p-1, each when it landed.
-Program ag_all2all(const workload::OperatorSpec& op, const CommPlan& plan) {
+Program ag_all2all(const workload::OperatorSpec& op, const CommPlan& plan, ProgramLayout* layout) {
   const int p = op.tp;
   const int engines = std::max(1, plan.copy_engines);
   const std::int64_t shard_rows = workload::shard_rows(op);
@@ -123,6 +148,19 @@ Program ag_all2all(const workload::OperatorSpec& op, const CommPlan& plan) {
     for (int k = 1; k < p; ++k)
       pr.items[r].push_back({false, shard_rows, flow_to[all2all_source(r, k, p) * p + r]});
   }
+  if (layout == nullptr) return pr;
+  // Every push first (rank by rank), then every rank's GEMMs.
+  layout->items.assign(p, {});
+  for (int r = 0; r < p; ++r)
+    for (int k = 1; k < p; ++k) {
+      layout->order.push_back({-1, static_cast<int>(layout->sends.size())});
+      layout->sends.push_back({r, k - 1, -1, all2all_engine(k, engines)});
+    }
+  for (int r = 0; r < p; ++r)
+    for (int k = 0; k < p; ++k) {
+      layout->items[r].push_back({k == 0 ? r : all2all_source(r, k, p), k, -1});
+      layout->order.push_back({r, k});
+    }
   return pr;
 }
 
@@ -134,7 +172,8 @@ Program ag_all2all(const workload::OperatorSpec& op, const CommPlan& plan) {
 // pattern, each rank forwarding chunk half h on ring h as soon as its own chunk's half is
 // reduced (k = 0) or the half arrived (k > 0), behind its reduce-scatter transfers on the same
 // copy engine.
-Program rs_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool double_ring) {
+Program rs_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool double_ring,
+                ProgramLayout* layout) {
   const int p = op.tp;
   const RingLanes ring(plan, p, double_ring, workload::max_row_share(op));
   const int lanes = ring.lanes();
@@ -146,19 +185,45 @@ Program rs_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool dou
   Program pr;
   pr.items.resize(p);
   pr.sends.resize(static_cast<std::size_t>((ar ? 2 : 1) * ag_base));
+  // The layout: per step and rank, in the generator's order (each lane's GEMM, add and
+  // transfer; the last step's GEMM of the own chunk, then its adds), the all-gather after.
+  std::vector<std::vector<std::vector<ProgramLayout::Ref>>> at_step;  // [k][q]
+  if (layout != nullptr) {
+    layout->items.assign(p, {});
+    layout->sends.assign(pr.sends.size(), {});
+    at_step.assign(p, std::vector<std::vector<ProgramLayout::Ref>>(p));
+  }
+  auto place_item = [&](int q, int k, ProgramLayout::Tag tag) {
+    if (layout == nullptr) return;
+    layout->items[q].push_back(tag);
+    at_step[k][q].push_back({q, static_cast<int>(layout->items[q].size()) - 1});
+  };
   for (int q = 0; q < p; ++q) {
     std::vector<Item>& items = pr.items[q];
     for (int k = 0; k < p; ++k) {
       const bool last = k + 1 == p;
-      if (last) items.push_back({false, workload::row_share(op, q).len, -1});
+      if (last) {
+        items.push_back({false, workload::row_share(op, q).len, -1});
+        place_item(q, k, {q, k, -1});
+      }
       for (int h = 0; h < lanes; ++h) {
         const int j = ring.before(h, q, k + 1);  // the chunk q computes at step k
-        if (!last) items.push_back({false, rows(h, j), -1});
-        if (k >= 1) items.push_back({true, rows(h, j), ring.id(0, k - 1, h, ring.prev(h, q))});
+        if (!last) {
+          items.push_back({false, rows(h, j), -1});
+          place_item(q, k, {j, k, h});
+        }
+        if (k >= 1) {
+          items.push_back({true, rows(h, j), ring.id(0, k - 1, h, ring.prev(h, q))});
+          place_item(q, k, {j, k, h});
+        }
         const int ready = static_cast<int>(items.size()) - 1;
         if (!last) {
-          pr.sends[ring.id(0, k, h, q)] = {
-              q, ring.next(h, q), ring.after(0, k, h, q, -1, 0), ready, -1, rows(h, j)};
+          const int f = ring.id(0, k, h, q);
+          pr.sends[f] = {q, ring.next(h, q), ring.after(0, k, h, q, -1, 0), ready, -1, rows(h, j)};
+          if (layout != nullptr) {
+            layout->sends[f] = {j, k, h, ring.engine(h)};
+            at_step[k][q].push_back({-1, f});
+          }
         } else if (ar) {
           pr.sends[ring.id(ag_base, 0, h, q)] = {
               q,  ring.next(h, q), ring.after(ag_base, 0, h, q, 0, steps - 1), ready,
@@ -176,6 +241,19 @@ Program rs_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool dou
                                                  ring.id(ag_base, k - 1, h, ring.prev(h, q)),
                                                  rows(h, ring.before(h, q, k))};
   }
+  if (layout == nullptr) return pr;
+  for (int k = 0; k < p; ++k)
+    for (int q = 0; q < p; ++q)
+      layout->order.insert(layout->order.end(), at_step[k][q].begin(), at_step[k][q].end());
+  // The all-gather: at step k rank q forwards the reduced chunk (half) of the rank k before it,
+  // straight into the output rows; transfers numbered (step, rank, lane) as emitted.
+  for (int k = 0; ar && k < steps; ++k)
+    for (int q = 0; q < p; ++q)
+      for (int h = 0; h < lanes; ++h) {
+        const int f = ring.id(ag_base, k, h, q);
+        layout->sends[f] = {ring.before(h, q, k), k, h, ring.engine(h), true};
+        layout->order.push_back({-1, f});
+      }
   return pr;
 }
 
@@ -184,7 +262,7 @@ Program rs_ring(const workload::OperatorSpec& op, const CommPlan& plan, bool dou
 // engine) and then its own; after its GEMMs it adds the p-1 received partials in the order
 // r-1, r-2, ... as they land. GEMM-AR: then it pushes its reduced chunk to every peer in the
 // same pattern, behind its reduce-scatter pushes.
-Program rs_all2all(const workload::OperatorSpec& op, const CommPlan& plan) {
+Program rs_all2all(const workload::OperatorSpec& op, const CommPlan& plan, ProgramLayout* layout) {
   const int p = op.tp;
   const int engines = std::max(1, plan.copy_engines);
   const bool ar = op.kind == OpKind::gemm_ar && p > 1;
@@ -215,6 +293,33 @@ Program rs_all2all(const workload::OperatorSpec& op, const CommPlan& plan) {
     if (ar)
       for (int k = 1; k < p; ++k) push(r, k, static_cast<int>(pr.items[r].size()) - 1, rows(r));
   }
+  if (layout == nullptr) return pr;
+  // Rank by rank its partials and pushes, then its own chunk's GEMM; then every rank's adds;
+  // then (gemm_ar) every rank's pushes of its reduced chunk. Items of rank r: the partial of
+  // r + k at k - 1, its own chunk at p - 1, the add from r - k at p - 1 + k.
+  layout->items.assign(p, {});
+  layout->sends.resize(pr.sends.size());
+  const int rs_sends = p * (p - 1);
+  for (int r = 0; r < p; ++r) {
+    for (int k = 1; k < p; ++k) {
+      const int f = r * (p - 1) + k - 1;
+      layout->items[r].push_back({all2all_peer(r, k, p), k - 1, -1});
+      layout->sends[f] = {all2all_peer(r, k, p), k - 1, -1, all2all_engine(k, engines)};
+      layout->order.push_back({r, k - 1});
+      layout->order.push_back({-1, f});
+    }
+    layout->items[r].push_back({r, p - 1, -1});
+    layout->order.push_back({r, p - 1});
+    for (int k = 1; k < p; ++k) layout->items[r].push_back({r, k - 1, -1});
+  }
+  for (int r = 0; r < p; ++r)
+    for (int k = 1; k < p; ++k) layout->order.push_back({r, p - 1 + k});
+  for (int r = 0; ar && r < p; ++r)
+    for (int k = 1; k < p; ++k) {
+      const int f = rs_sends + r * (p - 1) + k - 1;
+      layout->sends[f] = {r, k - 1, -1, all2all_engine(k, engines), true};
+      layout->order.push_back({-1, f});
+    }
   return pr;
 }
 
@@ -337,10 +442,10 @@ Program program(const workload::OperatorSpec& op, const Strategy& strategy, cons
     case StrategyKind::fuse_ring:
     case StrategyKind::fuse_double_ring: {
       const bool dr = strategy.kind == StrategyKind::fuse_double_ring;
-      return ag ? ag_ring(op, plan, dr) : rs_ring(op, plan, dr);
+      return ag ? ag_ring(op, plan, dr, nullptr) : rs_ring(op, plan, dr, nullptr);
     }
     case StrategyKind::fuse_all2all:
-      return ag ? ag_all2all(op, plan) : rs_all2all(op, plan);
+      return ag ? ag_all2all(op, plan, nullptr) : rs_all2all(op, plan, nullptr);
     case StrategyKind::fuse_hier:
       return tree_program(op, plan.hier, plan, rs_costs);
     case StrategyKind::fuse_synth:
@@ -350,6 +455,27 @@ Program program(const workload::OperatorSpec& op, const Strategy& strategy, cons
       break;
   }
   return {};
+}
+
+LaidOutProgram laid_out_program(const workload::OperatorSpec& op, const Strategy& strategy,
+                                const CommPlan& plan) {
+  const bool ag = op.kind == OpKind::ag_gemm;
+  LaidOutProgram out;
+  switch (strategy.kind) {
+    case StrategyKind::fuse_ring:
+    case StrategyKind::fuse_double_ring: {
+      const bool dr = strategy.kind == StrategyKind::fuse_double_ring;
+      out.program = ag ? ag_ring(op, plan, dr, &out.layout) : rs_ring(op, plan, dr, &out.layout);
+      break;
+    }
+    case StrategyKind::fuse_all2all:
+      out.program = ag ? ag_all2all(op, plan, &out.layout) : rs_all2all(op, plan, &out.layout);
+      break;
+    default:
+      COMPASS_CHECK(false, "laid_out_program: {} is not lowered from a laid-out program",
+                    to_string(strategy));
+  }
+  return out;
 }
 
 Result<Program> program_of(const Schedule& s) {

@@ -2,9 +2,11 @@
 // The compact program of a fused strategy (docs/model.md, "Fused programs"): per rank, its
 // compute stream's items in program order; per transfer, its ends, rows, its copy engine's
 // previous transfer and what its data waits for. One home for each strategy's pattern: the
-// model prices and follows it (model/program.hpp), the generators emit the same pattern as
-// tasks (generate.cpp, patterns.cpp), and the tests check that every program step is a task of
-// the generated schedule with the program's dependencies (tests/schedule/test_program.cpp).
+// model prices and follows it (model/program.hpp), the generator lowers the rings' and the
+// all-to-all's program to tasks (laid_out_program, generate.cpp) and emits the tree patterns'
+// program steps in the same order (patterns.cpp), and the tests check that every program step
+// is a task of the generated schedule with the program's dependencies
+// (tests/schedule/test_program.cpp).
 // Programs carry rows, never prices.
 
 #include <cstdint>
@@ -73,6 +75,35 @@ Program program(const workload::OperatorSpec& op, const Strategy& strategy, cons
 /// fuse:hier and fuse:synth. Same requirements.
 Program tree_program(const workload::OperatorSpec& op, const TreePlan& tp, const CommPlan& plan,
                      const TreeRsCosts& rs_costs = {});
+
+/// Where a program's steps go in its schedule (laid_out_program): for every item and transfer,
+/// the chunk whose rows it carries, its step label, its lane (ring h; -1: none), for a transfer
+/// its copy engine and whether it lands in the owner's output rows (gemm_ar's all-gather) rather
+/// than a receive slot; and the order in which the generator emits the steps as tasks.
+struct ProgramLayout {
+  struct Tag {
+    int chunk = 0, step = 0, lane = -1, engine = 0;
+    bool output = false;
+  };
+  /// An item (rank, index into Program::items[rank]) or, with rank -1, transfer `index`.
+  struct Ref {
+    int rank = -1, index = 0;
+  };
+  std::vector<std::vector<Tag>> items;  ///< per rank, as Program::items
+  std::vector<Tag> sends;
+  std::vector<Ref> order;  ///< every step once
+};
+
+struct LaidOutProgram {
+  Program program;
+  ProgramLayout layout;
+};
+
+/// program() of fuse:all2all, fuse:ring or fuse:double-ring with its layout: what the generator
+/// lowers to the schedule (generate.cpp: buffers, regions and names from the tags, tasks in
+/// layout order). Same requirements as program().
+LaidOutProgram laid_out_program(const workload::OperatorSpec& op, const Strategy& strategy,
+                                const CommPlan& plan);
 
 /// The program a schedule of a fused strategy runs, read back from its tasks: per rank its
 /// compute stream's GEMM pieces and adds in list order, its transfers in task order (each
