@@ -171,11 +171,13 @@ class Follower {
     double now = 0;
     const std::size_t limit = 16 * (flows_.size() + pr_.item_base.back()) + 16;
     for (std::size_t step = 0; step < limit && !broken_; ++step) {
-      const double t = std::min({top(releases_), top(landings_), top(compute_), next_end_});
+      const double t =
+          std::min({top(releases_), top(landings_), top(joins_), top(compute_), next_end_});
       if (t == kInf) break;
       now = std::max(now, t);
-      // At one instant: last bytes, then landings, then compute (a GEMM ending now is no
-      // longer running, one beginning now is), then the transfers that start.
+      // At one instant: last bytes, then landings, then the bytes of transfers whose latency
+      // has passed, then compute (a GEMM ending now is no longer running, one beginning now
+      // is), then the transfers that start.
       if (next_end_ <= now) {
         // advance(now) and the scan for finished transfers in one pass.
         const double dt = now - clock_;
@@ -188,11 +190,12 @@ class Follower {
         }
         for (int f : ended_) {
           sharing_.remove(f);
-          push(landings_, now + pr_.flows[f].latency_s, f);
+          push(landings_, now, f);
         }
         reshare_ = true;
       }
       while (top(landings_) <= now) land(pop(landings_).second, now);
+      while (top(joins_) <= now) join(pop(joins_).second, now);
       while (top(compute_) <= now) {
         const auto [at, ev] = pop(compute_);
         const int v = ev / kVersions;
@@ -309,11 +312,20 @@ class Follower {
       land(f, now);  // moves nothing: lands the moment it starts
       return;
     }
+    sending(sd.from, +1, now);
+    // Its route's latency first, then its bytes (the simulator's order).
+    if (pr_.flows[f].latency_s > 0)
+      push(joins_, now + pr_.flows[f].latency_s, f);
+    else
+      join(f, now);
+  }
+  // A transfer's latency has passed: its bytes join the links' sharing.
+  void join(int f, double now) {
+    Flow& fl = flows_[f];
     advance(now);
     fl.remaining = fl.sized;
     sharing_.add(f);
     reshare_ = true;
-    sending(sd.from, +1, now);
   }
   void land(int f, double now) {
     Flow& fl = flows_[f];
@@ -384,7 +396,7 @@ class Follower {
   FollowedTimes* times_;
   std::vector<Flow> flows_;
   std::vector<Rank> ranks_;
-  Queue releases_, landings_, compute_;
+  Queue releases_, landings_, joins_, compute_;
   std::vector<int> ended_;
   double clock_ = 0, next_end_ = std::numeric_limits<double>::infinity();
   bool reshare_ = false, broken_ = false;

@@ -110,8 +110,9 @@ struct FollowedTimes {
 /// needs), a transfer leaves one copy issue after its data is complete (the item or the
 /// transfer it waits for) and its copy engine's previous transfer has landed, and the moving
 /// transfers share the links max-min, re-shared whenever one joins or leaves
-/// (hardware::sharing::IncrementalMaxmin, `sharing` is scratch); a transfer lands its route
-/// latency after its last byte. Interference as in the simulator: a GEMM advances at 1/fg while
+/// (hardware::sharing::IncrementalMaxmin, `sharing` is scratch); a transfer waits out its
+/// route latency before its bytes join the sharing and lands with its last byte (the
+/// simulator's order, backends/sim/engine.cpp). Interference as in the simulator: a GEMM advances at 1/fg while
 /// its rank has a transfer under way (from its start until it lands), and a transfer that
 /// starts while a GEMM runs at either end counts its bytes fc times. With `work` false every
 /// item costs nothing (the communication alone).
