@@ -152,6 +152,11 @@ class Follower {
       : pr_(pr), c_(c), work_(work), sharing_(sharing), times_(times),
         flows_(pr.sends.size()), ranks_(pr.items.size()) {
     for (std::size_t f = 0; f < flows_.size(); ++f) flows_[f].pending = pr.flows[f].waits;
+    // Each transfer is in each of its queues at most once; a rank has few compute events
+    // pending at a time. Sized once, the heaps do not grow while following.
+    releases_.reserve(flows_.size());
+    joins_.reserve(flows_.size());
+    compute_.reserve(4 * ranks_.size() + 16);
     if (times_ != nullptr) {
       times_->send_start_s.assign(flows_.size(), 0.0);
       times_->send_end_s.assign(flows_.size(), 0.0);
@@ -171,8 +176,7 @@ class Follower {
     double now = 0;
     const std::size_t limit = 16 * (flows_.size() + pr_.item_base.back()) + 16;
     for (std::size_t step = 0; step < limit && !broken_; ++step) {
-      const double t =
-          std::min({top(releases_), top(landings_), top(joins_), top(compute_), next_end_});
+      const double t = std::min({top(releases_), top(joins_), top(compute_), next_end_});
       if (t == kInf) break;
       now = std::max(now, t);
       // At one instant: last bytes, then landings, then the bytes of transfers whose latency
@@ -188,13 +192,10 @@ class Follower {
           if (dt > 0) fl.remaining -= fl.rate * dt;
           if (fl.remaining <= 1e-9 * fl.sized) ended_.push_back(f);
         }
-        for (int f : ended_) {
-          sharing_.remove(f);
-          push(landings_, now, f);
-        }
+        for (int f : ended_) sharing_.remove(f);
+        for (int f : ended_) land(f, now);
         reshare_ = true;
       }
-      while (top(landings_) <= now) land(pop(landings_).second, now);
       while (top(joins_) <= now) join(pop(joins_).second, now);
       while (top(compute_) <= now) {
         const auto [at, ev] = pop(compute_);
@@ -396,7 +397,7 @@ class Follower {
   FollowedTimes* times_;
   std::vector<Flow> flows_;
   std::vector<Rank> ranks_;
-  Queue releases_, landings_, joins_, compute_;
+  Queue releases_, joins_, compute_;
   std::vector<int> ended_;
   double clock_ = 0, next_end_ = std::numeric_limits<double>::infinity();
   bool reshare_ = false, broken_ = false;
