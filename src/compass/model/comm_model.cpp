@@ -280,8 +280,58 @@ std::vector<double> released_events(const std::vector<double>& cap,
 
 }  // namespace
 
+namespace {
+
+std::vector<double> run_flows(const hardware::Profile& p, const std::vector<TimedFlow>& flows,
+                              Caches& caches, bool latency_at_end);
+
+}  // namespace
+
 std::vector<double> run_released_flows(const hardware::Profile& p,
                                        const std::vector<TimedFlow>& flows, Caches& caches) {
+  return run_flows(p, flows, caches, true);
+}
+
+bool same_latencies(const hardware::Profile& p, const std::vector<TimedFlow>& flows) {
+  double first = -1;
+  for (const TimedFlow& f : flows) {
+    if (f.src == f.dst) continue;
+    const double lat = p.route_latency_s(f.src, f.dst);
+    if (first < 0) first = lat;
+    if (lat != first) return false;
+  }
+  return true;
+}
+
+std::vector<double> latency_first_flows(const hardware::Profile& p,
+                                        const std::vector<TimedFlow>& flows, Caches& caches) {
+  for (const TimedFlow& f : flows)
+    COMPASS_CHECK(f.release_s == 0 && f.gap_s == 0 && f.after < 0 && f.also_after < 0,
+                  "latency_first_flows: flows must start together at 0");
+  if (same_latencies(p, flows)) return cached_released_flows(p, flows, caches);
+  std::vector<double> key;
+  key.reserve(flows.size() * 12);
+  for (const TimedFlow& f : flows) {
+    append_key(p, f.src, f.dst, &key);
+    key.push_back(f.bytes);
+  }
+  auto& known = caches.tables().latency_first;
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  std::vector<TimedFlow> released = flows;
+  for (TimedFlow& f : released)
+    if (f.src != f.dst) f.release_s = p.route_latency_s(f.src, f.dst);
+  std::vector<double> fin = run_flows(p, released, caches, false);
+  if (known.size() > 4096) known.clear();
+  known.emplace(std::move(key), fin);
+  return fin;
+}
+
+namespace {
+
+// run_released_flows, or with `latency_at_end` false each flow finishing with its last byte
+// (its latency, if any, is the caller's: in its release).
+std::vector<double> run_flows(const hardware::Profile& p, const std::vector<TimedFlow>& flows,
+                              Caches& caches, bool latency_at_end) {
   const std::size_t n = flows.size();
   for (std::size_t i = 0; i < n; ++i)
     COMPASS_CHECK((flows[i].after < 0 || static_cast<std::size_t>(flows[i].after) < i) &&
@@ -316,8 +366,11 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
     }
     ws.paths.offset.push_back(static_cast<int>(ws.paths.dirs.size()));
   }
+  if (!latency_at_end) std::fill(ws.latency.begin(), ws.latency.end(), 0.0);
   return released_events(cap, flows, ws);
 }
+
+}  // namespace
 
 int collective_steps(Collective kind, int p) {
   if (p <= 1) return 0;

@@ -187,7 +187,7 @@ Outcome decompose_ag(const Ctx& c, int d) {
   }
   const std::vector<double> edge = p > 1 ? c.ring_edges(block, false) : std::vector<double>{};
   const std::vector<double> edge_slow =
-      p > 1 ? c.ring_edges_beside_gemm(edge) : edge;
+      p > 1 ? c.ring_edges_beside_gemm(block, edge) : edge;
   const int steps = p - 1;
   auto id = [&](int i, int st, int P) { return (i * steps + st) * p + P; };
   DecomposeRound r(c, static_cast<std::size_t>(d * steps * p), edge, edge_slow);
@@ -250,7 +250,7 @@ Outcome decompose_rs(const Ctx& c, int d) {
     return o;
   }
   const std::vector<double> edge = c.ring_edges(block, false);
-  const std::vector<double> edge_slow = c.ring_edges_beside_gemm(edge);
+  const std::vector<double> edge_slow = c.ring_edges_beside_gemm(block, edge);
   const int steps = p - 1;
   const int phases = ar ? 2 : 1;  // the reduce-scatter, then GEMM-AR's all-gather
   auto id = [&](int i, int phase, int st, int P) {

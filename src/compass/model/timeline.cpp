@@ -30,7 +30,7 @@ struct Cost {
   double fixed_s = 0;   // launch / issue / flag wait, before the work
   double gemm_s = 0;    // GEMM work at full speed
   double bytes = 0;     // transfer bytes (before the slowdown beside a GEMM)
-  double latency_s = 0; // transfer route latency, after the bytes (as run_released_flows)
+  double latency_s = 0; // transfer route latency, before the bytes (as the simulator)
   double local_s = 0;   // copy / add / same-GPU transfer time
   bool copy_engine = false;
   int rank = 0, src_rank = 0, dst_rank = 0;
@@ -188,12 +188,8 @@ class Run {
           const bool beside = gemms_on_[static_cast<std::size_t>(c.src_rank)] > 0 ||
                               gemms_on_[static_cast<std::size_t>(c.dst_rank)] > 0;
           remaining_[t] = c.bytes * (beside ? fc_ : 1.0);
-          if (remaining_[t] > 0) {
-            phase_[t] = Phase::flow;
-            sharing_.add(t);
-          } else {
-            timed(t, Phase::latency, c.latency_s);
-          }
+          // Its route's latency first, then its bytes (the simulator's order).
+          timed(t, Phase::latency, c.latency_s);
         } else {
           if (c.copy_engine) ++copies_[static_cast<std::size_t>(c.rank)];
           timed(t, Phase::local, c.local_s);
@@ -204,11 +200,21 @@ class Run {
         --gemms_on_[static_cast<std::size_t>(c.rank)];
         finish(t);
         break;
+      case Phase::latency:
+        drop(timed_, t);
+        if (remaining_[t] > 0) {
+          phase_[t] = Phase::flow;
+          sharing_.add(t);
+          break;
+        }
+        if (c.copy_engine) --copies_[static_cast<std::size_t>(c.rank)];
+        finish(t);
+        break;
       case Phase::flow:
         sharing_.remove(t);
-        timed(t, Phase::latency, c.latency_s);
+        if (c.copy_engine) --copies_[static_cast<std::size_t>(c.rank)];
+        finish(t);
         break;
-      case Phase::latency:
       case Phase::local:
         drop(timed_, t);
         if (c.copy_engine) --copies_[static_cast<std::size_t>(c.rank)];
