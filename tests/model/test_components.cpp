@@ -149,5 +149,33 @@ TEST(CommModel, ReleasedAndChainedFlows) {
   EXPECT_NEAR(fin[2], 303e-6, 1e-12);
 }
 
+TEST(CommModel, LatencyFirstFlowsShareAfterTheirOwnLatency) {
+  hardware::Profile p = uniform_switch(4, 10e9, 0.0);
+  p.links[1].latency_s = 50e-6;  // GPU 1's link: 50 us more on every route through it
+  ASSERT_DOUBLE_EQ(p.route_latency_s(1, 3), 50e-6);
+  ASSERT_DOUBLE_EQ(p.route_latency_s(0, 3), 0.0);
+  const std::vector<TimedFlow> flows{{0, 3, 1e6}, {1, 3, 1e6}};
+  Caches caches;
+  EXPECT_FALSE(same_latencies(p, flows));
+  // Latency first: flow 1 joins GPU 3's downlink at 50 us, as in ReleasedAndChainedFlows:
+  // flow 0 ends at 150 us, flow 1 at 200 us with its last byte.
+  const std::vector<double> first = latency_first_flows(p, flows, caches);
+  EXPECT_NEAR(first[0], 150e-6, 1e-12);
+  EXPECT_NEAR(first[1], 200e-6, 1e-12);
+  // Latency after the bytes (run_released_flows): both share from 0 and end their bytes at
+  // 200 us; flow 1 lands 50 us later.
+  const std::vector<double> after = run_released_flows(p, flows, caches);
+  EXPECT_NEAR(after[0], 200e-6, 1e-12);
+  EXPECT_NEAR(after[1], 250e-6, 1e-12);
+  // Asked again, the same answer (from the cache).
+  EXPECT_EQ(latency_first_flows(p, flows, caches), first);
+  // With one latency everywhere the order only shifts every flow alike: the scaled run.
+  const hardware::Profile q = uniform_switch(4, 10e9, 2e-6);
+  EXPECT_TRUE(same_latencies(q, flows));
+  const std::vector<double> shifted = latency_first_flows(q, flows, caches);
+  EXPECT_NEAR(shifted[0], 4e-6 + 200e-6, 1e-12);
+  EXPECT_NEAR(shifted[1], 4e-6 + 200e-6, 1e-12);
+}
+
 }  // namespace
 }  // namespace compass::model
