@@ -164,6 +164,29 @@ TEST(Estimate, BreakdownSumsOnPreset) {
   }
 }
 
+// Every fused strategy's "communication alone" (comm_s) is its program followed without
+// compute, overheads or interference: on a machine whose GEMMs and adds cost next to nothing,
+// the bare estimate (knobs off) is that same time.
+TEST(Estimate, FusedCommunicationAloneIsTheProgramWithoutCompute) {
+  hardware::Profile p = *hardware::make_preset("a6000x8");
+  for (hardware::DeviceSpec& d : p.devices) {
+    for (auto& [dtype, flops] : d.peak_flops) flops *= 1e9;
+    d.memory_bandwidth_bytes_per_s *= 1e9;
+  }
+  const schedule::CommPlan plan = *schedule::comm_plan_for(p, {0, 1, 2, 3, 4, 5, 6, 7});
+  for (OpKind kind : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar}) {
+    const auto op = op_of(kind, 8192, 5120, 5120, 8);
+    for (const Strategy& s : schedule::all_strategies(4)) {
+      if (!schedule::is_fused(s.kind)) continue;
+      SCOPED_TRACE(schedule::to_string(s) + " " + std::string(workload::to_string(kind)));
+      const Estimate e = *estimate(p, op, s, plan);
+      const double bare = *estimate_time_s(p, op, s, plan, ModelKnobs{false, false});
+      EXPECT_GT(e.comm_s, 0);
+      EXPECT_NEAR(e.comm_s, bare, 1e-6 * bare);
+    }
+  }
+}
+
 TEST(Estimate, SingleRankHasNoCommunication) {
   const hardware::Profile p = uniform_switch(2);
   const auto op = op_of(OpKind::gemm_rs, 512, 256, 448, 1);

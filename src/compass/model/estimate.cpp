@@ -31,10 +31,12 @@ using detail::Outcome;
 
 // ---- IntraFusion: the fused strategies' programs ----------------------------------------------
 
-// The strategy's program (schedule::program) priced and followed under the context's costs.
-// The prepared program is kept per operator, strategy and plan, and the answer per program and
-// costs (cache_tables.hpp, TreeMemo): a hit returns the bits a fresh follow would.
-detail::Followed follow(const Ctx& c, StrategyKind kind) {
+// The strategy's program (schedule::program) priced and followed under the context's costs,
+// and with `comm_alone` also without GEMM, adds, overheads or interference (the communication
+// alone, as the tree patterns' estimate gives it). The prepared program is kept per operator,
+// strategy and plan, and the answer per program and costs (cache_tables.hpp, TreeMemo): a hit
+// returns the bits a fresh follow would.
+detail::Followed follow(const Ctx& c, StrategyKind kind, double* comm_alone = nullptr) {
   detail::TreeMemo& memo = detail::memo_for(c.caches.tables().trees, c.prof);
   std::vector<std::uint64_t> key = {0,
                                     static_cast<std::uint64_t>(kind),
@@ -55,8 +57,9 @@ detail::Followed follow(const Ctx& c, StrategyKind kind) {
   for (double x : {costs.launch, costs.copy_issue, costs.flag_wait, costs.fg, costs.fc})
     result_key.push_back(detail::key_bits(x));
   detail::seal_key(result_key);
-  if (auto it = memo.fused_results.find(result_key); it != memo.fused_results.end())
-    return {it->second.first, it->second.second};
+  const auto found = memo.fused_results.find(result_key);
+  if (found != memo.fused_results.end() && comm_alone == nullptr)
+    return {found->second.first, found->second.second};
   std::shared_ptr<const detail::FusedProgram> program;
   for (const auto& [k, pr] : memo.fused_programs)
     if (k == key) program = pr;
@@ -70,6 +73,11 @@ detail::Followed follow(const Ctx& c, StrategyKind kind) {
       memo.fused_programs.erase(memo.fused_programs.begin());
     memo.fused_programs.emplace_back(key, program);
   }
+  if (comm_alone != nullptr)
+    *comm_alone =
+        detail::follow_program(*program, detail::FollowCosts{}, false, c.caches.tables().following)
+            .end_s;
+  if (found != memo.fused_results.end()) return {found->second.first, found->second.second};
   const detail::Followed f =
       detail::follow_program(*program, costs, true, c.caches.tables().following);
   constexpr std::size_t kResults = 4096;  // bounds the memo (the planner's working set is less)
@@ -78,36 +86,6 @@ detail::Followed follow(const Ctx& c, StrategyKind kind) {
   return f;
 }
 
-// All-to-all pushes as the schedule issues them, every one ready at once (the communication
-// alone): rank r sends to r+k on copy engine (k-1) mod engines, one transfer after another per
-// engine, each after a copy issue. Returns finish times indexed [src * p + dst] (route latency
-// included).
-std::vector<double> all2all_pushes(const Ctx& c, double bytes) {
-  std::vector<TimedFlow> flows;
-  std::vector<int> flow_of(static_cast<std::size_t>(c.p * c.p), -1);
-  std::vector<int> queue_pos;
-  for (int r = 0; r < c.p; ++r) {
-    std::vector<int> last_on_engine(static_cast<std::size_t>(c.engines), -1);
-    for (int k = 1; k < c.p; ++k) {
-      const int dst = schedule::all2all_peer(r, k, c.p);
-      const int engine = schedule::all2all_engine(k, c.engines);
-      TimedFlow f{c.gpus[r], c.gpus[dst], bytes, 0.0, last_on_engine[engine], 0.0};
-      last_on_engine[engine] = static_cast<int>(flows.size());
-      flow_of[r * c.p + dst] = static_cast<int>(flows.size());
-      queue_pos.push_back((k - 1) / c.engines);
-      flows.push_back(f);
-    }
-  }
-  // The chained flows scale exactly with their size, so one cached run per pattern serves all
-  // sizes; the copy issue before each push of an engine queue is added afterwards (it shifts
-  // that queue by one issue per push).
-  std::vector<double> fin = cached_released_flows(c.prof, flows, c.caches);
-  for (std::size_t i = 0; i < fin.size(); ++i) fin[i] += (queue_pos[i] + 1) * c.copy_issue;
-  std::vector<double> out(static_cast<std::size_t>(c.p * c.p), 0);
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (flow_of[i] >= 0) out[i] = fin[flow_of[i]];
-  return out;
-}
 
 // Link directions the all-to-all exchange of `block` bytes per pair loads beyond the busiest
 // direction of the one-way ring all-gather of the same data (the plan's ring), busiest first.
@@ -145,41 +123,24 @@ void all2all_congestion(const Ctx& c, double block, Outcome* o) {
   cache.emplace(std::move(key), std::move(found));
 }
 
-// fuse:ring, fuse:double-ring and fuse:all2all: the program followed, and the communication
-// alone: (p-1) ring steps of the block (its bottleneck) or the all-to-all's pushes (its
-// congestion, with details); GEMM-AR adds its all-gather's time alone (the all-gather is part
-// of the program, each rank forwarding its chunk as soon as it is reduced).
+// fuse:ring, fuse:double-ring and fuse:all2all: the program followed, and with details the
+// communication alone (the same program without compute, overheads or interference), the
+// ring's bottleneck link (its step alone) or the all-to-all's congestion.
 Outcome fused(const Ctx& c, StrategyKind kind) {
   Outcome o;
-  const int p = c.p;
   const bool ag = c.op.kind == OpKind::ag_gemm;
   const std::int64_t rows = ag ? workload::shard_rows(c.op) : workload::max_row_share(c.op);
   const double bytes = static_cast<double>(rows) * (ag ? c.op.k : c.op.n) * c.e;
   const bool all2all = kind == StrategyKind::fuse_all2all;
   const bool dr = kind == StrategyKind::fuse_double_ring;
-  auto ring_alone = [&] {
-    return (p - 1) * (dr ? c.dring_step(bytes / 2) : c.ring_step(bytes)).time_s;
-  };
-  if (!all2all) {
-    const StepTime st = dr ? c.dring_step(bytes / 2) : c.ring_step(bytes);
-    o.comm_s = (p - 1) * st.time_s;
-    o.bottleneck = st.bottleneck;
-  }
-  const detail::Followed f = follow(c, kind);
+  const detail::Followed f = follow(c, kind, c.details ? &o.comm_s : nullptr);
   o.total_s = f.end_s;
   o.compute_s = f.work_s;
-  if (all2all && c.details && p > 1) {
-    const std::vector<double> alone = all2all_pushes(c, bytes);
-    o.comm_s = *std::max_element(alone.begin(), alone.end());
+  if (!c.details || c.p <= 1) return o;
+  if (all2all) {
     all2all_congestion(c, bytes, &o);
-  }
-  if (c.op.kind == OpKind::gemm_ar && p > 1) {
-    if (all2all) {
-      const std::vector<double> fin = all2all_pushes(c, bytes);
-      o.comm_s += *std::max_element(fin.begin(), fin.end());
-    } else {
-      o.comm_s += ring_alone();
-    }
+  } else {
+    o.bottleneck = (dr ? c.dring_step(bytes / 2) : c.ring_step(bytes)).bottleneck;
   }
   return o;
 }
