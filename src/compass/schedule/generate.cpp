@@ -72,14 +72,12 @@ struct Ctx {
   const workload::OperatorSpec& op;
   int p;
   RingView ring;   // plan.ring
-  RingView ring2;  // plan.ring2
   int engines;     // copy engines available
   bool fused;      // fused GEMM groups (GenerateOptions::fused_gemm on a fusion that has them)
 
   // Rows of the chunk owned by rank j along M (near-equal split; equal when p | M).
   Rows chunk(int j) const { return workload::row_share(op, j); }
   std::int64_t max_chunk() const { return workload::max_row_share(op); }
-  const RingView& ring_of(int c) const { return c == 0 ? ring : ring2; }
 };
 
 Rows shift(Rows r, std::int64_t by) {
@@ -425,41 +423,12 @@ void rs_lowered(Builder& b, const Ctx& c, StrategyKind kind, const LaidOutProgra
 
 // ---------------------------------------------------------------------------------------------
 // gemm_rs and gemm_ar with fused GEMM groups: the form a fused GEMM-RS kernel runs. Each rank
-// computes the partials of every chunk into "part" (fused group 0) in the strategy's order (the
+// computes the partials of every chunk into "part" (fused group 0) in its program's order (the
 // chunk a peer needs first, first; its own chunk last) and each peer chunk's partial goes to the
 // owner's receive slot for that sender (slot = sender rank); the kernel's epilogue stores it
 // there. The owner then sums the p partials in rank order 0, 1, ..., p-1 (its own from "part"),
 // so the result does not depend on arrival order. gemm_ar then all-gathers in the strategy's
 // style.
-
-// One output row range of a rank's fused GEMM-RS, in compute order.
-struct RsPiece {
-  int chunk;
-  Rows rows;  // global rows
-};
-
-std::vector<RsPiece> rs_fused_order(const Ctx& c, StrategyKind kind, int r) {
-  const int p = c.p;
-  std::vector<RsPiece> out;
-  for (int s = 0; s + 1 < p; ++s) {
-    if (kind == StrategyKind::fuse_all2all) {
-      const int j = all2all_peer(r, s + 1, p);
-      out.push_back({j, c.chunk(j)});
-    } else if (kind == StrategyKind::fuse_ring) {
-      const int j = c.ring.at(c.ring.pos_of(r) - s - 1);
-      out.push_back({j, c.chunk(j)});
-    } else {
-      for (int h = 0; h < 2; ++h) {
-        const RingView& rv = c.ring_of(h);
-        const int j = rv.at(rv.pos_of(r) - s - 1);
-        const Rows half = shift(half_rows(c.chunk(j).len, h), c.chunk(j).off);
-        if (half.len > 0) out.push_back({j, half});
-      }
-    }
-  }
-  out.push_back({r, c.chunk(r)});
-  return out;
-}
 
 void rs_fused(Builder& b, const Ctx& c, StrategyKind kind, const LaidOutProgram& lp) {
   const int p = c.p;
@@ -469,10 +438,17 @@ void rs_fused(Builder& b, const Ctx& c, StrategyKind kind, const LaidOutProgram&
     return Rows{sender * slot + off, len};
   };
   for (int r = 0; r < p; ++r) {
-    const std::vector<RsPiece> order = rs_fused_order(c, kind, r);
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      const auto [j, rows] = order[i];
-      const int step = static_cast<int>(i);
+    // The rank's partials in the order its program computes them (each lane's half of a chunk
+    // on the double ring, its own chunk last), numbered by step; an empty half is no step.
+    int step = -1;
+    for (std::size_t i = 0; i < lp.program.items[r].size(); ++i) {
+      if (lp.program.items[r][i].add) continue;
+      if (lp.program.items[r][i].rows <= 0 && lp.layout.items[r][i].lane >= 0 &&
+          kind == StrategyKind::fuse_double_ring)
+        continue;
+      const int j = lp.layout.items[r][i].chunk;
+      const Rows rows = step_rows(c, kind, lp.layout.items[r][i]);
+      ++step;
       Region pr = b.rows(r, "part", rows);
       b.fuse(b.gemm(r, b.rows(r, "x", rows), b.whole(r, "w"), pr, step, j,
                     fmt::format("r{} gemm s{} c{}", r, step, j)),
@@ -534,7 +510,7 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
   if (plan.copy_engines < 1)
     return make_error("comm plan: copy_engines must be at least 1, got {}", plan.copy_engines);
   COMPASS_ASSIGN(RingView ring, ring_view(plan.ring, p, "ring"));
-  COMPASS_ASSIGN(RingView ring2, ring_view(plan.ring2, p, "ring2"));
+  COMPASS_TRY(ring_view(plan.ring2, p, "ring2"));  // the double ring's second ring
 
   if (strategy.kind == StrategyKind::decompose) COMPASS_TRY(check_decompose(op, strategy.parts));
 
@@ -556,7 +532,6 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
   Ctx c{op,
         p,
         std::move(ring),
-        std::move(ring2),
         plan.copy_engines,
         options.fused_gemm && gemm_fusion && p > 1};
   Builder b(op, strategy, plan.gpus);
