@@ -185,7 +185,7 @@ Outcome decompose_ag(const Ctx& c, int d) {
     o.bottleneck = cc.bottleneck;
     o.comm_s = d * (p - 1) * cc.step_s;
   }
-  const std::vector<double> edge = p > 1 ? c.ring_edges(block, false) : std::vector<double>{};
+  const std::vector<double> edge = p > 1 ? c.ring_edges(block) : std::vector<double>{};
   const std::vector<double> edge_slow =
       p > 1 ? c.ring_edges_beside_gemm(block, edge) : edge;
   const int steps = p - 1;
@@ -249,7 +249,7 @@ Outcome decompose_rs(const Ctx& c, int d) {
     o.total_s = d * (c.launch + g);
     return o;
   }
-  const std::vector<double> edge = c.ring_edges(block, false);
+  const std::vector<double> edge = c.ring_edges(block);
   const std::vector<double> edge_slow = c.ring_edges_beside_gemm(block, edge);
   const int steps = p - 1;
   const int phases = ar ? 2 : 1;  // the reduce-scatter, then GEMM-AR's all-gather

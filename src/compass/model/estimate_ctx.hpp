@@ -78,36 +78,29 @@ struct Ctx {
   StepTime dring_step(double bytes_each) const {
     return cached_ring_step_time(prof, ring, &ring2, bytes_each, caches);
   }
-  // Per-edge durations (latency included) of one ring step whose flows all start at once, each
-  // waiting out its latency before its bytes share the links (latency_first_flows): entry i is
-  // ring[i] -> ring[i+1]; with `both`, ring2's edges follow (p + i). Ranks are not in
-  // lock-step, so a rank behind a fast edge is not paced by the slowest one.
-  std::vector<double> ring_edges(double bytes_each, bool both) const {
+  // One ring step's transfers: every rank sends `bytes_each` to its successor on the ring;
+  // entry i is ring[i] -> ring[i+1].
+  std::vector<TimedFlow> ring_flows(double bytes_each) const {
     std::vector<TimedFlow> flows;
-    for (const std::vector<int>* r : {&ring, both ? &ring2 : nullptr}) {
-      if (r == nullptr) continue;
-      const std::size_t n = r->size();
-      for (std::size_t i = 0; i < n; ++i) {
-        TimedFlow f;
-        f.src = (*r)[i];
-        f.dst = (*r)[(i + 1) % n];
-        f.bytes = bytes_each;
-        flows.push_back(f);
-      }
-    }
-    return latency_first_flows(prof, flows, caches);
+    for (std::size_t i = 0; i < ring.size(); ++i)
+      flows.push_back(TimedFlow{ring[i], ring[(i + 1) % ring.size()], bytes_each});
+    return flows;
   }
-  // ring_edges(bytes_each * fc, false), given `edges` = ring_edges(bytes_each, false): every
-  // flow's bytes count fc times. With the same latency on every edge its data time scales by fc
-  // and its route latency does not (the scaling cached_released_flows applies); otherwise the
-  // step is run again.
+  // Per-edge durations (latency included) of one ring step whose flows all start at once, each
+  // waiting out its latency before its bytes share the links (latency_first_flows), indexed as
+  // ring_flows. Ranks are not in lock-step, so a rank behind a fast edge is not paced by the
+  // slowest one.
+  std::vector<double> ring_edges(double bytes_each) const {
+    return latency_first_flows(prof, ring_flows(bytes_each), caches);
+  }
+  // ring_edges(bytes_each * fc), given `edges` = ring_edges(bytes_each): every flow's bytes
+  // count fc times. With the same latency on every edge its data time scales by fc and its
+  // route latency does not (the scaling cached_released_flows applies); otherwise the step is
+  // run again.
   std::vector<double> ring_edges_beside_gemm(double bytes_each,
                                              const std::vector<double>& edges) const {
     if (fc == 1.0) return edges;
-    std::vector<TimedFlow> flows;
-    for (std::size_t i = 0; i < ring.size(); ++i)
-      flows.push_back(TimedFlow{ring[i], ring[(i + 1) % ring.size()], 1.0});
-    if (!same_latencies(prof, flows)) return ring_edges(bytes_each * fc, false);
+    if (!same_latencies(prof, ring_flows(bytes_each))) return ring_edges(bytes_each * fc);
     std::vector<double> out(edges.size());
     for (std::size_t i = 0; i < edges.size(); ++i) {
       const double lat = prof.route_latency_s(ring[i], ring[(i + 1) % ring.size()]);
