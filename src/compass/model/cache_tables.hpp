@@ -122,7 +122,7 @@ struct ReleasedWorkspace {
 
 struct CacheTables {
   std::map<std::vector<double>, ScaledStep> steps;     // cached_ring_step_time
-  std::map<std::vector<double>, ScaledRun> patterns;   // cached_released_flows
+  std::map<std::vector<double>, ScaledRun> patterns;   // latency_first_flows' scaled runs
   std::map<std::vector<double>, std::vector<double>> latency_first;  // latency_first_flows
   std::map<std::vector<double>, Congestion> congestion;  // all-to-all congestion per pattern
   TreeMemo trees;                                      // tree-pattern estimates

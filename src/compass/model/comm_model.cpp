@@ -65,20 +65,19 @@ void append_key(const hardware::Profile& p, int src, int dst, std::vector<double
   }
 }
 
-}  // namespace
-
-std::vector<double> cached_released_flows(const hardware::Profile& p,
-                                          const std::vector<TimedFlow>& flows, Caches& caches) {
+// run_released_flows of flows that all start together at 0 (no release, gap or wait), through
+// `caches`: such a run scales exactly with a common byte count, so one run per pattern (the
+// same routes and byte ratios) serves every size; each finish is (data time per byte) * bytes
+// + its route latency.
+std::vector<double> scaled_together(const hardware::Profile& p,
+                                    const std::vector<TimedFlow>& flows, Caches& caches) {
   double scale = 0;
   for (const TimedFlow& f : flows) scale = std::max(scale, f.bytes);
   if (scale <= 0) return run_released_flows(p, flows, caches);
   std::vector<double> key;
   key.reserve(flows.size() * 12);
   for (const TimedFlow& f : flows) {
-    COMPASS_CHECK(f.release_s == 0 && f.gap_s == 0 && f.also_after < 0,
-                  "cached_released_flows: flows must start at 0 behind at most one flow");
     append_key(p, f.src, f.dst, &key);
-    key.push_back(f.after);
     key.push_back(f.bytes / scale);
   }
   std::vector<double> out(flows.size());
@@ -90,25 +89,21 @@ std::vector<double> cached_released_flows(const hardware::Profile& p,
   auto& patterns = caches.tables().patterns;
   if (auto it = patterns.find(key); it != patterns.end()) return scale_up(it->second);
   ScaledRun sc;
-  {
-    constexpr double kRef = 1e6;
-    std::vector<TimedFlow> ref = flows;
-    for (TimedFlow& f : ref) f.bytes = f.bytes / scale * kRef;
-    const std::vector<double> fin = run_released_flows(p, ref, caches);
-    // Latency is paid when a flow ends; chained successors start after it, so each finish is
-    // (data time per byte) * bytes + (latencies of the chain up to and including it).
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-      double lat = ref[i].src == ref[i].dst ? 0.0 : p.route_latency_s(ref[i].src, ref[i].dst);
-      for (int a = ref[i].after; a >= 0; a = ref[a].after)
-        if (ref[a].src != ref[a].dst) lat += p.route_latency_s(ref[a].src, ref[a].dst);
-      sc.latency_s.push_back(lat);
-      sc.per_byte_s.push_back((fin[i] - lat) / kRef);
-    }
-    if (patterns.size() > 4096) patterns.clear();
-    patterns.emplace(key, sc);
+  constexpr double kRef = 1e6;
+  std::vector<TimedFlow> ref = flows;
+  for (TimedFlow& f : ref) f.bytes = f.bytes / scale * kRef;
+  const std::vector<double> fin = run_released_flows(p, ref, caches);
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double lat = ref[i].src == ref[i].dst ? 0.0 : p.route_latency_s(ref[i].src, ref[i].dst);
+    sc.latency_s.push_back(lat);
+    sc.per_byte_s.push_back((fin[i] - lat) / kRef);
   }
+  if (patterns.size() > 4096) patterns.clear();
+  patterns.emplace(key, sc);
   return scale_up(sc);
 }
+
+}  // namespace
 
 StepTime cached_ring_step_time(const hardware::Profile& p, const std::vector<int>& ring_gpus,
                                const std::vector<int>* ring2_gpus, double bytes_each,
@@ -308,7 +303,7 @@ std::vector<double> latency_first_flows(const hardware::Profile& p,
   for (const TimedFlow& f : flows)
     COMPASS_CHECK(f.release_s == 0 && f.gap_s == 0 && f.after < 0 && f.also_after < 0,
                   "latency_first_flows: flows must start together at 0");
-  if (same_latencies(p, flows)) return cached_released_flows(p, flows, caches);
+  if (same_latencies(p, flows)) return scaled_together(p, flows, caches);
   std::vector<double> key;
   key.reserve(flows.size() * 12);
   for (const TimedFlow& f : flows) {

@@ -68,21 +68,14 @@ std::vector<double> run_released_flows(const hardware::Profile& p,
 /// Finish times of flows that all start at 0, each waiting out its route latency before its
 /// bytes join the sharing and finishing with its last byte (the simulator's order): the
 /// transfers of one ring step of sequential and decompose. Flows must have no `after`,
-/// `also_after`, gap or release. Where every flow's route has the same latency this is
-/// cached_released_flows (the order shifts every flow alike); otherwise it is run per byte
-/// count, through `caches`.
+/// `also_after`, gap or release. Where every flow's route has the same latency this is the
+/// latency-after run shifted (one scaled run per pattern serves every size); otherwise it is
+/// run per byte count, through `caches`.
 std::vector<double> latency_first_flows(const hardware::Profile& p,
                                         const std::vector<TimedFlow>& flows, Caches& caches);
 
 /// Whether every flow that crosses GPUs has the same route latency.
 bool same_latencies(const hardware::Profile& p, const std::vector<TimedFlow>& flows);
-
-/// run_released_flows for flows that are all released at 0 with no gaps and no `also_after`,
-/// through `caches`: such
-/// a run scales exactly with a common byte count, so one run per pattern (the same src, dst,
-/// `after` and byte ratios) serves every size.
-std::vector<double> cached_released_flows(const hardware::Profile& p,
-                                          const std::vector<TimedFlow>& flows, Caches& caches);
 
 enum class Collective { all_gather, reduce_scatter, all_reduce };
 

@@ -95,7 +95,7 @@ struct Ctx {
   }
   // ring_edges(bytes_each * fc), given `edges` = ring_edges(bytes_each): every flow's bytes
   // count fc times. With the same latency on every edge its data time scales by fc and its
-  // route latency does not (the scaling cached_released_flows applies); otherwise the step is
+  // route latency does not (the scaled run of latency_first_flows); otherwise the step is
   // run again.
   std::vector<double> ring_edges_beside_gemm(double bytes_each,
                                              const std::vector<double>& edges) const {
