@@ -10,10 +10,10 @@
 // thread, as `compass sweep` does (BM_SweepPaperGridOneThread: on the calling thread alone);
 // their times are wall-clock and their CPU times those of the whole process.
 // BM_TimelinePaperGrid generates the schedule of every grid row under every strategy
-// (decompose:4 for decompose) and evaluates its timeline (model::evaluate_timeline: the fused
-// strategies' schedules read back as their programs and followed, the others task by task):
-// what planning would cost if the model evaluated the schedules instead of the programs and
-// closed forms.
+// (decompose:4 for decompose) and evaluates its timeline (model::evaluate_timeline: every
+// generated schedule recognised as its strategy's program and followed; sequential's and
+// decompose's by generating their lowering again and comparing): what planning would cost if
+// the model evaluated the schedules instead of the programs.
 
 #include <benchmark/benchmark.h>
 

@@ -13,6 +13,7 @@
 
 #include "compass/hardware/presets.hpp"
 #include "compass/schedule/generate.hpp"
+#include "compass/schedule/patterns.hpp"
 
 namespace compass::schedule::testing {
 

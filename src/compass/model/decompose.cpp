@@ -47,17 +47,19 @@ CollectiveCosts collective_costs(const Ctx& c, std::int64_t part_rows) {
   return cc;
 }
 
-// One round of decompose's fixed point, followed per ring position P (every rank computes the
-// same work, so position P stands for the rank at ring[P]) in the schedule's order of tasks
-// (schedule/generate.cpp, ag_decompose and rs_decompose): GEMMs, copies and adds on the compute
-// stream, the collectives' transfers on copy engine 0, one after the other. A transfer from P
-// lands at P + 1 after its edge's time (Ctx::ring_edges, the step's flows sharing the links);
-// its bytes count fc times when a GEMM computes on either end as they start (`slow`, from the
-// previous round), and P's GEMMs advance at 1/fg while P's copy engine moves data (the
-// proportional rule), as the schedule's timeline and the simulator apply both. Transfer ids
-// are the callers': id % p is the sending position, and a position's ids ascend in its copy
-// engine's order.
-class DecomposeRound {
+// Follows a collective program (schedule::collective_program) in its follow order to the fixed
+// point of its interference (docs/model.md, "Strategy estimates"): each rank's compute stream
+// runs its GEMMs, copies and adds in order, copy engine 0 its own-block copies and sends; a
+// step starts when the steps it waits for have ended and its resource is free. A send from
+// ring position P lands at P + 1 after its edge's time (Ctx::ring_edges: the ring step's flows
+// sharing the links), its bytes counting fc times when a GEMM computes at either end as they
+// start (`slow`, from the previous round); a GEMM advances at 1/fg while its rank's copy
+// engine moves data (the proportional rule), over the copy engine's windows followed before
+// it. The schedule's timeline and the simulator apply both rules.
+class CollectiveFollower {
+  using Program = schedule::CollectiveProgram;
+  using Role = Program::Role;
+
   // Whether one of `gemms` (ascending, disjoint) is under way at t, for ascending t.
   struct Cursor {
     const std::vector<Window>& gemms;
@@ -70,105 +72,161 @@ class DecomposeRound {
   };
 
  public:
-  DecomposeRound(const Ctx& c, std::size_t transfers, const std::vector<double>& edge,
-                 const std::vector<double>& edge_slow)
-      : c_(c), p_(c.p), edge_(edge), edge_slow_(edge_slow), slow_(transfers, 0),
-        from_(transfers, 0.0), ce_(p_), first_busy_(p_), busy_(p_), computing_(p_) {}
+  CollectiveFollower(const Ctx& c, const Program& pr)
+      : c_(c), pr_(pr), p_(c.p), n_(pr.steps.size()), work_(n_, 0.0), edge_(n_, 0.0),
+        edge_slow_(n_, 0.0), slow_(n_, 0), from_(n_, 0.0), start_(n_, 0.0), end_(n_, 0.0),
+        sends_(p_), first_busy_(p_), busy_(p_), computing_(p_) {
+    const workload::GemmShape s = workload::local_gemm(c.op);
+    const double cols = c.op.kind == OpKind::ag_gemm ? c.op.k : c.op.n;
+    std::vector<int> pos(static_cast<std::size_t>(p_), 0);
+    for (int i = 0; i < p_; ++i) pos[static_cast<std::size_t>(c.plan.ring[i])] = i;
+    // A program has few distinct sizes: each block size's ring edges are priced once.
+    std::vector<std::pair<std::int64_t, std::pair<std::vector<double>, std::vector<double>>>> edges;
+    for (std::size_t k = 0; k < n_; ++k) {
+      const Program::Step& st = pr.steps[k];
+      const double block = static_cast<double>(st.rows) * cols * c.e;
+      switch (st.role) {
+        case Role::gemm: work_[k] = c.gemm(st.rows, s.n, s.k); break;
+        case Role::copy_own: work_[k] = copy_s(c.prof, c.gpus.front(), block); break;
+        case Role::copy_out:
+          work_[k] = c.copies(st.copies, static_cast<double>(st.copies * st.rows) * s.n * c.e);
+          break;
+        case Role::copy_in:
+          work_[k] = c.copies(st.copies, static_cast<double>(st.copies * st.rows) * s.k * c.e);
+          break;
+        case Role::copy_partial: work_[k] = c.copies(1, block); break;
+        case Role::add: work_[k] = c.add(block); break;
+        case Role::send: {
+          auto e = std::find_if(edges.begin(), edges.end(),
+                                [&](const auto& kv) { return kv.first == st.rows; });
+          if (e == edges.end()) {
+            std::vector<double> edge = c.ring_edges(block);
+            std::vector<double> edge_slow = c.ring_edges_beside_gemm(block, edge);
+            edges.emplace_back(st.rows, std::make_pair(std::move(edge), std::move(edge_slow)));
+            e = edges.end() - 1;
+          }
+          const std::size_t P = static_cast<std::size_t>(pos[static_cast<std::size_t>(st.rank)]);
+          edge_[k] = e->second.first[P];
+          edge_slow_[k] = e->second.second[P];
+          succ_.resize(static_cast<std::size_t>(p_));
+          succ_[static_cast<std::size_t>(st.rank)] = c.plan.ring[(P + 1) % p_];
+          break;
+        }
+      }
+    }
+    // Each rank's sends in follow order: its copy engine's order, so their starts ascend.
+    for (int k : pr.follow)
+      if (pr.steps[k].role == Role::send) sends_[pr.steps[k].rank].push_back(k);
+  }
 
-  // Starts a round: every position idle at 0.
-  void reset() {
+  // The program's makespan at the fixed point of which sends start beside a GEMM: a round
+  // repeats the previous one once no send changes.
+  double run() {
+    double total = 0;
+    for (int iter = 0; iter < kDecomposeFixedPointRounds; ++iter) {
+      total = round();
+      if (!update_slow()) break;
+    }
+    return total;
+  }
+  // Per step, after run(): when its resource took it (before its launch or issue) and when it
+  // ended.
+  const std::vector<double>& start_s() const { return start_; }
+  const std::vector<double>& end_s() const { return end_; }
+
+ private:
+  double round() {
     cs_.assign(p_, 0.0);
-    std::fill(ce_.begin(), ce_.end(), 0.0);
+    ce_.assign(p_, 0.0);
     std::fill(first_busy_.begin(), first_busy_.end(), 0);
     for (std::vector<Window>& b : busy_) b.clear();
     for (std::vector<Window>& g : computing_) g.clear();
+    double total = 0;
+    for (int k : pr_.follow) {
+      const Program::Step& st = pr_.steps[k];
+      const int P = st.rank;
+      double ready = 0;
+      for (int w : st.waits)
+        if (w >= 0) ready = std::max(ready, end_[w]);
+      switch (st.role) {
+        case Role::send: {
+          // Behind its copy engine's previous task, with the collective's launch at step 0
+          // (later steps run inside the same kernel, hardware::transfer_issue_s).
+          start_[k] = std::max(ready, ce_[P]);
+          const double from = start_[k] + (st.ring_step == 0 ? c_.coll_launch : 0.0);
+          end_[k] = from + (slow_[k] ? edge_slow_[k] : edge_[k]);
+          from_[k] = from;
+          ce_[P] = end_[k];
+          busy_[P].push_back(Window{from, end_[k]});  // the engine's tasks follow one another
+          break;
+        }
+        case Role::copy_own: {
+          start_[k] = ce_[P];
+          const double from = ce_[P] + c_.copy_issue;
+          ce_[P] = end_[k] = from + work_[k];
+          busy_[P].push_back(Window{from, ce_[P]});
+          break;
+        }
+        case Role::gemm: {
+          start_[k] = std::max(cs_[P], ready);
+          const double from = start_[k] + c_.launch;
+          // P's GEMMs start in time order: windows over before this one are over for the later
+          // ones.
+          const std::vector<Window>& b = busy_[P];
+          std::size_t& first = first_busy_[P];
+          while (first < b.size() && b[first].until <= from) ++first;
+          cs_[P] = end_[k] =
+              slowed_end(from, work_[k], std::span<const Window>(b).subspan(first), c_.fg_nccl);
+          computing_[P].push_back(Window{from, cs_[P]});
+          break;
+        }
+        default:  // a copy or an add on the compute stream
+          start_[k] = std::max(cs_[P], ready);
+          cs_[P] = end_[k] = start_[k] + work_[k];
+      }
+      total = std::max(total, end_[k]);
+    }
+    return total;
   }
 
-  // Transfer `id` from position P, ready at `ready`, started on P's copy engine behind its
-  // previous task with `issue` (the collective's launch at step 0): returns when it lands.
-  double send(int id, int P, double ready, double issue) {
-    const double from = std::max(ready, ce_[P]) + issue;
-    const double land = from + (slow_[id] ? edge_slow_[P] : edge_[P]);
-    from_[id] = from;
-    ce_[P] = land;
-    busy_[P].push_back(Window{from, land});  // the engine's tasks follow one another
-    return land;
-  }
-  // A local copy of `work` after its issue on P's copy engine (moving data): returns its end.
-  double engine_copy(int P, double work) {
-    const double from = ce_[P] + c_.copy_issue;
-    ce_[P] = from + work;
-    busy_[P].push_back(Window{from, ce_[P]});
-    return ce_[P];
-  }
-  // A GEMM of `work` on P's compute stream, not before `ready`, after its kernel launch:
-  // returns its end.
-  double gemm(int P, double ready, double work) {
-    const double from = std::max(cs_[P], ready) + c_.launch;
-    // P's GEMMs start in time order: windows over before this one are over for the later ones.
-    const std::vector<Window>& b = busy_[P];
-    std::size_t& first = first_busy_[P];
-    while (first < b.size() && b[first].until <= from) ++first;
-    cs_[P] = slowed_end(from, work, std::span<const Window>(b).subspan(first), c_.fg_nccl);
-    computing_[P].push_back(Window{from, cs_[P]});
-    return cs_[P];
-  }
-  // Other work on P's compute stream (a copy or an add), not before `ready`: returns its end.
-  double compute(int P, double ready, double work) {
-    cs_[P] = std::max(cs_[P], ready) + work;
-    return cs_[P];
-  }
-  double compute_free(int P) const { return cs_[P]; }
-
-  // After a round: each transfer's bytes count fc times when a GEMM computes at its sending
-  // (id % p) or receiving position as they start. Returns whether any changed.
+  // After a round: each send's bytes count fc times when a GEMM computes at its sender or its
+  // receiver as they start. Returns whether any changed.
   bool update_slow() {
     if (c_.fc == 1.0) return false;
     bool changed = false;
     for (int P = 0; P < p_; ++P) {
-      // P's transfers (ids P, P + p, ...) follow one another on its copy engine, so their
-      // starts ascend, and so do the GEMMs of both ends: one pass over each.
-      Cursor here(computing_[P]), there(computing_[(P + 1) % p_]);
-      for (std::size_t id = P; id < slow_.size(); id += p_) {
-        const double t = from_[id];
+      if (sends_[P].empty()) continue;
+      // P's sends follow one another on its copy engine, so their starts ascend, and so do
+      // the GEMMs of both ends: one pass over each.
+      Cursor here(computing_[P]), there(computing_[succ_[P]]);
+      for (int k : sends_[P]) {
+        const double t = from_[k];
         const char s = here.computing_at(t) || there.computing_at(t);
-        changed |= s != slow_[id];
-        slow_[id] = s;
+        changed |= s != slow_[k];
+        slow_[k] = s;
       }
     }
     return changed;
   }
 
-
- private:
   const Ctx& c_;
+  const Program& pr_;
   int p_;
-  const std::vector<double>& edge_;
-  const std::vector<double>& edge_slow_;
-  std::vector<char> slow_;
-  std::vector<double> from_;  // per transfer: when its bytes start
-  std::vector<double> cs_;    // per position: the compute stream free at
-  std::vector<double> ce_;    // per position: copy engine 0 free at
-  std::vector<std::size_t> first_busy_;  // per position: its first window not over yet
+  std::size_t n_;
+  std::vector<double> work_, edge_, edge_slow_;  // per step: its cost, a send's two edge times
+  std::vector<char> slow_;    // per send: beside a GEMM as it starts (the previous round)
+  std::vector<double> from_;  // per send: when its bytes start
+  std::vector<double> start_, end_;
+  std::vector<int> succ_;     // per rank: its successor on the ring
+  std::vector<std::vector<int>> sends_;  // per rank: its sends in follow order
+  std::vector<double> cs_;    // per rank: the compute stream free at
+  std::vector<double> ce_;    // per rank: copy engine 0 free at
+  std::vector<std::size_t> first_busy_;  // per rank: its first window not over yet
   std::vector<std::vector<Window>> busy_, computing_;
 };
 
-// Runs `round` (one pass over the schedule, returning the makespan) to the fixed point of which
-// transfers start beside a GEMM: a round repeats the previous one once no transfer changes.
-template <typename Round>
-double decompose_fixed_point(DecomposeRound& r, const Round& round) {
-  double total = 0;
-  for (int iter = 0; iter < kDecomposeFixedPointRounds; ++iter) {
-    r.reset();
-    total = round();
-    if (!r.update_slow()) break;
-  }
-  return total;
-}
-
-// AG-GEMM, per part i: copy engine 0 copies the own block into the gathered input, then the
-// ring all-gather's p-1 steps (step s forwards what landed at step s-1); GEMM i waits for its
-// part's last arrival; staged outputs are copied back on the compute stream.
+// AG-GEMM: the compute stream's work on the slowest rank (the GEMMs and the staged output's
+// copies) and the communication alone (every part's p - 1 ring steps).
 Outcome decompose_ag(const Ctx& c, int d) {
   Outcome o;
   const workload::GemmShape s = workload::local_gemm(c.op);
@@ -176,8 +234,6 @@ Outcome decompose_ag(const Ctx& c, int d) {
   const std::int64_t part_rows = c.op.m / d;  // all ranks' rows of one part
   const bool staged = d > 1 && p > 1;
   const double g = c.gemm(part_rows, s.n, s.k);
-  const double block = static_cast<double>(part_rows) / p * c.op.k * c.e;
-  const double own_copy = p > 1 ? copy_s(c.prof, c.gpus.front(), block) : 0;
   const double out_copy = staged ? c.copies(p, static_cast<double>(part_rows) * s.n * c.e) : 0;
   o.compute_s = d * (g + out_copy);
   if (c.details) {
@@ -185,46 +241,12 @@ Outcome decompose_ag(const Ctx& c, int d) {
     o.bottleneck = cc.bottleneck;
     o.comm_s = d * (p - 1) * cc.step_s;
   }
-  const std::vector<double> edge = p > 1 ? c.ring_edges(block) : std::vector<double>{};
-  const std::vector<double> edge_slow =
-      p > 1 ? c.ring_edges_beside_gemm(block, edge) : edge;
-  const int steps = p - 1;
-  auto id = [&](int i, int st, int P) { return (i * steps + st) * p + P; };
-  DecomposeRound r(c, static_cast<std::size_t>(d * steps * p), edge, edge_slow);
-  std::vector<double> gathered(static_cast<std::size_t>(d * p), 0.0), land(p), arrived(p);
-  o.total_s = decompose_fixed_point(r, [&] {
-    for (int i = 0; i < d && p > 1; ++i) {
-      for (int P = 0; P < p; ++P) {
-        gathered[i * p + P] = r.engine_copy(P, own_copy);
-        land[P] = r.send(id(i, 0, P), P, 0.0, c.coll_launch);
-      }
-      for (int st = 1; st < steps; ++st) {
-        std::swap(arrived, land);
-        for (int P = 0; P < p; ++P)
-          land[P] = r.send(id(i, st, P), P, arrived[(P + p - 1) % p], 0.0);
-      }
-      for (int P = 0; P < p; ++P)
-        gathered[i * p + P] = std::max(gathered[i * p + P], land[(P + p - 1) % p]);
-    }
-    double total = 0;
-    for (int P = 0; P < p; ++P) {
-      for (int i = 0; i < d; ++i) {
-        r.gemm(P, gathered[i * p + P], g);
-        r.compute(P, 0.0, out_copy);
-      }
-      total = std::max(total, r.compute_free(P));
-    }
-    return total;
-  });
   return o;
 }
 
-// GEMM-RS and GEMM-AR, in the schedule's program order: GEMM 0, then per part i GEMM i+1, the
-// own block's copy (when it is not already in place) and the adds of part i's ring
-// reduce-scatter, each after its step's transfer landed; the step-s transfer forwards the sum
-// of step s-1's add (step 0 the GEMM's partial). GEMM-AR: the ring all-gather of part i's sums
-// follows on the same copy engine, each rank starting when its own last add is done and
-// forwarding at step k what landed at step k-1.
+// GEMM-RS and GEMM-AR: the compute stream's work on the slowest rank (GEMMs, staged input's
+// copies, the own block's copy and the adds) and the communication alone (the reduce-scatter,
+// and GEMM-AR's all-gather, of every part).
 Outcome decompose_rs(const Ctx& c, int d) {
   Outcome o;
   const workload::GemmShape s = workload::local_gemm(c.op);
@@ -245,62 +267,26 @@ Outcome decompose_rs(const Ctx& c, int d) {
     o.bottleneck = cc.bottleneck;
     o.comm_s = d * (ar ? 2 : 1) * (p - 1) * cc.step_s;
   }
-  if (p == 1) {
-    o.total_s = d * (c.launch + g);
-    return o;
-  }
-  const std::vector<double> edge = c.ring_edges(block);
-  const std::vector<double> edge_slow = c.ring_edges_beside_gemm(block, edge);
-  const int steps = p - 1;
-  const int phases = ar ? 2 : 1;  // the reduce-scatter, then GEMM-AR's all-gather
-  auto id = [&](int i, int phase, int st, int P) {
-    return ((i * phases + phase) * steps + st) * p + P;
-  };
-  DecomposeRound r(c, static_cast<std::size_t>(d * phases * steps * p), edge, edge_slow);
-  std::vector<double> gemm_end(static_cast<std::size_t>(d * p), 0.0), land(p), arrived(p);
-  o.total_s = decompose_fixed_point(r, [&] {
-    auto gemms = [&](int i) {
-      for (int P = 0; P < p; ++P) {
-        r.compute(P, 0.0, in_copy);
-        gemm_end[i * p + P] = r.gemm(P, 0.0, g);
-      }
-    };
-    double total = 0;
-    gemms(0);
-    for (int i = 0; i < d; ++i) {
-      // Step 0 leaves when part i's GEMM is done: before GEMM i+1, beside which it moves.
-      for (int P = 0; P < p; ++P)
-        land[P] = r.send(id(i, 0, 0, P), P, gemm_end[i * p + P], c.coll_launch);
-      if (i + 1 < d) gemms(i + 1);
-      for (int P = 0; P < p; ++P) r.compute(P, 0.0, own_copy);
-      for (int st = 0; st < steps; ++st) {
-        std::swap(arrived, land);
-        for (int P = 0; P < p; ++P) {
-          // Position P adds what its predecessor sent and forwards the sum at the next step.
-          const double sum = r.compute(P, arrived[(P + p - 1) % p], add);
-          if (st + 1 < steps) land[P] = r.send(id(i, 0, st + 1, P), P, sum, 0.0);
-        }
-      }
-      if (!ar) continue;
-      for (int P = 0; P < p; ++P)
-        land[P] = r.send(id(i, 1, 0, P), P, r.compute_free(P), c.coll_launch);
-      for (int st = 1; st < steps; ++st) {
-        std::swap(arrived, land);
-        for (int P = 0; P < p; ++P)
-          land[P] = r.send(id(i, 1, st, P), P, arrived[(P + p - 1) % p], 0.0);
-      }
-      for (int P = 0; P < p; ++P) total = std::max(total, land[P]);
-    }
-    for (int P = 0; P < p; ++P) total = std::max(total, r.compute_free(P));
-    return total;
-  });
   return o;
 }
 
 }  // namespace
 
 Outcome decompose(const Ctx& c, int d) {
-  return c.op.kind == OpKind::ag_gemm ? decompose_ag(c, d) : decompose_rs(c, d);
+  Outcome o = c.op.kind == OpKind::ag_gemm ? decompose_ag(c, d) : decompose_rs(c, d);
+  const schedule::Strategy st = d == 1 ? schedule::Strategy{schedule::StrategyKind::sequential, 0}
+                                       : schedule::Strategy{schedule::StrategyKind::decompose, d};
+  o.total_s = follow_collectives(c, schedule::collective_program(c.op, st, c.plan));
+  return o;
+}
+
+double follow_collectives(const Ctx& c, const schedule::CollectiveProgram& pr,
+                          std::vector<double>* start_s, std::vector<double>* end_s) {
+  CollectiveFollower f(c, pr);
+  const double total = f.run();
+  if (start_s != nullptr) *start_s = f.start_s();
+  if (end_s != nullptr) *end_s = f.end_s();
+  return total;
 }
 
 }  // namespace detail

@@ -14,6 +14,7 @@
 #include "compass/model/cache_tables.hpp"
 #include "compass/model/comm_model.hpp"
 #include "compass/model/estimate.hpp"
+#include "compass/schedule/collective_program.hpp"
 
 namespace compass::model::detail {
 
@@ -118,7 +119,15 @@ struct Outcome {
   std::vector<std::string> congested;
 };
 
-/// sequential (d = 1) and decompose:d (model/decompose.cpp).
+/// sequential (d = 1) and decompose:d (model/decompose.cpp): their program followed.
 Outcome decompose(const Ctx& c, int d);
+
+/// The makespan of a sequential or decompose:d program (schedule::collective_program) of c.op
+/// along c.plan.ring, followed under c's prices and knobs, as decompose() follows it; with
+/// `start_s` / `end_s`, per step (in pr.steps' order) when its resource took it and when it
+/// ended. The timeline follows a schedule that is this program's lowering with it.
+double follow_collectives(const Ctx& c, const schedule::CollectiveProgram& pr,
+                          std::vector<double>* start_s = nullptr,
+                          std::vector<double>* end_s = nullptr);
 
 }  // namespace compass::model::detail

@@ -4,10 +4,13 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "compass/hardware/flows.hpp"
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/task_costs.hpp"
+#include "compass/model/caches.hpp"
+#include "compass/model/estimate_ctx.hpp"
 #include "compass/model/program.hpp"
 #include "compass/schedule/prices.hpp"
 #include "compass/schedule/program.hpp"
@@ -331,10 +334,66 @@ Timeline follow_schedule(const hardware::Profile& p, const schedule::Schedule& s
   return out;
 }
 
-}  // namespace
+// The ring a sequential or decompose:d schedule's transfers travel: every rank sends to one
+// successor, and following them from rank 0 visits every rank once. Nothing otherwise.
+std::optional<std::vector<int>> ring_of(const schedule::Schedule& s) {
+  const int p = s.ranks();
+  std::vector<int> succ(static_cast<std::size_t>(p), -1);
+  for (const schedule::Task& t : s.tasks) {
+    if (t.kind != TaskKind::transfer) continue;
+    int& to = succ[static_cast<std::size_t>(s.owner(t.src))];
+    if (to >= 0 && to != s.owner(t.dst)) return std::nullopt;
+    to = s.owner(t.dst);
+  }
+  std::vector<int> ring{0};
+  std::vector<char> seen(static_cast<std::size_t>(p), 0);
+  seen[0] = 1;
+  for (int k = 1; k < p; ++k) {
+    const int next = succ[static_cast<std::size_t>(ring.back())];
+    if (next < 0 || seen[static_cast<std::size_t>(next)]) return std::nullopt;
+    seen[static_cast<std::size_t>(next)] = 1;
+    ring.push_back(next);
+  }
+  return ring;
+}
 
-Result<Timeline> evaluate_timeline(const hardware::Profile& p, const schedule::Schedule& s,
-                                   const ModelKnobs& knobs) {
+// A sequential or decompose:d schedule that is its program's lowering along its own ring (what
+// generate() builds), followed as the estimate follows the program: the same follower
+// (detail::follow_collectives) under the same prices. Nothing when the schedule is not one.
+std::optional<Timeline> follow_collective_schedule(const hardware::Profile& p,
+                                                   const schedule::Schedule& s,
+                                                   const ModelKnobs& knobs) {
+  const std::optional<std::vector<int>> ring = ring_of(s);
+  if (!ring) return std::nullopt;
+  schedule::CommPlan plan;
+  plan.gpus = s.gpus;
+  plan.ring = *ring;
+  plan.ring2.assign(ring->rbegin(), ring->rend());
+  plan.copy_engines = std::max(1, s.copy_engines);
+  const Result<schedule::Schedule> lowered = schedule::generate(s.op, s.strategy, plan);
+  if (!lowered.ok() || !(*lowered == s)) return std::nullopt;
+  const schedule::CollectiveProgram pr = schedule::collective_program(s.op, s.strategy, plan);
+  Caches caches;
+  const detail::Ctx c(p, s.op, plan, knobs, caches);
+  std::vector<double> start, end;
+  Timeline out;
+  out.makespan_s = detail::follow_collectives(c, pr, &start, &end);
+  // The program's steps in task order; a step of several copies is split evenly among them.
+  out.start_s.reserve(s.tasks.size());
+  out.end_s.reserve(s.tasks.size());
+  for (std::size_t k = 0; k < pr.steps.size(); ++k) {
+    const int n = pr.steps[k].tasks();
+    const double each = (end[k] - start[k]) / n;
+    for (int j = 0; j < n; ++j) {
+      out.start_s.push_back(start[k] + j * each);
+      out.end_s.push_back(j + 1 == n ? end[k] : start[k] + (j + 1) * each);
+    }
+  }
+  return out;
+}
+
+// What every timeline needs of the schedule and the machine.
+Status check(const hardware::Profile& p, const schedule::Schedule& s) {
   COMPASS_TRY(schedule::validate(s));
   COMPASS_TRY(schedule::issue_order(s));  // the deadlock check
   COMPASS_TRY(hardware::check_peak_flops(p, s.op.dtype));
@@ -344,6 +403,30 @@ Result<Timeline> evaluate_timeline(const hardware::Profile& p, const schedule::S
       return make_error("schedule puts rank {} on GPU {}, but profile '{}' has {} GPUs", r, g,
                         p.name, p.gpu_count());
   }
+  return Status::success();
+}
+
+}  // namespace
+
+Result<Timeline> evaluate_task_timeline(const hardware::Profile& p, const schedule::Schedule& s,
+                                        const ModelKnobs& knobs) {
+  COMPASS_TRY(check(p, s));
+  COMPASS_ASSIGN(std::vector<Cost> costs, price(p, s, knobs));
+  Run run(p, s, knobs, std::move(costs));
+  return run.run();
+}
+
+Result<Timeline> evaluate_timeline(const hardware::Profile& p, const schedule::Schedule& s,
+                                   const ModelKnobs& knobs) {
+  COMPASS_TRY(check(p, s));
+  if ((s.strategy.kind == schedule::StrategyKind::sequential ||
+       s.strategy.kind == schedule::StrategyKind::decompose) &&
+      !s.tasks.empty())
+    if (std::optional<Timeline> t = follow_collective_schedule(p, s, knobs); t.has_value()) {
+      if (std::isfinite(t->makespan_s)) return *t;
+      return make_error("timeline: the schedule can never finish (a transfer over a link with "
+                        "no bandwidth)");
+    }
   if (schedule::is_fused(s.strategy.kind) && !s.tasks.empty() && launched_as_program(s))
     if (auto program = schedule::program_of(s); program.ok()) {
       Timeline t = follow_schedule(p, s, *program, knobs);

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "compass/schedule/builder.hpp"
+#include "compass/schedule/collective_program.hpp"
 #include "compass/schedule/comm_order.hpp"
 #include "compass/schedule/patterns.hpp"
 #include "compass/schedule/program.hpp"
@@ -85,62 +86,6 @@ Rows shift(Rows r, std::int64_t by) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Building blocks shared by the NCCL-style (sequential / decompose) collectives.
-
-using RegionOf = std::function<Region(int rank, int chunk)>;
-
-// "p3 " for collectives of decomposition part 3; empty otherwise.
-std::string part_label(int part) {
-  return part >= 0 ? fmt::format("p{} ", part) : std::string();
-}
-
-// Ring all-gather of p blocks along `rv`: at step s the rank at position P forwards the block
-// of rank ring[P - s] (its own at step 0, from `first_src`) to its successor's `loc`.
-void ring_allgather(Builder& b, const Ctx& c, const RingView& rv, int engine, int channel,
-                    const RegionOf& first_src, const RegionOf& loc, int label_chunk,
-                    const char* tag) {
-  const int p = c.p;
-  for (int s = 0; s + 1 < p; ++s)
-    for (int r = 0; r < p; ++r) {
-      const int o = rv.at(rv.pos_of(r) - s);
-      const int to = rv.succ(r);
-      Region src = s == 0 ? first_src(r, o) : loc(r, o);
-      b.transfer(src, loc(to, o), engine, channel, s, label_chunk >= 0 ? label_chunk : o,
-                 fmt::format("r{} {} {}s{} c{} ring{} ->r{}", r, tag, part_label(label_chunk), s, o,
-                             channel, to));
-    }
-}
-
-// Ring reduce-scatter of p blocks along `rv`: block j of rank r is `part(r, j)`. At step s the
-// rank at position P sends its (accumulated) block of rank ring[P - s - 1] to its successor's
-// receive slot `recv(t, s, j)`, which adds it into its own block of j, or into `final(t)` at the
-// last step (then j == t). `final(r)` must already hold r's own partial.
-void ring_reduce_scatter(Builder& b, const Ctx& c, const RingView& rv, int engine, int channel,
-                         const RegionOf& part,
-                         const std::function<Region(int rank, int step, int chunk)>& recv,
-                         const std::function<Region(int rank)>& final_dst, int label_chunk,
-                         const char* tag) {
-  const int p = c.p;
-  for (int s = 0; s + 1 < p; ++s) {
-    for (int r = 0; r < p; ++r) {
-      const int j = rv.at(rv.pos_of(r) - s - 1);
-      const int to = rv.succ(r);
-      const int lc = label_chunk >= 0 ? label_chunk : j;
-      b.transfer(part(r, j), recv(to, s, j), engine, channel, s, lc,
-                 fmt::format("r{} {} {}s{} c{} ring{} ->r{}", r, tag, part_label(label_chunk), s, j,
-                             channel, to));
-    }
-    for (int t = 0; t < p; ++t) {
-      const int j = rv.at(rv.pos_of(t) - s - 2);  // the block t received at this step
-      const int lc = label_chunk >= 0 ? label_chunk : j;
-      Region dst = s + 2 == p ? final_dst(t) : part(t, j);
-      b.add(t, recv(t, s, j), dst, s, lc,
-            fmt::format("r{} add {}s{} c{} ring{}", t, part_label(label_chunk), s, j, channel));
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 // ag_gemm
 
 void declare_ag(Builder& b, const Ctx& c, bool gathered) {
@@ -151,9 +96,11 @@ void declare_ag(Builder& b, const Ctx& c, bool gathered) {
   }
 }
 
-// sequential == decompose:1. Parts are row sub-blocks i of every shard; the gathered input and
-// (when d > 1) the GEMM output are stored part-major so each part is one contiguous GEMM.
-void ag_decompose(Builder& b, const Ctx& c, int d) {
+// sequential and decompose:d: the lowering of their program (schedule::collective_program).
+// Parts are row sub-blocks i of every shard; the gathered input and (when d > 1) the GEMM
+// output are stored part-major so each part is one contiguous GEMM.
+void ag_collectives(Builder& b, const Ctx& c, const CollectiveProgram& pr, int d) {
+  using Role = CollectiveProgram::Role;
   const int p = c.p;
   const std::int64_t shard = workload::shard_rows(c.op);
   const std::int64_t q = shard / d;
@@ -162,28 +109,36 @@ void ag_decompose(Builder& b, const Ctx& c, int d) {
   if (staged)
     for (int r = 0; r < p; ++r) b.buffer(r, "ys", c.op.m, c.op.n / p, BufferRole::scratch);
   auto pm = [&](int i, int j) { return Rows{(static_cast<std::int64_t>(i) * p + j) * q, q}; };
-  for (int i = 0; i < d; ++i) {
-    if (p > 1) {
-      for (int r = 0; r < p; ++r)
+  for (const CollectiveProgram::Step& st : pr.steps) {
+    const int r = st.rank, i = st.part;
+    switch (st.role) {
+      case Role::copy_own:
         b.copy(Resource{r, ResourceKind::copy_engine, 0}, b.rows(r, "x", Rows{i * q, q}),
                b.rows(r, "xg", pm(i, r)), 0, i, fmt::format("r{} copy own p{}", r, i));
-      ring_allgather(
-          b, c, c.ring, 0, 0,
-          [&](int r, int) {
-            return b.rows(r, "x", Rows{i * q, q});
-          },
-          [&](int r, int o) { return b.rows(r, "xg", pm(i, o)); }, i, "ag");
-    }
-    const Rows part{static_cast<std::int64_t>(i) * p * q, static_cast<std::int64_t>(p) * q};
-    for (int r = 0; r < p; ++r) {
-      Region a = p > 1 ? b.rows(r, "xg", part) : b.rows(r, "x", part);
-      Region out = staged ? b.rows(r, "ys", part) : b.rows(r, "y", part);
-      b.gemm(r, a, b.whole(r, "w"), out, 0, i, fmt::format("r{} gemm p{}", r, i));
-      if (staged)
-        for (int j = 0; j < p; ++j)
+        break;
+      case Role::send: {
+        const int o = st.chunk, to = c.ring.succ(r), s = st.ring_step;
+        const Region src = s == 0 ? b.rows(r, "x", Rows{i * q, q}) : b.rows(r, "xg", pm(i, o));
+        b.transfer(src, b.rows(to, "xg", pm(i, o)), 0, 0, s, i,
+                   fmt::format("r{} ag p{} s{} c{} ring0 ->r{}", r, i, s, o, to));
+        break;
+      }
+      case Role::gemm: {
+        const Rows part{i * st.rows, st.rows};
+        Region a = p > 1 ? b.rows(r, "xg", part) : b.rows(r, "x", part);
+        Region out = staged ? b.rows(r, "ys", part) : b.rows(r, "y", part);
+        b.gemm(r, a, b.whole(r, "w"), out, 0, i, fmt::format("r{} gemm p{}", r, i));
+        break;
+      }
+      case Role::copy_out:
+        for (int j = 0; j < st.copies; ++j)
           b.copy(Resource{r, ResourceKind::compute, 0}, b.rows(r, "ys", pm(i, j)),
                  b.rows(r, "y", Rows{j * shard + i * q, q}), 0, i,
                  fmt::format("r{} copy out p{} c{}", r, i, j));
+        break;
+      default:
+        COMPASS_CHECK(false, "ag_collectives: an AG-GEMM program has no {} step",
+                      static_cast<int>(st.role));
     }
   }
 }
@@ -231,10 +186,11 @@ Region final_rows(Builder& b, const Ctx& c, int r, Rows rows) {
   return b.rows(r, "y", is_ar(c) ? rows : shift(rows, -c.chunk(r).off));
 }
 
-// sequential == decompose:1: one GEMM per part, then an NCCL-style ring reduce-scatter of the
-// part (and for gemm_ar a ring all-gather). Parts are row sub-blocks i of every chunk; when
-// d > 1 the input rows and partials are staged part-major so each part is one GEMM.
-void rs_decompose(Builder& b, const Ctx& c, int d) {
+// sequential and decompose:d: the lowering of their program (schedule::collective_program).
+// Parts are row sub-blocks i of every chunk; when d > 1 the input rows and partials are staged
+// part-major so each part is one GEMM.
+void rs_collectives(Builder& b, const Ctx& c, const CollectiveProgram& pr, int d) {
+  using Role = CollectiveProgram::Role;
   const int p = c.p;
   const bool staged = d > 1 && p > 1;
   // With d == 1 chunks may be uneven (gemm_ar with p not dividing M); with d > 1 they are not.
@@ -251,55 +207,56 @@ void rs_decompose(Builder& b, const Ctx& c, int d) {
   declare_rs(b, c, !part_in_y, static_cast<std::int64_t>(d) * (p - 1) * slot);
   if (staged)
     for (int r = 0; r < p; ++r) b.buffer(r, "xs", c.op.m, c.op.k / p, BufferRole::scratch);
-  if (p == 1) {
-    for (int i = 0; i < d; ++i) {
-      const Rows rows = split_rows(c.op.m, d, i);
-      b.gemm(0, b.rows(0, "x", rows), b.whole(0, "w"), b.rows(0, "y", rows), 0, i,
-             fmt::format("r0 gemm p{}", i));
-    }
-    return;
-  }
   auto part = [&](int r, int i, int j) { return b.rows(r, part_in_y ? "y" : "part", pm(i, j)); };
   auto fin = [&](int r, int i) {
     return b.rows(r, "y", is_ar(c) ? glob(i, r) : Rows{i * len(r), len(r)});
   };
-  auto gemm_part = [&](int i) {
-    const Rows block =
-        staged ? Rows{static_cast<std::int64_t>(i) * p * q, static_cast<std::int64_t>(p) * q}
-               : Rows{0, c.op.m};
-    for (int r = 0; r < p; ++r) {
-      if (staged)
-        for (int j = 0; j < p; ++j)
-          b.copy(Resource{r, ResourceKind::compute, 0}, b.rows(r, "x", glob(i, j)),
-                 b.rows(r, "xs", pm(i, j)), 0, i, fmt::format("r{} copy in p{} c{}", r, i, j));
-      Region a = staged ? b.rows(r, "xs", block) : b.whole(r, "x");
-      b.gemm(r, a, b.whole(r, "w"), b.rows(r, part_in_y ? "y" : "part", block), 0, i,
-             fmt::format("r{} gemm p{}", r, i));
-    }
+  auto recv = [&](int r, int i, int s, int j) {
+    return b.rows(r, "recv", Rows{(static_cast<std::int64_t>(i) * (p - 1) + s) * slot, len(j)});
   };
-  auto collective = [&](int i) {
-    for (int r = 0; r < p; ++r)
-      if (!(part(r, i, r) == fin(r, i)))
+  for (const CollectiveProgram::Step& st : pr.steps) {
+    const int r = st.rank, i = st.part, s = st.ring_step, j = st.chunk;
+    switch (st.role) {
+      case Role::copy_in:
+        for (int k = 0; k < st.copies; ++k)
+          b.copy(Resource{r, ResourceKind::compute, 0}, b.rows(r, "x", glob(i, k)),
+                 b.rows(r, "xs", pm(i, k)), 0, i, fmt::format("r{} copy in p{} c{}", r, i, k));
+        break;
+      case Role::gemm: {
+        if (p == 1) {
+          const Rows rows = split_rows(c.op.m, d, i);
+          b.gemm(0, b.rows(0, "x", rows), b.whole(0, "w"), b.rows(0, "y", rows), 0, i,
+                 fmt::format("r0 gemm p{}", i));
+          break;
+        }
+        const Rows block = staged ? Rows{i * st.rows, st.rows} : Rows{0, c.op.m};
+        Region a = staged ? b.rows(r, "xs", block) : b.whole(r, "x");
+        b.gemm(r, a, b.whole(r, "w"), b.rows(r, part_in_y ? "y" : "part", block), 0, i,
+               fmt::format("r{} gemm p{}", r, i));
+        break;
+      }
+      case Role::copy_partial:
         b.copy(Resource{r, ResourceKind::compute, 0}, part(r, i, r), fin(r, i), 0, i,
                fmt::format("r{} copy own p{}", r, i));
-    ring_reduce_scatter(
-        b, c, c.ring, 0, 0, [&](int r, int j) { return part(r, i, j); },
-        [&](int r, int s, int j) {
-          return b.rows(r, "recv",
-                        Rows{(static_cast<std::int64_t>(i) * (p - 1) + s) * slot, len(j)});
-        },
-        [&](int r) { return fin(r, i); }, i, "rs");
-    if (is_ar(c))
-      ring_allgather(
-          b, c, c.ring, 0, 0, [&](int r, int o) { return b.rows(r, "y", glob(i, o)); },
-          [&](int r, int o) { return b.rows(r, "y", glob(i, o)); }, i, "ag");
-  };
-  // Program order: the GEMM of part i+1 is issued before the collective of part i, so the
-  // compute stream runs it while the copy engine reduces part i.
-  gemm_part(0);
-  for (int i = 0; i < d; ++i) {
-    if (i + 1 < d) gemm_part(i + 1);
-    collective(i);
+        break;
+      case Role::send: {
+        const int to = c.ring.succ(r);
+        if (st.phase == 0)
+          b.transfer(part(r, i, j), recv(to, i, s, j), 0, 0, s, i,
+                     fmt::format("r{} rs p{} s{} c{} ring0 ->r{}", r, i, s, j, to));
+        else
+          b.transfer(b.rows(r, "y", glob(i, j)), b.rows(to, "y", glob(i, j)), 0, 0, s, i,
+                     fmt::format("r{} ag p{} s{} c{} ring0 ->r{}", r, i, s, j, to));
+        break;
+      }
+      case Role::add:
+        b.add(r, recv(r, i, s, j), s + 2 == p ? fin(r, i) : part(r, i, j), s, i,
+              fmt::format("r{} add p{} s{} c{} ring0", r, i, s, j));
+        break;
+      case Role::copy_own:
+      case Role::copy_out:
+        COMPASS_CHECK(false, "rs_collectives: a GEMM-RS/AR program has no AG-GEMM copy");
+    }
   }
 }
 
@@ -538,11 +495,12 @@ Result<Schedule> generate(const workload::OperatorSpec& op, const Strategy& stra
   const bool ag = op.kind == OpKind::ag_gemm;
   switch (strategy.kind) {
     case StrategyKind::sequential:
-      ag ? ag_decompose(b, c, 1) : rs_decompose(b, c, 1);
+    case StrategyKind::decompose: {
+      const int d = strategy.kind == StrategyKind::decompose ? strategy.parts : 1;
+      const CollectiveProgram pr = collective_program(op, strategy, plan);
+      ag ? ag_collectives(b, c, pr, d) : rs_collectives(b, c, pr, d);
       break;
-    case StrategyKind::decompose:
-      ag ? ag_decompose(b, c, strategy.parts) : rs_decompose(b, c, strategy.parts);
-      break;
+    }
     case StrategyKind::fuse_all2all:
     case StrategyKind::fuse_ring:
     case StrategyKind::fuse_double_ring: {
