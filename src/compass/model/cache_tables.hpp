@@ -15,6 +15,7 @@
 #include "compass/hardware/profile.hpp"
 #include "compass/model/caches.hpp"
 #include "compass/model/comm_model.hpp"
+#include "compass/schedule/collective_program.hpp"
 #include "compass/schedule/program.hpp"
 
 namespace compass::model::detail {
@@ -121,6 +122,11 @@ struct ReleasedWorkspace {
 };
 
 struct CacheTables {
+  // sequential's and decompose:d's programs by what they read (operator kind, M, tp, parts,
+  // ring): operators that differ only in N and K share one.
+  std::unordered_map<std::vector<std::uint64_t>, std::shared_ptr<const schedule::CollectiveProgram>,
+                     KeyHash>
+      collective_programs;
   std::map<std::vector<double>, ScaledStep> steps;     // cached_ring_step_time
   std::map<std::vector<double>, ScaledRun> patterns;   // latency_first_flows' scaled runs
   std::map<std::vector<double>, std::vector<double>> latency_first;  // latency_first_flows

@@ -1,9 +1,10 @@
-// sequential and decompose:d: NCCL-style collectives beside separate GEMM kernels, followed
-// per ring position in the schedule's order of tasks to a fixed point of their interference
-// (docs/model.md, "Strategy estimates").
+// sequential and decompose:d: NCCL-style collectives beside separate GEMM kernels. Their program
+// (schedule::collective_program) is followed to a fixed point of its interference (docs/model.md,
+// "Strategy estimates").
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 
@@ -79,7 +80,11 @@ class CollectiveFollower {
     const workload::GemmShape s = workload::local_gemm(c.op);
     const double cols = c.op.kind == OpKind::ag_gemm ? c.op.k : c.op.n;
     std::vector<int> pos(static_cast<std::size_t>(p_), 0);
-    for (int i = 0; i < p_; ++i) pos[static_cast<std::size_t>(c.plan.ring[i])] = i;
+    succ_.assign(static_cast<std::size_t>(p_), 0);
+    for (int i = 0; i < p_; ++i) {
+      pos[static_cast<std::size_t>(c.plan.ring[i])] = i;
+      succ_[static_cast<std::size_t>(c.plan.ring[i])] = c.plan.ring[(i + 1) % p_];
+    }
     // A program has few distinct sizes: each block size's ring edges are priced once.
     std::vector<std::pair<std::int64_t, std::pair<std::vector<double>, std::vector<double>>>> edges;
     for (std::size_t k = 0; k < n_; ++k) {
@@ -108,8 +113,6 @@ class CollectiveFollower {
           const std::size_t P = static_cast<std::size_t>(pos[static_cast<std::size_t>(st.rank)]);
           edge_[k] = e->second.first[P];
           edge_slow_[k] = e->second.second[P];
-          succ_.resize(static_cast<std::size_t>(p_));
-          succ_[static_cast<std::size_t>(st.rank)] = c.plan.ring[(P + 1) % p_];
           break;
         }
       }
@@ -225,9 +228,9 @@ class CollectiveFollower {
   std::vector<std::vector<Window>> busy_, computing_;
 };
 
-// AG-GEMM: the compute stream's work on the slowest rank (the GEMMs and the staged output's
-// copies) and the communication alone (every part's p - 1 ring steps).
-Outcome decompose_ag(const Ctx& c, int d) {
+// AG-GEMM's breakdown: the compute stream's work on the slowest rank (the GEMMs and the staged
+// output's copies) and the communication alone (every part's p - 1 ring steps).
+Outcome ag_breakdown(const Ctx& c, int d) {
   Outcome o;
   const workload::GemmShape s = workload::local_gemm(c.op);
   const int p = c.p;
@@ -244,10 +247,10 @@ Outcome decompose_ag(const Ctx& c, int d) {
   return o;
 }
 
-// GEMM-RS and GEMM-AR: the compute stream's work on the slowest rank (GEMMs, staged input's
-// copies, the own block's copy and the adds) and the communication alone (the reduce-scatter,
-// and GEMM-AR's all-gather, of every part).
-Outcome decompose_rs(const Ctx& c, int d) {
+// GEMM-RS's and GEMM-AR's breakdown: the compute stream's work on the slowest rank (GEMMs,
+// staged input's copies, the own block's copy and the adds) and the communication alone (the
+// reduce-scatter, and GEMM-AR's all-gather, of every part).
+Outcome rs_breakdown(const Ctx& c, int d) {
   Outcome o;
   const workload::GemmShape s = workload::local_gemm(c.op);
   const int p = c.p;
@@ -273,10 +276,26 @@ Outcome decompose_rs(const Ctx& c, int d) {
 }  // namespace
 
 Outcome decompose(const Ctx& c, int d) {
-  Outcome o = c.op.kind == OpKind::ag_gemm ? decompose_ag(c, d) : decompose_rs(c, d);
-  const schedule::Strategy st = d == 1 ? schedule::Strategy{schedule::StrategyKind::sequential, 0}
-                                       : schedule::Strategy{schedule::StrategyKind::decompose, d};
-  o.total_s = follow_collectives(c, schedule::collective_program(c.op, st, c.plan));
+  Outcome o = c.op.kind == OpKind::ag_gemm ? ag_breakdown(c, d) : rs_breakdown(c, d);
+  // The program reads the operator's kind, M and tp, the parts and the ring.
+  std::vector<std::uint64_t> key{0, static_cast<std::uint64_t>(c.op.kind),
+                                 static_cast<std::uint64_t>(c.op.m),
+                                 static_cast<std::uint64_t>(c.op.tp), static_cast<std::uint64_t>(d)};
+  for (int r : c.plan.ring) key.push_back(static_cast<std::uint64_t>(r));
+  seal_key(key);
+  auto& programs = c.caches.tables().collective_programs;
+  auto it = programs.find(key);
+  if (it == programs.end()) {
+    if (programs.size() >= 1024) programs.clear();  // bounded: the degrees of a few shapes
+    const schedule::Strategy st = d == 1
+                                      ? schedule::Strategy{schedule::StrategyKind::sequential, 0}
+                                      : schedule::Strategy{schedule::StrategyKind::decompose, d};
+    it = programs
+             .emplace(std::move(key), std::make_shared<const schedule::CollectiveProgram>(
+                                          schedule::collective_program(c.op, st, c.plan)))
+             .first;
+  }
+  o.total_s = follow_collectives(c, *it->second);
   return o;
 }
 

@@ -16,6 +16,10 @@ class ProgramBuilder {
   ProgramBuilder(const workload::OperatorSpec& op, const CommPlan& plan, int d)
       : op_(op), p_(op.tp), d_(d), ring_(plan.ring), pos_(static_cast<std::size_t>(op.tp), 0) {
     for (int i = 0; i < p_; ++i) pos_[static_cast<std::size_t>(ring_[i])] = i;
+    // At most, per part and rank: a GEMM, two copies, and two ring collectives' sends and adds.
+    const std::size_t most = static_cast<std::size_t>(d_) * p_ * (3 * p_ + 3);
+    out_.steps.reserve(most);
+    out_.follow.reserve(most);
   }
 
   CollectiveProgram ag() {
@@ -95,13 +99,12 @@ class ProgramBuilder {
       }
       if (ar) ring_allgather(i, 1, [&](int, int o) { return len(o); }, [&](int r) { return sum[r]; });
     }
+    std::vector<char> moved(out_.steps.size(), 0);
+    for (const auto& [from, to] : first_sends) std::fill(moved.begin() + from, moved.begin() + to, 1);
     for (int i = 0, k = 0; k <= size(); ++k) {
       for (; i < d_ && insert_at[i] == k; ++i)
         for (int f = first_sends[i].first; f < first_sends[i].second; ++f) out_.follow.push_back(f);
-      if (k == size()) break;
-      const bool moved = std::any_of(first_sends.begin(), first_sends.end(),
-                                     [&](const auto& r) { return k >= r.first && k < r.second; });
-      if (!moved) out_.follow.push_back(k);
+      if (k < size() && !moved[k]) out_.follow.push_back(k);
     }
     return std::move(out_);
   }
