@@ -206,5 +206,32 @@ TEST(Timeline, FollowersAgreeWithTheTaskByTaskTimeline) {
   check_against(ModelKnobs{false, false}, true, bounds);
 }
 
+// A sequential or decompose:d schedule is followed as its program only when it is exactly the
+// lowering of that program; one changed in any way (here a task's name) runs task by task.
+TEST(Timeline, OnlyTheLoweringOfACollectiveProgramIsFollowedAsIt) {
+  const hardware::Profile prof = *hardware::make_preset("a6000x8");
+  auto plan = schedule::comm_plan_for(prof, first(4));
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  const workload::OperatorSpec op = op_of(OpKind::gemm_rs, 4096, 8192, 8192, 4);
+  const Strategy st{StrategyKind::decompose, 2};
+  auto s = schedule::generate_for(prof, op, st, *plan);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  auto e = estimate_time_s(prof, op, st, *plan, ModelKnobs{});
+  ASSERT_TRUE(e.ok());
+  auto followed = evaluate_timeline(prof, *s);
+  ASSERT_TRUE(followed.ok()) << followed.error().message;
+  EXPECT_EQ(followed->makespan_s, *e);
+  // Every task's recorded times keep its dependencies' order.
+  for (const schedule::Task& task : s->tasks)
+    for (int d : task.deps) EXPECT_GE(followed->start_s[task.id], followed->end_s[d]);
+  schedule::Schedule renamed = *s;
+  renamed.tasks.back().name += " (renamed)";
+  auto by_tasks = evaluate_timeline(prof, renamed);
+  auto reference = evaluate_task_timeline(prof, *s);
+  ASSERT_TRUE(by_tasks.ok() && reference.ok());
+  EXPECT_EQ(by_tasks->makespan_s, reference->makespan_s);
+  EXPECT_NE(by_tasks->makespan_s, followed->makespan_s);
+}
+
 }  // namespace
 }  // namespace compass::model

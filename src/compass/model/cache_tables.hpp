@@ -13,6 +13,7 @@
 
 #include "compass/hardware/flows.hpp"
 #include "compass/hardware/profile.hpp"
+#include "compass/hardware/task_costs.hpp"
 #include "compass/model/caches.hpp"
 #include "compass/model/comm_model.hpp"
 #include "compass/schedule/collective_program.hpp"
@@ -121,11 +122,25 @@ struct ReleasedWorkspace {
   std::vector<std::pair<double, int>> heap;  // (release, index) of known, not yet released flows
 };
 
+struct PreparedCollective;  // estimate_ctx.hpp: a collective program, prepared for following
+
+/// Buffers of the collective programs' follower (model/decompose.cpp), kept so that following
+/// does not allocate: per price class its work or a send class's edge times per ring position,
+/// per step when it started, ended and (a send) moved its first byte and whether it was beside
+/// a GEMM, per rank its streams' free times and windows.
+struct CollectiveWorkspace {
+  std::vector<double> work;
+  std::vector<std::vector<double>> edge, edge_slow;
+  std::vector<double> from, start, end, cs, ce;
+  std::vector<char> slow;
+  std::vector<std::size_t> first_busy;
+  std::vector<std::vector<hardware::Window>> busy, computing;
+};
+
 struct CacheTables {
   // sequential's and decompose:d's programs by what they read (operator kind, M, tp, parts,
   // ring): operators that differ only in N and K share one.
-  std::unordered_map<std::vector<std::uint64_t>, std::shared_ptr<const schedule::CollectiveProgram>,
-                     KeyHash>
+  std::unordered_map<std::vector<std::uint64_t>, std::shared_ptr<const PreparedCollective>, KeyHash>
       collective_programs;
   std::map<std::vector<double>, ScaledStep> steps;     // cached_ring_step_time
   std::map<std::vector<double>, ScaledRun> patterns;   // latency_first_flows' scaled runs
@@ -134,6 +149,7 @@ struct CacheTables {
   TreeMemo trees;                                      // tree-pattern estimates
   ReleasedWorkspace released;                          // scratch, not a memo
   hardware::sharing::IncrementalMaxmin following;      // follow_program's, scratch
+  CollectiveWorkspace collective;                      // follow_collectives', scratch
 };
 
 }  // namespace compass::model::detail

@@ -73,53 +73,44 @@ class CollectiveFollower {
   };
 
  public:
-  CollectiveFollower(const Ctx& c, const Program& pr)
-      : c_(c), pr_(pr), p_(c.p), n_(pr.steps.size()), work_(n_, 0.0), edge_(n_, 0.0),
-        edge_slow_(n_, 0.0), slow_(n_, 0), from_(n_, 0.0), start_(n_, 0.0), end_(n_, 0.0),
-        sends_(p_), first_busy_(p_), busy_(p_), computing_(p_) {
+  // `ws` is scratch: its buffers are reused, so following allocates once they are large enough.
+  CollectiveFollower(const Ctx& c, const PreparedCollective& pc, CollectiveWorkspace& ws)
+      : c_(c), pc_(pc), pr_(pc.program), p_(c.p), ws_(ws) {
+    const std::size_t n = pr_.steps.size();
+    // Every round writes every step's start and end, and every send's first byte, before they
+    // are read.
+    for (std::vector<double>* v : {&ws.from, &ws.start, &ws.end}) v->resize(n);
+    ws.slow.assign(n, 0);
+    ws.first_busy.assign(static_cast<std::size_t>(p_), 0);
+    for (auto* lists : {&ws.busy, &ws.computing}) {
+      lists->resize(static_cast<std::size_t>(p_));
+      for (std::vector<Window>& l : *lists) l.clear();
+    }
+    // Each price class once: a step's work, or a send class's edge times per ring position.
     const workload::GemmShape s = workload::local_gemm(c.op);
     const double cols = c.op.kind == OpKind::ag_gemm ? c.op.k : c.op.n;
-    std::vector<int> pos(static_cast<std::size_t>(p_), 0);
-    succ_.assign(static_cast<std::size_t>(p_), 0);
-    for (int i = 0; i < p_; ++i) {
-      pos[static_cast<std::size_t>(c.plan.ring[i])] = i;
-      succ_[static_cast<std::size_t>(c.plan.ring[i])] = c.plan.ring[(i + 1) % p_];
-    }
-    // A program has few distinct sizes: each block size's ring edges are priced once.
-    std::vector<std::pair<std::int64_t, std::pair<std::vector<double>, std::vector<double>>>> edges;
-    for (std::size_t k = 0; k < n_; ++k) {
-      const Program::Step& st = pr.steps[k];
+    const std::size_t classes = pc.classes.size();
+    ws.work.assign(classes, 0.0);
+    ws.edge.resize(classes);
+    ws.edge_slow.resize(classes);
+    for (std::size_t k = 0; k < classes; ++k) {
+      const Program::Step& st = pc.classes[k];
       const double block = static_cast<double>(st.rows) * cols * c.e;
+      const double rows = static_cast<double>(st.copies * st.rows);
+      double& w = ws.work[k];
       switch (st.role) {
-        case Role::gemm: work_[k] = c.gemm(st.rows, s.n, s.k); break;
-        case Role::copy_own: work_[k] = copy_s(c.prof, c.gpus.front(), block); break;
-        case Role::copy_out:
-          work_[k] = c.copies(st.copies, static_cast<double>(st.copies * st.rows) * s.n * c.e);
+        case Role::gemm: w = c.gemm(st.rows, s.n, s.k); break;
+        case Role::copy_own: w = copy_s(c.prof, c.gpus.front(), block); break;
+        case Role::copy_out: w = c.copies(st.copies, rows * s.n * c.e); break;
+        case Role::copy_in: w = c.copies(st.copies, rows * s.k * c.e); break;
+        case Role::copy_partial: w = c.copies(1, block); break;
+        case Role::add: w = c.add(block); break;
+        case Role::send:
+          ws.edge[k] = c.ring_edges(block);
+          ws.edge_slow[k] = c.ring_edges_beside_gemm(block, ws.edge[k]);
           break;
-        case Role::copy_in:
-          work_[k] = c.copies(st.copies, static_cast<double>(st.copies * st.rows) * s.k * c.e);
-          break;
-        case Role::copy_partial: work_[k] = c.copies(1, block); break;
-        case Role::add: work_[k] = c.add(block); break;
-        case Role::send: {
-          auto e = std::find_if(edges.begin(), edges.end(),
-                                [&](const auto& kv) { return kv.first == st.rows; });
-          if (e == edges.end()) {
-            std::vector<double> edge = c.ring_edges(block);
-            std::vector<double> edge_slow = c.ring_edges_beside_gemm(block, edge);
-            edges.emplace_back(st.rows, std::make_pair(std::move(edge), std::move(edge_slow)));
-            e = edges.end() - 1;
-          }
-          const std::size_t P = static_cast<std::size_t>(pos[static_cast<std::size_t>(st.rank)]);
-          edge_[k] = e->second.first[P];
-          edge_slow_[k] = e->second.second[P];
-          break;
-        }
       }
     }
-    // Each rank's sends in follow order: its copy engine's order, so their starts ascend.
-    for (int k : pr.follow)
-      if (pr.steps[k].role == Role::send) sends_[pr.steps[k].rank].push_back(k);
   }
 
   // The program's makespan at the fixed point of which sends start beside a GEMM: a round
@@ -132,62 +123,64 @@ class CollectiveFollower {
     }
     return total;
   }
-  // Per step, after run(): when its resource took it (before its launch or issue) and when it
-  // ended.
-  const std::vector<double>& start_s() const { return start_; }
-  const std::vector<double>& end_s() const { return end_; }
 
  private:
   double round() {
-    cs_.assign(p_, 0.0);
-    ce_.assign(p_, 0.0);
-    std::fill(first_busy_.begin(), first_busy_.end(), 0);
-    for (std::vector<Window>& b : busy_) b.clear();
-    for (std::vector<Window>& g : computing_) g.clear();
+    double* start = ws_.start.data();
+    double* end = ws_.end.data();
+    double* from_of = ws_.from.data();
+    const char* slow = ws_.slow.data();
+    const double* work = ws_.work.data();
+    ws_.cs.assign(p_, 0.0);
+    ws_.ce.assign(p_, 0.0);
+    double* cs = ws_.cs.data();
+    double* ce = ws_.ce.data();
+    std::fill(ws_.first_busy.begin(), ws_.first_busy.end(), 0);
+    for (std::vector<Window>& b : ws_.busy) b.clear();
+    for (std::vector<Window>& g : ws_.computing) g.clear();
     double total = 0;
-    for (int k : pr_.follow) {
-      const Program::Step& st = pr_.steps[k];
-      const int P = st.rank;
+    for (const PreparedCollective::Op& op : pc_.ops) {
+      const int k = op.step, P = op.rank;
       double ready = 0;
-      for (int w : st.waits)
-        if (w >= 0) ready = std::max(ready, end_[w]);
-      switch (st.role) {
+      if (op.wait[0] >= 0) ready = end[op.wait[0]];
+      if (op.wait[1] >= 0) ready = std::max(ready, end[op.wait[1]]);
+      switch (op.role) {
         case Role::send: {
           // Behind its copy engine's previous task, with the collective's launch at step 0
           // (later steps run inside the same kernel, hardware::transfer_issue_s).
-          start_[k] = std::max(ready, ce_[P]);
-          const double from = start_[k] + (st.ring_step == 0 ? c_.coll_launch : 0.0);
-          end_[k] = from + (slow_[k] ? edge_slow_[k] : edge_[k]);
-          from_[k] = from;
-          ce_[P] = end_[k];
-          busy_[P].push_back(Window{from, end_[k]});  // the engine's tasks follow one another
+          start[k] = std::max(ready, ce[P]);
+          const double from = start[k] + (op.launches ? c_.coll_launch : 0.0);
+          end[k] = from + (slow[k] ? ws_.edge_slow[op.cls][op.at] : ws_.edge[op.cls][op.at]);
+          from_of[k] = from;
+          ce[P] = end[k];
+          ws_.busy[P].push_back(Window{from, end[k]});  // the engine's tasks follow one another
           break;
         }
         case Role::copy_own: {
-          start_[k] = ce_[P];
-          const double from = ce_[P] + c_.copy_issue;
-          ce_[P] = end_[k] = from + work_[k];
-          busy_[P].push_back(Window{from, ce_[P]});
+          start[k] = ce[P];
+          const double from = ce[P] + c_.copy_issue;
+          ce[P] = end[k] = from + work[op.cls];
+          ws_.busy[P].push_back(Window{from, ce[P]});
           break;
         }
         case Role::gemm: {
-          start_[k] = std::max(cs_[P], ready);
-          const double from = start_[k] + c_.launch;
+          start[k] = std::max(cs[P], ready);
+          const double from = start[k] + c_.launch;
           // P's GEMMs start in time order: windows over before this one are over for the later
           // ones.
-          const std::vector<Window>& b = busy_[P];
-          std::size_t& first = first_busy_[P];
+          const std::vector<Window>& b = ws_.busy[P];
+          std::size_t& first = ws_.first_busy[P];
           while (first < b.size() && b[first].until <= from) ++first;
-          cs_[P] = end_[k] =
-              slowed_end(from, work_[k], std::span<const Window>(b).subspan(first), c_.fg_nccl);
-          computing_[P].push_back(Window{from, cs_[P]});
+          cs[P] = end[k] = slowed_end(from, work[op.cls],
+                                      std::span<const Window>(b).subspan(first), c_.fg_nccl);
+          ws_.computing[P].push_back(Window{from, cs[P]});
           break;
         }
         default:  // a copy or an add on the compute stream
-          start_[k] = std::max(cs_[P], ready);
-          cs_[P] = end_[k] = start_[k] + work_[k];
+          start[k] = std::max(cs[P], ready);
+          cs[P] = end[k] = start[k] + work[op.cls];
       }
-      total = std::max(total, end_[k]);
+      total = std::max(total, end[k]);
     }
     return total;
   }
@@ -198,35 +191,72 @@ class CollectiveFollower {
     if (c_.fc == 1.0) return false;
     bool changed = false;
     for (int P = 0; P < p_; ++P) {
-      if (sends_[P].empty()) continue;
+      const std::vector<int>& sends = pc_.sends[P];
+      if (sends.empty()) continue;
       // P's sends follow one another on its copy engine, so their starts ascend, and so do
       // the GEMMs of both ends: one pass over each.
-      Cursor here(computing_[P]), there(computing_[succ_[P]]);
-      for (int k : sends_[P]) {
-        const double t = from_[k];
+      Cursor here(ws_.computing[P]), there(ws_.computing[pc_.succ[P]]);
+      for (int k : sends) {
+        const double t = ws_.from[k];
         const char s = here.computing_at(t) || there.computing_at(t);
-        changed |= s != slow_[k];
-        slow_[k] = s;
+        changed |= s != ws_.slow[k];
+        ws_.slow[k] = s;
       }
     }
     return changed;
   }
 
   const Ctx& c_;
+  const PreparedCollective& pc_;
   const Program& pr_;
   int p_;
-  std::size_t n_;
-  std::vector<double> work_, edge_, edge_slow_;  // per step: its cost, a send's two edge times
-  std::vector<char> slow_;    // per send: beside a GEMM as it starts (the previous round)
-  std::vector<double> from_;  // per send: when its bytes start
-  std::vector<double> start_, end_;
-  std::vector<int> succ_;     // per rank: its successor on the ring
-  std::vector<std::vector<int>> sends_;  // per rank: its sends in follow order
-  std::vector<double> cs_;    // per rank: the compute stream free at
-  std::vector<double> ce_;    // per rank: copy engine 0 free at
-  std::vector<std::size_t> first_busy_;  // per rank: its first window not over yet
-  std::vector<std::vector<Window>> busy_, computing_;
+  CollectiveWorkspace& ws_;
 };
+
+}  // namespace
+
+PreparedCollective prepare_collective(schedule::CollectiveProgram program,
+                                      const std::vector<int>& ring) {
+  using Role = schedule::CollectiveProgram::Role;
+  PreparedCollective pc;
+  pc.program = std::move(program);
+  const schedule::CollectiveProgram& pr = pc.program;
+  const int p = static_cast<int>(ring.size());
+  pc.pos.assign(static_cast<std::size_t>(p), 0);
+  pc.succ.assign(static_cast<std::size_t>(p), 0);
+  for (int i = 0; i < p; ++i) {
+    pc.pos[static_cast<std::size_t>(ring[i])] = i;
+    pc.succ[static_cast<std::size_t>(ring[i])] = ring[(i + 1) % p];
+  }
+  // Price classes: steps of one role, rows and copies cost the same (a send: per position).
+  pc.cls.reserve(pr.steps.size());
+  for (const schedule::CollectiveProgram::Step& st : pr.steps) {
+    auto same = [&](const schedule::CollectiveProgram::Step& c) {
+      return c.role == st.role && c.rows == st.rows && c.copies == st.copies;
+    };
+    auto it = std::find_if(pc.classes.begin(), pc.classes.end(), same);
+    if (it == pc.classes.end()) {
+      schedule::CollectiveProgram::Step c;
+      c.role = st.role;
+      c.rows = st.rows;
+      c.copies = st.copies;
+      pc.classes.push_back(c);
+      it = pc.classes.end() - 1;
+    }
+    pc.cls.push_back(static_cast<int>(it - pc.classes.begin()));
+  }
+  pc.sends.resize(static_cast<std::size_t>(p));
+  pc.ops.reserve(pr.follow.size());
+  for (int k : pr.follow) {
+    const schedule::CollectiveProgram::Step& st = pr.steps[k];
+    if (st.role == Role::send) pc.sends[st.rank].push_back(k);
+    pc.ops.push_back(PreparedCollective::Op{k, pc.cls[k], st.rank, pc.pos[st.rank], st.waits,
+                                            st.role, st.role == Role::send && st.ring_step == 0});
+  }
+  return pc;
+}
+
+namespace {
 
 // AG-GEMM's breakdown: the compute stream's work on the slowest rank (the GEMMs and the staged
 // output's copies) and the communication alone (every part's p - 1 ring steps).
@@ -291,20 +321,21 @@ Outcome decompose(const Ctx& c, int d) {
                                       ? schedule::Strategy{schedule::StrategyKind::sequential, 0}
                                       : schedule::Strategy{schedule::StrategyKind::decompose, d};
     it = programs
-             .emplace(std::move(key), std::make_shared<const schedule::CollectiveProgram>(
-                                          schedule::collective_program(c.op, st, c.plan)))
+             .emplace(std::move(key),
+                      std::make_shared<const PreparedCollective>(prepare_collective(
+                          schedule::collective_program(c.op, st, c.plan), c.plan.ring)))
              .first;
   }
   o.total_s = follow_collectives(c, *it->second);
   return o;
 }
 
-double follow_collectives(const Ctx& c, const schedule::CollectiveProgram& pr,
+double follow_collectives(const Ctx& c, const PreparedCollective& pc,
                           std::vector<double>* start_s, std::vector<double>* end_s) {
-  CollectiveFollower f(c, pr);
-  const double total = f.run();
-  if (start_s != nullptr) *start_s = f.start_s();
-  if (end_s != nullptr) *end_s = f.end_s();
+  CollectiveWorkspace& ws = c.caches.tables().collective;
+  const double total = CollectiveFollower(c, pc, ws).run();
+  if (start_s != nullptr) *start_s = ws.start;
+  if (end_s != nullptr) *end_s = ws.end;
   return total;
 }
 

@@ -4,6 +4,7 @@
 // model's own .cpp files.
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -122,11 +123,35 @@ struct Outcome {
 /// sequential (d = 1) and decompose:d (model/decompose.cpp): their program followed.
 Outcome decompose(const Ctx& c, int d);
 
-/// The makespan of a sequential or decompose:d program (schedule::collective_program) of c.op
-/// along c.plan.ring, followed under c's prices and knobs, as decompose() follows it; with
-/// `start_s` / `end_s`, per step (in pr.steps' order) when its resource took it and when it
-/// ended. The timeline follows a schedule that is this program's lowering with it.
-double follow_collectives(const Ctx& c, const schedule::CollectiveProgram& pr,
+/// A sequential or decompose:d program with what following it needs besides prices: per rank
+/// its ring position and successor and its sends in follow order, per step its price class
+/// (steps of one role, rows and copies cost the same), and the steps in follow order.
+struct PreparedCollective {
+  /// One step as the follower reads it.
+  struct Op {
+    int step, cls, rank;
+    int at;                   ///< its rank's ring position
+    std::array<int, 2> wait;  ///< the steps it waits for (-1: none)
+    schedule::CollectiveProgram::Role role;
+    bool launches;            ///< a send at ring step 0: pays the collective's launch
+  };
+  schedule::CollectiveProgram program;
+  std::vector<Op> ops;  ///< in follow order
+  std::vector<int> pos, succ;
+  std::vector<std::vector<int>> sends;
+  std::vector<int> cls;                                  ///< per step
+  std::vector<schedule::CollectiveProgram::Step> classes;  ///< one step of each class
+};
+
+/// `program`, built along `ring` (plan.ring), prepared for following.
+PreparedCollective prepare_collective(schedule::CollectiveProgram program,
+                                      const std::vector<int>& ring);
+
+/// The makespan of a prepared sequential or decompose:d program (schedule::collective_program)
+/// of c.op along c.plan.ring, followed under c's prices and knobs, as decompose() follows it;
+/// with `start_s` / `end_s`, per step (in the program's steps' order) when its resource took it
+/// and when it ended. The timeline follows a schedule that is this program's lowering with it.
+double follow_collectives(const Ctx& c, const PreparedCollective& pc,
                           std::vector<double>* start_s = nullptr,
                           std::vector<double>* end_s = nullptr);
 

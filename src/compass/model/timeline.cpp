@@ -372,12 +372,14 @@ std::optional<Timeline> follow_collective_schedule(const hardware::Profile& p,
   plan.copy_engines = std::max(1, s.copy_engines);
   const Result<schedule::Schedule> lowered = schedule::generate(s.op, s.strategy, plan);
   if (!lowered.ok() || !(*lowered == s)) return std::nullopt;
-  const schedule::CollectiveProgram pr = schedule::collective_program(s.op, s.strategy, plan);
+  const detail::PreparedCollective pc =
+      detail::prepare_collective(schedule::collective_program(s.op, s.strategy, plan), plan.ring);
+  const schedule::CollectiveProgram& pr = pc.program;
   Caches caches;
   const detail::Ctx c(p, s.op, plan, knobs, caches);
   std::vector<double> start, end;
   Timeline out;
-  out.makespan_s = detail::follow_collectives(c, pr, &start, &end);
+  out.makespan_s = detail::follow_collectives(c, pc, &start, &end);
   // The program's steps in task order; a step of several copies is split evenly among them.
   out.start_s.reserve(s.tasks.size());
   out.end_s.reserve(s.tasks.size());
