@@ -394,17 +394,11 @@ std::optional<Timeline> follow_collective_schedule(const hardware::Profile& p,
   return out;
 }
 
-// What every timeline needs of the schedule and the machine.
+// What every timeline needs of the schedule and the machine: that it runs there, and that its
+// deps and resource orders do not deadlock.
 Status check(const hardware::Profile& p, const schedule::Schedule& s) {
-  COMPASS_TRY(schedule::validate(s));
-  COMPASS_TRY(schedule::issue_order(s));  // the deadlock check
-  COMPASS_TRY(hardware::check_peak_flops(p, s.op.dtype));
-  for (int r = 0; r < s.ranks(); ++r) {
-    const int g = s.gpus[static_cast<std::size_t>(r)];
-    if (g < 0 || g >= p.gpu_count())
-      return make_error("schedule puts rank {} on GPU {}, but profile '{}' has {} GPUs", r, g,
-                        p.name, p.gpu_count());
-  }
+  COMPASS_TRY(schedule::check_on_machine(p, s));
+  COMPASS_TRY(schedule::issue_order(s));
   return Status::success();
 }
 

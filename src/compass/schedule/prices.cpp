@@ -8,6 +8,18 @@
 
 namespace compass::schedule {
 
+Status check_on_machine(const hardware::Profile& p, const Schedule& s) {
+  COMPASS_TRY(validate(s));
+  COMPASS_TRY(hardware::check_peak_flops(p, s.op.dtype));
+  for (int r = 0; r < s.ranks(); ++r) {
+    const int g = s.gpus[static_cast<std::size_t>(r)];
+    if (g < 0 || g >= p.gpu_count())
+      return make_error("schedule puts rank {} on GPU {}, but profile '{}' has {} GPUs", r, g,
+                        p.name, p.gpu_count());
+  }
+  return Status::success();
+}
+
 Result<std::vector<TaskPrice>> task_prices(const hardware::Profile& p, const Schedule& s) {
   // A fused kernel computes all of a rank's pieces as one GEMM's tiles: rows per (rank, n, k).
   std::map<std::tuple<int, std::int64_t, std::int64_t>, std::int64_t> fused_rows;

@@ -25,8 +25,13 @@ struct TaskPrice {
   bool crosses = false;    ///< a transfer between two GPUs: its bytes cross the route's links
 };
 
+/// Whether `s` can run on `p`, the one check the timeline and the simulator make before pricing
+/// it: `s` is valid (schedule::validate), `p` has a peak for its dtype
+/// (hardware::check_peak_flops), and every rank's GPU is one of `p`'s. Errors name what is wrong.
+Status check_on_machine(const hardware::Profile& p, const Schedule& s);
+
 /// The price of every task of `s` on `p` (rank r on GPU s.gpus[r]), indexed by task id. `s`
-/// must be valid and its GPUs on `p`. Error: a copy, add or same-GPU transfer of bytes on a
+/// must pass check_on_machine. Error: a copy, add or same-GPU transfer of bytes on a
 /// device with no memory bandwidth (and, for copies, no calibrated copy bandwidth).
 Result<std::vector<TaskPrice>> task_prices(const hardware::Profile& p, const Schedule& s);
 

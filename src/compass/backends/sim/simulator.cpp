@@ -51,24 +51,16 @@ const hardware::Route* find_route(const hardware::Profile& p, int src, int dst,
   return it == index.end() ? nullptr : it->second;
 }
 
+// schedule::check_on_machine, and no two ranks on one GPU (each GPU is one simulated host).
 Status check_input(const hardware::Profile& p, const schedule::Schedule& s) {
-  COMPASS_TRY(schedule::validate(s));
-  COMPASS_TRY(hardware::check_peak_flops(p, s.op.dtype));
-  const int n = p.gpu_count();
-  std::vector<int> rank_of_gpu(std::max(n, 0), -1);
+  COMPASS_TRY(schedule::check_on_machine(p, s));
+  std::vector<int> rank_of_gpu(static_cast<std::size_t>(p.gpu_count()), -1);
   for (int r = 0; r < s.ranks(); ++r) {
     const int g = s.gpus[r];
-    if (g < 0 || g >= n)
-      return make_error("schedule puts rank {} on GPU {}, but profile '{}' has {} GPUs", r, g,
-                        p.name, n);
     if (rank_of_gpu[g] >= 0)
       return make_error("schedule puts ranks {} and {} on the same GPU {}", rank_of_gpu[g], r, g);
     rank_of_gpu[g] = r;
   }
-  for (const schedule::Task& t : s.tasks)
-    if (t.resource.rank < 0 || t.resource.rank >= s.ranks())
-      return make_error("task {} '{}' runs on rank {}, but the schedule has {} ranks", t.id,
-                        t.name, t.resource.rank, s.ranks());
   return Status::success();
 }
 
