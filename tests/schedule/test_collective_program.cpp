@@ -21,10 +21,14 @@ using Role = CollectiveProgram::Role;
 // What a step's tasks must be: kind and resource.
 TaskKind kind_of(Role r) {
   switch (r) {
-    case Role::gemm: return TaskKind::gemm;
-    case Role::send: return TaskKind::transfer;
-    case Role::add: return TaskKind::add;
-    default: return TaskKind::copy;
+    case Role::gemm:
+      return TaskKind::gemm;
+    case Role::send:
+      return TaskKind::transfer;
+    case Role::add:
+      return TaskKind::add;
+    default:
+      return TaskKind::copy;
   }
 }
 
@@ -107,8 +111,7 @@ TEST(CollectiveProgram, SequentialAndDecomposeAreLoweredFromTheirProgram) {
       for (const workload::OperatorSpec& op : testing::shapes(kind, p))
         for (const auto& [name, plan] : testing::plans(p))
           for (const Strategy& st : testing::strategies()) {
-            if (st.kind != StrategyKind::sequential && st.kind != StrategyKind::decompose)
-              continue;
+            if (st.kind != StrategyKind::sequential && st.kind != StrategyKind::decompose) continue;
             checked += expect_lowered(op, st, plan, testing::Case{op, st, nullptr, name}.label());
           }
   // Larger shapes: staged parts (d > 1) at every p.
@@ -156,8 +159,7 @@ TEST(CollectiveProgram, TheFollowOrderRunsTheCollectivesAheadOfTheGemmsBesideThe
   int first_send = -1, first_gemm1 = -1;
   for (int k = 0; k < static_cast<int>(rs.steps.size()); ++k) {
     if (rs.steps[k].role == Role::send && first_send < 0) first_send = k;
-    if (rs.steps[k].role == Role::gemm && rs.steps[k].part == 1 && first_gemm1 < 0)
-      first_gemm1 = k;
+    if (rs.steps[k].role == Role::gemm && rs.steps[k].part == 1 && first_gemm1 < 0) first_gemm1 = k;
   }
   EXPECT_LT(first_gemm1, first_send);
 }

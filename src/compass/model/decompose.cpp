@@ -310,7 +310,8 @@ Outcome decompose(const Ctx& c, int d) {
   // The program reads the operator's kind, M and tp, the parts and the ring.
   std::vector<std::uint64_t> key{0, static_cast<std::uint64_t>(c.op.kind),
                                  static_cast<std::uint64_t>(c.op.m),
-                                 static_cast<std::uint64_t>(c.op.tp), static_cast<std::uint64_t>(d)};
+                                 static_cast<std::uint64_t>(c.op.tp),
+                                 static_cast<std::uint64_t>(d)};
   for (int r : c.plan.ring) key.push_back(static_cast<std::uint64_t>(r));
   seal_key(key);
   auto& programs = c.caches.tables().collective_programs;

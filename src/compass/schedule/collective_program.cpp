@@ -29,11 +29,16 @@ class ProgramBuilder {
     for (int i = 0; i < d_; ++i) {
       std::vector<int> last(static_cast<std::size_t>(p_), -1);  // the last arrival per rank
       if (p_ > 1) {
-        for (int r = 0; r < p_; ++r) own[r] = add(Step{.role = Role::copy_own, .rank = r, .part = i, .rows = q});
-        last = ring_allgather(i, 0, [&](int, int) { return q; }, [](int) { return -1; });
+        for (int r = 0; r < p_; ++r)
+          own[r] = add(Step{.role = Role::copy_own, .rank = r, .part = i, .rows = q});
+        last = ring_allgather(
+            i, 0, [&](int, int) { return q; }, [](int) { return -1; });
       }
       for (int r = 0; r < p_; ++r) {
-        add(Step{.role = Role::gemm, .rank = r, .part = i, .rows = p_ * q,
+        add(Step{.role = Role::gemm,
+                 .rank = r,
+                 .part = i,
+                 .rows = p_ * q,
                  .waits = {p_ > 1 ? own[r] : -1, last[r]}});
         if (staged)
           add(Step{.role = Role::copy_out, .rank = r, .part = i, .copies = p_, .rows = q});
@@ -85,22 +90,34 @@ class ProgramBuilder {
         std::vector<int> sent(static_cast<std::size_t>(p_));
         for (int r = 0; r < p_; ++r) {
           const int j = at(pos(r) - s - 1);
-          sent[r] = add(Step{.role = Role::send, .rank = r, .part = i, .ring_step = s, .chunk = j,
-                             .rows = len(j),
-                             .waits = {s == 0 ? gemm[static_cast<std::size_t>(i) * p_ + r] : sum[r],
-                                       -1}});
+          sent[r] = add(
+              Step{.role = Role::send,
+                   .rank = r,
+                   .part = i,
+                   .ring_step = s,
+                   .chunk = j,
+                   .rows = len(j),
+                   .waits = {s == 0 ? gemm[static_cast<std::size_t>(i) * p_ + r] : sum[r], -1}});
         }
         if (s == 0) first_sends[i] = {first, size()};
         for (int t = 0; t < p_; ++t) {
           const int j = at(pos(t) - s - 2);  // the block t received at this step
-          sum[t] = add(Step{.role = Role::add, .rank = t, .part = i, .ring_step = s, .chunk = j,
-                            .rows = len(j), .waits = {sent[at(pos(t) - 1)], -1}});
+          sum[t] = add(Step{.role = Role::add,
+                            .rank = t,
+                            .part = i,
+                            .ring_step = s,
+                            .chunk = j,
+                            .rows = len(j),
+                            .waits = {sent[at(pos(t) - 1)], -1}});
         }
       }
-      if (ar) ring_allgather(i, 1, [&](int, int o) { return len(o); }, [&](int r) { return sum[r]; });
+      if (ar)
+        ring_allgather(
+            i, 1, [&](int, int o) { return len(o); }, [&](int r) { return sum[r]; });
     }
     std::vector<char> moved(out_.steps.size(), 0);
-    for (const auto& [from, to] : first_sends) std::fill(moved.begin() + from, moved.begin() + to, 1);
+    for (const auto& [from, to] : first_sends)
+      std::fill(moved.begin() + from, moved.begin() + to, 1);
     for (int i = 0, k = 0; k <= size(); ++k) {
       for (; i < d_ && insert_at[i] == k; ++i)
         for (int f = first_sends[i].first; f < first_sends[i].second; ++f) out_.follow.push_back(f);
@@ -115,7 +132,9 @@ class ProgramBuilder {
     out_.steps.push_back(s);
     return size() - 1;
   }
-  int at(int position) const { return ring_[static_cast<std::size_t>(((position % p_) + p_) % p_)]; }
+  int at(int position) const {
+    return ring_[static_cast<std::size_t>(((position % p_) + p_) % p_)];
+  }
   int pos(int rank) const { return pos_[static_cast<std::size_t>(rank)]; }
 
   // The ring all-gather of part i in `phase`: at step s the rank at position P forwards the
@@ -127,8 +146,13 @@ class ProgramBuilder {
     for (int s = 0; s + 1 < p_; ++s) {
       for (int r = 0; r < p_; ++r) {
         const int o = at(pos(r) - s);
-        cur[r] = add(Step{.role = Role::send, .rank = r, .part = i, .phase = phase,
-                          .ring_step = s, .chunk = o, .rows = rows(r, o),
+        cur[r] = add(Step{.role = Role::send,
+                          .rank = r,
+                          .part = i,
+                          .phase = phase,
+                          .ring_step = s,
+                          .chunk = o,
+                          .rows = rows(r, o),
                           .waits = {s == 0 ? first(r) : prev[at(pos(r) - 1)], -1}});
       }
       prev = cur;
@@ -150,9 +174,9 @@ class ProgramBuilder {
 
 CollectiveProgram collective_program(const workload::OperatorSpec& op, const Strategy& strategy,
                                      const CommPlan& plan) {
-  COMPASS_CHECK(strategy.kind == StrategyKind::sequential ||
-                    strategy.kind == StrategyKind::decompose,
-                "collective_program: {} has no collective program", to_string(strategy));
+  COMPASS_CHECK(
+      strategy.kind == StrategyKind::sequential || strategy.kind == StrategyKind::decompose,
+      "collective_program: {} has no collective program", to_string(strategy));
   const int d = strategy.kind == StrategyKind::decompose ? strategy.parts : 1;
   ProgramBuilder b(op, plan, d);
   return op.kind == OpKind::ag_gemm ? b.ag() : b.rs();

@@ -32,10 +32,10 @@ struct CollectiveProgram {
     Role role = Role::gemm;
     int rank = 0;
     int part = 0;
-    int phase = 0;      ///< send: 0 the reduce-scatter or all-gather, 1 GEMM-AR's all-gather
-    int ring_step = 0;  ///< send and add: the step of the ring collective
-    int chunk = 0;      ///< send and add: the block's chunk (its owner on the ring)
-    int copies = 1;     ///< copy_out and copy_in: equal copies, one per chunk
+    int phase = 0;          ///< send: 0 the reduce-scatter or all-gather, 1 GEMM-AR's all-gather
+    int ring_step = 0;      ///< send and add: the step of the ring collective
+    int chunk = 0;          ///< send and add: the block's chunk (its owner on the ring)
+    int copies = 1;         ///< copy_out and copy_in: equal copies, one per chunk
     std::int64_t rows = 0;  ///< rows of the GEMM, of one copy, or of the block
     /// Steps whose end it waits for, besides the step before it on its resource (-1: none).
     std::array<int, 2> waits{-1, -1};

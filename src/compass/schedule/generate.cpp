@@ -5,7 +5,6 @@
 #include "compass/schedule/limits.hpp"
 
 #include <algorithm>
-#include <functional>
 
 #include "compass/schedule/builder.hpp"
 #include "compass/schedule/collective_program.hpp"
