@@ -43,7 +43,7 @@ struct Program {
 
 /// Whether `kind` is described by a Program: fuse:ring, fuse:double-ring, fuse:all2all,
 /// fuse:hier and fuse:synth (sequential and decompose:d are NCCL-style collectives beside
-/// separate GEMM kernels, modelled by model/decompose.cpp).
+/// separate GEMM kernels, described by a CollectiveProgram, collective_program.hpp).
 bool has_program(StrategyKind kind);
 
 /// The bytes one row of `op`'s transfers moves: K elements for ag_gemm (input rows), N for
