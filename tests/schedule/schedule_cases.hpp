@@ -172,6 +172,17 @@ inline std::vector<std::pair<std::string, CommPlan>> plans(int p) {
   return out;
 }
 
+/// Calls f(op, plan_name, plan) for every p in {1, 2, 3, 4, 8}, operator kind, shape of
+/// shapes() and plan of plans(): the case grid without its strategies.
+template <typename F>
+void for_each_shape_and_plan(F&& f) {
+  for (int p : {1, 2, 3, 4, 8})
+    for (workload::OpKind kind :
+         {workload::OpKind::ag_gemm, workload::OpKind::gemm_rs, workload::OpKind::gemm_ar})
+      for (const workload::OperatorSpec& op : shapes(kind, p))
+        for (const auto& [name, plan] : plans(p)) f(op, name, plan);
+}
+
 /// True when the strategy is defined for the op (decompose:d needs d | M/p when d > 1).
 inline bool feasible(const workload::OperatorSpec& op, const Strategy& s) {
   if (s.kind != StrategyKind::decompose || s.parts == 1) return true;

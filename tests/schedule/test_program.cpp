@@ -66,20 +66,19 @@ bool expect_schedule_is_program(const workload::OperatorSpec& op, const Strategy
 
 TEST(Program, EveryFusedScheduleIsItsProgramOnTheCaseGrid) {
   int checked = 0, total = 0;
-  for (int p : {1, 2, 3, 4, 8})
-    for (OpKind kind : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar})
-      for (const workload::OperatorSpec& op : testing::shapes(kind, p))
-        for (const auto& [name, plan] : testing::plans(p))
-          for (const Strategy& st : testing::strategies()) {
-            if (!has_program(st.kind)) continue;
-            ++total;
-            const testing::Case c{op, st, nullptr, name};
-            checked += expect_schedule_is_program(
-                           op, st, plan, c.label(),
-                           testing::grid_options(name, plan, op).tree_rs_costs)
-                           ? 1
-                           : 0;
-          }
+  testing::for_each_shape_and_plan([&](const workload::OperatorSpec& op,
+                                       const std::string& name, const CommPlan& plan) {
+    for (const Strategy& st : testing::strategies()) {
+      if (!has_program(st.kind)) continue;
+      ++total;
+      const testing::Case c{op, st, nullptr, name};
+      checked +=
+          expect_schedule_is_program(op, st, plan, c.label(),
+                                     testing::grid_options(name, plan, op).tree_rs_costs)
+              ? 1
+              : 0;
+    }
+  });
   // Most cases have no empty step; the others (one-row shards split in halves, fewer rows than
   // ranks) are left out. Unequal chunks (gemm_ar, M not a multiple of p) are in.
   EXPECT_GT(checked, total / 2) << checked << " of " << total;

@@ -222,14 +222,15 @@ PreparedCollective prepare_collective(schedule::CollectiveProgram program,
   pc.program = std::move(program);
   const schedule::CollectiveProgram& pr = pc.program;
   const int p = static_cast<int>(ring.size());
-  pc.pos.assign(static_cast<std::size_t>(p), 0);
+  std::vector<int> pos(static_cast<std::size_t>(p), 0);  // per rank: its ring position
   pc.succ.assign(static_cast<std::size_t>(p), 0);
   for (int i = 0; i < p; ++i) {
-    pc.pos[static_cast<std::size_t>(ring[i])] = i;
+    pos[static_cast<std::size_t>(ring[i])] = i;
     pc.succ[static_cast<std::size_t>(ring[i])] = ring[(i + 1) % p];
   }
   // Price classes: steps of one role, rows and copies cost the same (a send: per position).
-  pc.cls.reserve(pr.steps.size());
+  std::vector<int> cls;  // per step
+  cls.reserve(pr.steps.size());
   for (const schedule::CollectiveProgram::Step& st : pr.steps) {
     auto same = [&](const schedule::CollectiveProgram::Step& c) {
       return c.role == st.role && c.rows == st.rows && c.copies == st.copies;
@@ -243,14 +244,14 @@ PreparedCollective prepare_collective(schedule::CollectiveProgram program,
       pc.classes.push_back(c);
       it = pc.classes.end() - 1;
     }
-    pc.cls.push_back(static_cast<int>(it - pc.classes.begin()));
+    cls.push_back(static_cast<int>(it - pc.classes.begin()));
   }
   pc.sends.resize(static_cast<std::size_t>(p));
   pc.ops.reserve(pr.follow.size());
   for (int k : pr.follow) {
     const schedule::CollectiveProgram::Step& st = pr.steps[k];
     if (st.role == Role::send) pc.sends[st.rank].push_back(k);
-    pc.ops.push_back(PreparedCollective::Op{k, pc.cls[k], st.rank, pc.pos[st.rank], st.waits,
+    pc.ops.push_back(PreparedCollective::Op{k, cls[k], st.rank, pos[st.rank], st.waits,
                                             st.role, st.role == Role::send && st.ring_step == 0});
   }
   return pc;

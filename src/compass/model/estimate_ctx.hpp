@@ -123,9 +123,10 @@ struct Outcome {
 /// sequential (d = 1) and decompose:d (model/decompose.cpp): their program followed.
 Outcome decompose(const Ctx& c, int d);
 
-/// A sequential or decompose:d program with what following it needs besides prices: per rank
-/// its ring position and successor and its sends in follow order, per step its price class
-/// (steps of one role, rows and copies cost the same), and the steps in follow order.
+/// A sequential or decompose:d program with what following it needs besides prices: its steps
+/// in follow order, each with its price class (steps of one role, rows and copies cost the
+/// same) and its rank's ring position, and per rank its successor and its sends in follow
+/// order.
 struct PreparedCollective {
   /// One step as the follower reads it.
   struct Op {
@@ -137,9 +138,8 @@ struct PreparedCollective {
   };
   schedule::CollectiveProgram program;
   std::vector<Op> ops;  ///< in follow order
-  std::vector<int> pos, succ;
+  std::vector<int> succ;
   std::vector<std::vector<int>> sends;
-  std::vector<int> cls;                                  ///< per step
   std::vector<schedule::CollectiveProgram::Step> classes;  ///< one step of each class
 };
 

@@ -402,14 +402,20 @@ Status check(const hardware::Profile& p, const schedule::Schedule& s) {
   return Status::success();
 }
 
+// `s` (checked) task by task.
+Result<Timeline> run_tasks(const hardware::Profile& p, const schedule::Schedule& s,
+                           const ModelKnobs& knobs) {
+  COMPASS_ASSIGN(std::vector<Cost> costs, price(p, s, knobs));
+  Run run(p, s, knobs, std::move(costs));
+  return run.run();
+}
+
 }  // namespace
 
 Result<Timeline> evaluate_task_timeline(const hardware::Profile& p, const schedule::Schedule& s,
                                         const ModelKnobs& knobs) {
   COMPASS_TRY(check(p, s));
-  COMPASS_ASSIGN(std::vector<Cost> costs, price(p, s, knobs));
-  Run run(p, s, knobs, std::move(costs));
-  return run.run();
+  return run_tasks(p, s, knobs);
 }
 
 Result<Timeline> evaluate_timeline(const hardware::Profile& p, const schedule::Schedule& s,
@@ -430,9 +436,7 @@ Result<Timeline> evaluate_timeline(const hardware::Profile& p, const schedule::S
       return make_error("timeline: the schedule can never finish (a transfer over a link with "
                         "no bandwidth)");
     }
-  COMPASS_ASSIGN(std::vector<Cost> costs, price(p, s, knobs));
-  Run run(p, s, knobs, std::move(costs));
-  return run.run();
+  return run_tasks(p, s, knobs);
 }
 
 }  // namespace compass::model
