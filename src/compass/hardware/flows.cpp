@@ -137,6 +137,8 @@ void IncrementalMaxmin::reset(const std::vector<double>& cap, const FlatPaths& p
   dirty_dirs_.clear();
   rate_.assign(nf, 0.0);
   is_active_.assign(nf, 0);
+  solo_.resize(nf);
+  solo_known_.assign(nf, 0);
   seen_flow_.assign(nf, 0u);
   seen_dir_.assign(cap.size(), 0u);
   if (users_.size() < cap.size()) users_.resize(cap.size());
@@ -147,16 +149,54 @@ void IncrementalMaxmin::reset(const std::vector<double>& cap, const FlatPaths& p
       std::equal(cap.begin(), cap.end(), memo_cap_.begin(), [](double a, double b) {
         return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
       });
-  if (!same_cap || memo_.size() > 4096) {
-    memo_.clear();
+  if (!same_cap || memo_entries_ > 4096) {
+    memo_clear();
     memo_cap_ = cap;
   }
 }
 
-std::size_t IncrementalMaxmin::KeyHash::operator()(const std::vector<int>& key) const {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (int w : key) h = (h ^ static_cast<std::uint32_t>(w)) * 0x100000001b3ULL;
-  return static_cast<std::size_t>(h ^ (h >> 29));
+void IncrementalMaxmin::memo_clear() {
+  memo_slots_.assign(1024, MemoSlot{});
+  memo_words_.clear();
+  memo_rates_.clear();
+  memo_entries_ = 0;
+}
+
+const double* IncrementalMaxmin::memo_find(std::uint64_t hash) const {
+  if (memo_slots_.empty()) return nullptr;
+  const std::size_t mask = memo_slots_.size() - 1;
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    const MemoSlot& slot = memo_slots_[i];
+    if (slot.hash == 0) return nullptr;
+    if (slot.hash == hash && slot.key_words == memo_key_.size() &&
+        std::equal(memo_key_.begin(), memo_key_.end(), memo_words_.begin() + slot.key_at))
+      return memo_rates_.data() + slot.rates_at;
+  }
+}
+
+void IncrementalMaxmin::memo_insert(std::uint64_t hash, const std::vector<double>& rate,
+                                    const std::vector<int>& flows) {
+  if (memo_slots_.empty() || 2 * (memo_entries_ + 1) > memo_slots_.size()) {
+    // Grow to keep the table at most half full: every entry re-placed by its hash.
+    std::vector<MemoSlot> old(std::max<std::size_t>(1024, 2 * memo_slots_.size()));
+    old.swap(memo_slots_);
+    const std::size_t mask = memo_slots_.size() - 1;
+    for (const MemoSlot& slot : old)
+      if (slot.hash != 0) {
+        std::size_t i = slot.hash & mask;
+        while (memo_slots_[i].hash != 0) i = (i + 1) & mask;
+        memo_slots_[i] = slot;
+      }
+  }
+  const std::size_t mask = memo_slots_.size() - 1;
+  std::size_t i = hash & mask;
+  while (memo_slots_[i].hash != 0) i = (i + 1) & mask;
+  memo_slots_[i] = MemoSlot{hash, static_cast<std::uint32_t>(memo_words_.size()),
+                            static_cast<std::uint32_t>(memo_key_.size()),
+                            static_cast<std::uint32_t>(memo_rates_.size())};
+  memo_words_.insert(memo_words_.end(), memo_key_.begin(), memo_key_.end());
+  for (int f : flows) memo_rates_.push_back(rate[f]);
+  ++memo_entries_;
 }
 
 void IncrementalMaxmin::add(int f) {
@@ -208,10 +248,21 @@ const std::vector<double>& IncrementalMaxmin::rates() {
           }
       }
     }
-    std::sort(component_.begin(), component_.end());
-    if (component_.size() == 1) {  // maxmin_of's own shortcut is cheaper than the memo
-      maxmin_of(*cap_, paths, component_, rate_, ws_);
+    if (component_.size() == 1) {  // alone: its rate is the same at every such call
+      if (!solo_known_[s]) {
+        maxmin_of(*cap_, paths, component_, rate_, ws_);
+        solo_[s] = rate_[s];
+        solo_known_[s] = 1;
+      }
+      rate_[s] = solo_[s];
       continue;
+    }
+    if (component_.size() <= 8) {  // components are mostly small: an insertion sort
+      for (std::size_t i = 1; i < component_.size(); ++i)
+        for (std::size_t j = i; j > 0 && component_[j] < component_[j - 1]; --j)
+          std::swap(component_[j], component_[j - 1]);
+    } else {
+      std::sort(component_.begin(), component_.end());
     }
     // [count, dirs...] per flow, written in place (sized first: the key is built per event).
     std::size_t words = component_.size();
@@ -224,13 +275,15 @@ const std::vector<double>& IncrementalMaxmin::rates() {
       *out++ = static_cast<int>(e - b);
       out = std::copy(b, e, out);
     }
-    if (auto it = memo_.find(memo_key_); it != memo_.end()) {
-      for (std::size_t j = 0; j < component_.size(); ++j) rate_[component_[j]] = it->second[j];
+    std::uint64_t hash = 0xcbf29ce484222325ULL;
+    for (int w : memo_key_) hash = (hash ^ static_cast<std::uint32_t>(w)) * 0x100000001b3ULL;
+    hash = (hash ^ (hash >> 29)) | 1;  // never 0, the empty slot's
+    if (const double* known = memo_find(hash)) {
+      for (std::size_t j = 0; j < component_.size(); ++j) rate_[component_[j]] = known[j];
       continue;
     }
     maxmin_of(*cap_, paths, component_, rate_, ws_);
-    std::vector<double>& remembered = memo_[memo_key_];
-    for (int f : component_) remembered.push_back(rate_[f]);
+    memo_insert(hash, rate_, component_);
   }
   seeds_.clear();
   dirty_dirs_.clear();

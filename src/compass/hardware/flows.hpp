@@ -3,8 +3,8 @@
 // Every link direction is an independent resource (full duplex); a flow uses every hop of
 // its route; rates follow progressive filling; when a flow ends the rest are re-shared.
 
+#include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "compass/hardware/profile.hpp"
@@ -128,16 +128,30 @@ class IncrementalMaxmin {
   std::vector<int> seeds_, dirty_dirs_;  // what changed since the last rates()
   std::vector<int> component_;
   std::vector<char> is_active_;
+  // Per flow, its rate alone in its component once computed since the last reset (a flow's
+  // rate alone reads only the capacities and its own directions).
+  std::vector<double> solo_;
+  std::vector<char> solo_known_;
   // Marks of the flows and directions a rates() call has walked: equal to its epoch_.
   std::vector<unsigned> seen_flow_, seen_dir_;
   unsigned epoch_ = 0;
   MaxminWorkspace ws_;
-  // Component rates by direction lists ([count, dirs...] per flow) under memo_cap_.
-  struct KeyHash {
-    std::size_t operator()(const std::vector<int>& key) const;
+  // Component rates by direction lists ([count, dirs...] per flow) under memo_cap_, in one
+  // open-addressed table: each slot names its key's words in memo_words_ and its rates (one
+  // per flow, in flow order) in memo_rates_.
+  struct MemoSlot {
+    std::uint64_t hash = 0;  // 0: empty
+    std::uint32_t key_at = 0, key_words = 0, rates_at = 0;
   };
+  void memo_clear();
+  const double* memo_find(std::uint64_t hash) const;
+  void memo_insert(std::uint64_t hash, const std::vector<double>& rate,
+                   const std::vector<int>& flows);
   std::vector<double> memo_cap_;
-  std::unordered_map<std::vector<int>, std::vector<double>, KeyHash> memo_;
+  std::vector<MemoSlot> memo_slots_;
+  std::vector<int> memo_words_;
+  std::vector<double> memo_rates_;
+  std::size_t memo_entries_ = 0;
   std::vector<int> memo_key_;
 };
 

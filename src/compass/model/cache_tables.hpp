@@ -75,6 +75,9 @@ struct FusedProgram;  // model/program.hpp: a pattern's program, prepared for fo
 
 struct TreeMemo {
   std::optional<hardware::Profile> profile;
+  // The patterns met (the words naming a pattern, its group and engines), each once: the keys
+  // below name a pattern by its index here.
+  std::vector<std::vector<std::uint64_t>> patterns;
   std::unordered_map<std::vector<std::uint64_t>, TreeResult, KeyHash> results;
   std::unordered_map<std::vector<std::uint64_t>, double, KeyHash> comm;
   std::size_t words = 0;  // words the two tables' keys hold

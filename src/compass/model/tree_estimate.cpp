@@ -41,6 +41,9 @@ void append_pattern(const schedule::TreePlan& tp, const schedule::CommPlan& plan
   }
 }
 
+// Bounds the patterns a memo tells apart (a planner meets a few per group).
+constexpr std::size_t kMaxPatterns = 64;
+
 // Bounds the memo by the words its keys hold (the planner's working set is far below it).
 constexpr std::size_t kMaxTreeMemoWords = std::size_t{1} << 20;  // 8 MiB of keys
 
@@ -75,14 +78,29 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   const double row_bytes = (ag ? op.k : op.n) * e;
   // The memo (cache_tables.hpp): answers for this profile only, keyed by every other input.
   TreeMemo& memo = memo_for(caches.tables().trees, prof);
-  // The words naming the pattern, its group and engines, shared by every key below.
-  std::vector<std::uint64_t> pattern;
-  append_pattern(tp, plan, pattern);
+  // The pattern, its group and engines, named in every key below by its index among the
+  // patterns the memo has met.
+  std::uint64_t pattern_id = memo.patterns.size();
+  {
+    std::vector<std::uint64_t> pattern;
+    append_pattern(tp, plan, pattern);
+    for (std::size_t i = 0; i < memo.patterns.size(); ++i)
+      if (memo.patterns[i] == pattern) pattern_id = i;
+    if (pattern_id == memo.patterns.size()) {
+      if (memo.patterns.size() >= kMaxPatterns) {  // every key names an index: start afresh
+        std::optional<hardware::Profile> prof_kept = std::move(memo.profile);
+        memo = TreeMemo{};
+        memo.profile = std::move(prof_kept);
+        pattern_id = 0;
+      }
+      memo.patterns.push_back(std::move(pattern));
+    }
+  }
   auto sealed = [&](std::initializer_list<std::uint64_t> head) {
     std::vector<std::uint64_t> key;
-    key.reserve(head.size() + pattern.size());
+    key.reserve(head.size() + 1);
     key.insert(key.end(), head);
-    key.insert(key.end(), pattern.begin(), pattern.end());
+    key.push_back(pattern_id);
     seal_key(key);
     return key;
   };

@@ -120,6 +120,13 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
     source.push_back(from);
     if (from == i) todo.push_back(i);
   }
+  // The costliest operators first (a larger group, then more rows: more program steps to
+  // follow), so that no worker is left with a long one while the others have finished.
+  std::stable_sort(todo.begin(), todo.end(), [&](std::size_t a, std::size_t b) {
+    const workload::OperatorSpec& x = grid[a].op;
+    const workload::OperatorSpec& y = grid[b].op;
+    return x.tp != y.tp ? x.tp > y.tp : x.m > y.m;
+  });
 
   // Plan the distinct operators, on `threads` workers (0: one per hardware thread). The calling
   // thread is one of them, plans through `caches` and reports progress; the others plan through

@@ -315,24 +315,26 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   // A compute item: a GEMM piece (child -1) or the add of child `child`'s partial.
   struct Item {
     int sum = 0, child = -1;
-    double arrival = 0;  // an add's: when the child's partial lands
+    double arrival = 0;     // an add's: when the child's partial lands
+    std::uint64_t key = 0;  // its priority (item_key)
   };
   auto rows = [&](const Sum& s) {
     return static_cast<double>(pieces[s.owner][static_cast<std::size_t>(s.piece)].len);
   };
-  auto item_key = [&](const Item& it) {
-    return sums[static_cast<std::size_t>(it.sum)].item_key |
-           static_cast<std::uint64_t>(it.child < 0) << 40 | static_cast<std::uint64_t>(it.child + 1);
+  auto item_key = [&](int sum, int child) {
+    return sums[static_cast<std::size_t>(sum)].item_key |
+           static_cast<std::uint64_t>(child < 0) << 40 | static_cast<std::uint64_t>(child + 1);
   };
   auto send_key = [&](int id) { return sums[static_cast<std::size_t>(id)].send_key; };
   // Per rank: its GEMM pieces not scheduled (by priority), its adds whose partial's arrival is
   // known (by arrival) and those that have arrived by the time the stream is free (by priority).
-  auto later_item = [&](const Item& a, const Item& b) {
-    return std::make_tuple(item_key(a), a.sum) > std::make_tuple(item_key(b), b.sum);
+  auto later_item = [](const Item& a, const Item& b) {
+    return a.key != b.key ? a.key > b.key : a.sum > b.sum;
   };
-  auto later_arrival = [&](const Item& a, const Item& b) {
-    return std::make_tuple(a.arrival, item_key(a), a.sum) >
-           std::make_tuple(b.arrival, item_key(b), b.sum);
+  auto later_arrival = [](const Item& a, const Item& b) {
+    if (b.arrival < a.arrival) return true;
+    if (a.arrival < b.arrival) return false;
+    return a.key != b.key ? a.key > b.key : a.sum > b.sum;
   };
   using ItemHeap = std::priority_queue<Item, std::vector<Item>, decltype(later_item)>;
   using ArrivalHeap = std::priority_queue<Item, std::vector<Item>, decltype(later_arrival)>;
@@ -343,7 +345,8 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   std::vector<std::vector<Item>> gemms(p);
   std::vector<std::size_t> next_gemm(p, 0);
   for (std::size_t id = 0; id < sums.size(); ++id)
-    gemms[sums[id].rank].push_back(Item{static_cast<int>(id), -1, 0});
+    gemms[sums[id].rank].push_back(
+        Item{static_cast<int>(id), -1, 0, item_key(static_cast<int>(id), -1)});
   for (std::vector<Item>& g : gemms)
     std::sort(g.begin(), g.end(), [&](const Item& a, const Item& b) { return later_item(b, a); });
   // Per copy engine: sums complete at a known time (by that time) and those complete by the
@@ -368,7 +371,7 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   // An add can be scheduled once its rank's GEMM of the piece is and the partial's arrival is.
   auto add_known = [&](int id, int child) {
     const Sum& s = sums[static_cast<std::size_t>(id)];
-    known_adds[s.rank].push(Item{id, child, sums[child_sum(s, child)].arrival});
+    known_adds[s.rank].push(Item{id, child, sums[child_sum(s, child)].arrival, item_key(id, child)});
   };
   SendClock clock(plan);
   std::vector<TreeRsStep> out;
@@ -385,9 +388,6 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   };
   const int resources = p + static_cast<int>(engines_total);  // streams, then engines
   std::vector<Next> next(static_cast<std::size_t>(resources));
-  std::vector<unsigned> version(static_cast<std::size_t>(resources), 0);
-  using Entry = std::tuple<double, int, unsigned>;  // (start, resource, version)
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> starts;
   auto refresh = [&](int r) {
     Next n;
     if (r < p) {
@@ -415,18 +415,18 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
       else if (!known_sends[e].empty()) n.t = sums[known_sends[e].top()].complete;
     }
     next[static_cast<std::size_t>(r)] = n;
-    ++version[static_cast<std::size_t>(r)];
-    if (n.t < kInf) starts.emplace(n.t, r, version[static_cast<std::size_t>(r)]);
   };
   for (int r = 0; r < resources; ++r) refresh(r);
   while (out.size() < steps) {
-    while (!starts.empty() &&
-           std::get<2>(starts.top()) != version[static_cast<std::size_t>(std::get<1>(starts.top()))])
-      starts.pop();
-    if (starts.empty()) break;  // nothing can run: not a tree
-    const int r = std::get<1>(starts.top());
-    starts.pop();
-    const double best_t = next[static_cast<std::size_t>(r)].t;
+    // The earliest next step, the lowest resource on ties (a group has few resources: a scan).
+    int r = -1;
+    double best_t = kInf;
+    for (int q = 0; q < resources; ++q)
+      if (next[static_cast<std::size_t>(q)].t < best_t) {
+        best_t = next[static_cast<std::size_t>(q)].t;
+        r = q;
+      }
+    if (r < 0) break;  // nothing can run: not a tree
     const int best_rank = r < p ? r : -1;
     const std::size_t best_engine = r < p ? engines_total : static_cast<std::size_t>(r - p);
     const Item best_item = next[static_cast<std::size_t>(r)].item;
