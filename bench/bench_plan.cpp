@@ -8,7 +8,10 @@
 // `compass sweep` or `compass op` does); BM_SweepPaperGridWarm keeps one across iterations (the
 // same grid planned again). The sweeps plan the distinct operators on one worker per hardware
 // thread, as `compass sweep` does (BM_SweepPaperGridOneThread: on the calling thread alone);
-// their times are wall-clock and their CPU times those of the whole process.
+// their times are wall-clock and their CPU times those of the whole process. They plan what
+// the table, the CSV and the summary print (every strategy's time and the choice);
+// BM_SweepPaperGridExplained also explains every row's choice (the chosen strategy's
+// breakdown and the reason), as `compass sweep --json` does.
 // BM_TimelinePaperGrid generates the schedule of every grid row under every strategy
 // (decompose:4 for decompose) and evaluates its timeline (model::evaluate_timeline: every
 // generated schedule recognised as its strategy's program and followed; sequential's and
@@ -29,7 +32,7 @@
 
 namespace {
 
-void sweep_paper_grid(benchmark::State& state, bool cold, int threads) {
+void sweep_paper_grid(benchmark::State& state, bool cold, int threads, bool explain = false) {
   const compass::hardware::Profile p = *compass::hardware::make_preset("a6000x8");
   const auto grid = compass::workload::paper_grid();
   std::optional<compass::model::Caches> caches;
@@ -40,7 +43,7 @@ void sweep_paper_grid(benchmark::State& state, bool cold, int threads) {
       caches.emplace();  // the previous iteration's tables are dropped outside the timing
       state.ResumeTiming();
     }
-    auto r = compass::plan::run_sweep(p, grid, *caches, {}, {}, threads);
+    auto r = compass::plan::run_sweep(p, grid, *caches, {}, {}, threads, explain);
     benchmark::DoNotOptimize(r);
   }
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(grid.size()));
@@ -48,6 +51,12 @@ void sweep_paper_grid(benchmark::State& state, bool cold, int threads) {
 
 void BM_SweepPaperGrid(benchmark::State& state) { sweep_paper_grid(state, true, 0); }
 BENCHMARK(BM_SweepPaperGrid)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+
+void BM_SweepPaperGridExplained(benchmark::State& state) { sweep_paper_grid(state, true, 0, true); }
+BENCHMARK(BM_SweepPaperGridExplained)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
 
 void BM_SweepPaperGridOneThread(benchmark::State& state) { sweep_paper_grid(state, true, 1); }
 BENCHMARK(BM_SweepPaperGridOneThread)

@@ -424,5 +424,54 @@ TEST(Selector, ChooseStrategyReturnsTheMinimumOfItsEstimates) {
   }
 }
 
+// The breakdown asked for changes what is worked out beyond the totals, never a total or the
+// choice: with Breakdown::chosen the chosen estimate and the reason are those of
+// Breakdown::all, bit for bit; with Breakdown::none no estimate carries a breakdown and the
+// reason is empty. Every tp-4 and tp-8 operator of the paper grid on two machines.
+TEST(Selector, TheBreakdownAskedForChangesNoTotalAndNoChoice) {
+  for (const char* machine : {"a6000x8", "h100x8"}) {
+    const hardware::Profile p = *hardware::make_preset(machine);
+    for (int tp : {4, 8}) {
+      std::vector<int> group(static_cast<std::size_t>(tp));
+      for (int r = 0; r < tp; ++r) group[static_cast<std::size_t>(r)] = r;
+      const schedule::CommPlan plan = *schedule::comm_plan_for(p, group);
+      Caches caches;
+      for (const workload::GridEntry& g : workload::paper_grid()) {
+        if (g.op.tp != tp) continue;
+        const Result<OperatorChoice> all = choose_strategy(p, g.op, plan, caches, Breakdown::all);
+        const Result<OperatorChoice> chosen =
+            choose_strategy(p, g.op, plan, caches, Breakdown::chosen);
+        const Result<OperatorChoice> none =
+            choose_strategy(p, g.op, plan, caches, Breakdown::none);
+        ASSERT_TRUE(all.ok() && chosen.ok() && none.ok()) << workload::describe(g.op);
+        const std::string what = fmt::format("{} {}", machine, workload::describe(g.op));
+        EXPECT_EQ(chosen->chosen, all->chosen) << what;
+        EXPECT_EQ(none->chosen, all->chosen) << what;
+        ASSERT_EQ(none->estimates.size(), all->estimates.size()) << what;
+        ASSERT_EQ(chosen->estimates.size(), all->estimates.size()) << what;
+        for (std::size_t k = 0; k < all->estimates.size(); ++k) {
+          EXPECT_EQ(chosen->estimates[k].total_s, all->estimates[k].total_s) << what << " " << k;
+          EXPECT_EQ(none->estimates[k].total_s, all->estimates[k].total_s) << what << " " << k;
+          const Estimate& n = none->estimates[k];
+          EXPECT_EQ(n.compute_s + n.exposed_comm_s + n.overhead_s + n.interference_s + n.comm_s,
+                    0.0)
+              << what << " " << k;
+          EXPECT_TRUE(n.congested.empty() && n.bottleneck.empty()) << what << " " << k;
+        }
+        const Estimate& a = all->choice();
+        const Estimate& c = chosen->choice();
+        EXPECT_EQ(c.compute_s, a.compute_s) << what;
+        EXPECT_EQ(c.exposed_comm_s, a.exposed_comm_s) << what;
+        EXPECT_EQ(c.overhead_s, a.overhead_s) << what;
+        EXPECT_EQ(c.interference_s, a.interference_s) << what;
+        EXPECT_EQ(c.comm_s, a.comm_s) << what;
+        EXPECT_EQ(chosen->reason, all->reason) << what;
+        EXPECT_FALSE(all->reason.empty()) << what;
+        EXPECT_TRUE(none->reason.empty()) << what;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace compass::model

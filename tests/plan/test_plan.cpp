@@ -110,6 +110,30 @@ TEST(Sweep, DistributionOfValues) {
   EXPECT_DOUBLE_EQ(d.max, 10);
 }
 
+// Without explaining, the rows carry the same times and choices and no reason; the table and
+// the CSV (which print no reason) are the same text.
+TEST(Sweep, ExplainingAddsTheReasonsAndChangesNothingElse) {
+  const hardware::Profile p = a6000();
+  const std::vector<workload::GridEntry> grid = workload::paper_grid();
+  const Result<SweepResult> plain = run_sweep(p, grid, {}, {}, 2, /*explain=*/false);
+  const Result<SweepResult> explained = run_sweep(p, grid, {}, {}, 2, /*explain=*/true);
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  ASSERT_TRUE(explained.ok()) << explained.error().message;
+  ASSERT_EQ(plain->rows.size(), explained->rows.size());
+  for (std::size_t i = 0; i < plain->rows.size(); ++i) {
+    const model::OperatorChoice& a = plain->rows[i].choice;
+    const model::OperatorChoice& b = explained->rows[i].choice;
+    EXPECT_EQ(a.chosen, b.chosen) << "row " << i;
+    ASSERT_EQ(a.estimates.size(), b.estimates.size());
+    for (std::size_t k = 0; k < a.estimates.size(); ++k)
+      EXPECT_EQ(a.estimates[k].total_s, b.estimates[k].total_s) << "row " << i << " " << k;
+    EXPECT_TRUE(a.reason.empty()) << "row " << i;
+    EXPECT_FALSE(b.reason.empty()) << "row " << i;
+  }
+  EXPECT_EQ(sweep_csv(*plain), sweep_csv(*explained));
+  EXPECT_EQ(to_json(plain->summary), to_json(explained->summary));
+}
+
 TEST(Sweep, TpLargerThanTheMachineIsAnError) {
   const Result<hardware::Profile> p = hardware::make_preset("a6000x4");
   ASSERT_TRUE(p.ok());

@@ -303,7 +303,9 @@ void run(const SweepOptions& o, Spread& spread) {
     auto report = [&bar](std::size_t done, std::size_t total) {
       bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
     };
-    r = unwrap(plan::run_sweep(profile, grid, report, gpus, o.threads));
+    // Only the JSON prints each row's reason (and with it the chosen strategy's breakdown).
+    const bool explain = o.json.any();
+    r = unwrap(plan::run_sweep(profile, grid, report, gpus, o.threads, explain));
   }
   std::vector<SimRow> sim_rows;
   if (o.sim) sim_rows = simulate_rows(profile, r, gpus, "simulating", o.progress, spread);
@@ -363,7 +365,7 @@ void run_many(const SweepOptions& o, Spread& spread) {
           [&bar](std::size_t done, std::size_t total) {
             bar.update(static_cast<double>(done) / static_cast<double>(total), done, total);
           },
-          {}, o.threads));
+          {}, o.threads, /*explain=*/false));
     }
     rows = simulate_rows(profile, r, {}, fmt::format("{}: simulating", profile.name),
                          o.progress, spread);

@@ -78,7 +78,7 @@ std::string explain_choice(const std::vector<Estimate>& estimates, std::size_t c
 
 Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
                                        const workload::OperatorSpec& op,
-                                       const schedule::CommPlan& plan, bool breakdown) {
+                                       const schedule::CommPlan& plan, Breakdown breakdown) {
   Caches caches;
   return choose_strategy(p, op, plan, caches, breakdown);
 }
@@ -86,7 +86,7 @@ Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
 Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
                                        const workload::OperatorSpec& op,
                                        const schedule::CommPlan& plan, Caches& caches,
-                                       bool breakdown) {
+                                       Breakdown breakdown) {
   COMPASS_TRY(hardware::check_peak_flops(p, op.dtype));
   OperatorChoice oc;
   oc.op = op;
@@ -97,7 +97,7 @@ Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
       Strategy{StrategyKind::fuse_double_ring, 0}, Strategy{StrategyKind::fuse_hier, 0},
       Strategy{StrategyKind::fuse_synth, 0}};
   for (const Strategy& s : strategies) {
-    if (breakdown) {
+    if (breakdown == Breakdown::all) {
       COMPASS_ASSIGN(Estimate e, estimate(p, op, s, plan, caches));
       oc.estimates.push_back(std::move(e));
     } else {
@@ -113,7 +113,7 @@ Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
       } else {
         COMPASS_ASSIGN(e.total_s, estimate_time_s(p, op, s, plan, ModelKnobs{}, caches));
       }
-      if (s.kind == StrategyKind::fuse_all2all) {
+      if (s.kind == StrategyKind::fuse_all2all && breakdown == Breakdown::chosen) {
         COMPASS_ASSIGN(e.congested, all2all_congested_links(p, op, plan, caches));
       }
       oc.estimates.push_back(std::move(e));
@@ -127,7 +127,8 @@ Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
                         "of profile '{}'",
                         workload::describe(op), schedule::to_string(e.strategy), e.total_s, p.name);
   oc.chosen = select_fastest(oc.estimates);
-  if (!breakdown) {
+  if (breakdown == Breakdown::none) return oc;
+  if (breakdown == Breakdown::chosen) {
     COMPASS_ASSIGN(oc.estimates[oc.chosen],
                    estimate(p, op, oc.estimates[oc.chosen].strategy, plan, caches));
   }

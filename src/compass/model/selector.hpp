@@ -32,17 +32,25 @@ struct OperatorChoice {
   const Estimate& of(schedule::StrategyKind k) const;
 };
 
-/// Predicts and chooses, memoising through `caches`. With `breakdown` false (the sweep) only the
-/// chosen strategy and fuse:all2all carry a breakdown; the others carry total_s alone. Errors:
+/// What choose_strategy works out beyond every strategy's total time and the choice.
+enum class Breakdown {
+  all,     ///< every strategy's breakdown, and the reason
+  chosen,  ///< the chosen strategy's breakdown and fuse:all2all's congestion, and the reason
+  none,    ///< nothing more: no breakdown, no congestion, an empty reason
+};
+
+/// Predicts and chooses, memoising through `caches`; estimates without a breakdown carry
+/// total_s alone. The choice and every total_s are the same under every `breakdown`. Errors:
 /// invalid op or plan.
 Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
                                        const workload::OperatorSpec& op,
                                        const schedule::CommPlan& plan, Caches& caches,
-                                       bool breakdown = true);
+                                       Breakdown breakdown = Breakdown::all);
 /// The same with caches of its own (a cold start).
 Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
                                        const workload::OperatorSpec& op,
-                                       const schedule::CommPlan& plan, bool breakdown = true);
+                                       const schedule::CommPlan& plan,
+                                       Breakdown breakdown = Breakdown::all);
 
 /// The one-line explanation of estimates[chosen].
 std::string explain_choice(const std::vector<Estimate>& estimates, std::size_t chosen);

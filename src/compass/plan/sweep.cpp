@@ -63,15 +63,15 @@ SweepSummary summarise(const std::vector<SweepRow>& rows) {
 Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::vector<workload::GridEntry>& grid,
                               const std::function<void(std::size_t, std::size_t)>& progress,
-                              const std::vector<int>& gpus, int threads) {
+                              const std::vector<int>& gpus, int threads, bool explain) {
   model::Caches caches;
-  return run_sweep(p, grid, caches, progress, gpus, threads);
+  return run_sweep(p, grid, caches, progress, gpus, threads, explain);
 }
 
 Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::vector<workload::GridEntry>& grid, model::Caches& caches,
                               const std::function<void(std::size_t, std::size_t)>& progress,
-                              const std::vector<int>& gpus, int threads) {
+                              const std::vector<int>& gpus, int threads, bool explain) {
   COMPASS_CHECK(threads >= 0, "run_sweep: {} threads", threads);
   // The rows in order, up to the first whose TP group cannot be formed (its error is returned
   // unless an earlier row fails to plan): each row's plan, and the row whose choice it takes.
@@ -146,7 +146,9 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
     try {
       for (std::size_t t = next++; t < todo.size(); t = next++) {
         const std::size_t i = todo[t];
-        planned[i] = model::choose_strategy(p, grid[i].op, *plan_of[i], c, /*breakdown=*/false);
+        planned[i] = model::choose_strategy(
+            p, grid[i].op, *plan_of[i], c,
+            explain ? model::Breakdown::chosen : model::Breakdown::none);
         ++done;
         if (w == 0) report(done);
       }

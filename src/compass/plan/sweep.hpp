@@ -54,17 +54,23 @@ struct SweepResult {
 /// not depend on it): the calling thread plans through `caches`, the others through caches of
 /// their own. `progress` (optional) is called on the calling thread once per operator, in
 /// order, with (planned, to plan), as the calling thread sees them done.
+/// With `explain`, every row also carries its chosen strategy's breakdown and the reason
+/// (model::Breakdown::chosen, what to_json prints); without, every strategy's total and the
+/// choice alone (model::Breakdown::none: the table, the CSV and the summary need no more), the
+/// same totals and choices.
 /// Errors: an entry whose tp exceeds the machine or the group, or whose shapes are invalid (the
 /// error names the first such row).
 Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::vector<workload::GridEntry>& grid, model::Caches& caches,
                               const std::function<void(std::size_t, std::size_t)>& progress = {},
-                              const std::vector<int>& gpus = {}, int threads = 0);
+                              const std::vector<int>& gpus = {}, int threads = 0,
+                              bool explain = true);
 /// The same with caches of its own (a cold start).
 Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::vector<workload::GridEntry>& grid,
                               const std::function<void(std::size_t, std::size_t)>& progress = {},
-                              const std::vector<int>& gpus = {}, int threads = 0);
+                              const std::vector<int>& gpus = {}, int threads = 0,
+                              bool explain = true);
 
 /// The summary of a set of rows.
 SweepSummary summarise(const std::vector<SweepRow>& rows);
