@@ -134,6 +134,39 @@ TEST(Sweep, ExplainingAddsTheReasonsAndChangesNothingElse) {
   EXPECT_EQ(to_json(plain->summary), to_json(explained->summary));
 }
 
+// The workers make each TP group's plan when an operator first needs it: a group that cannot
+// be planned is the sweep's error (the plan's own), whatever the workers, and a row before it
+// that fails to plan is named first.
+TEST(Sweep, AGroupThatCannotBePlannedIsTheError) {
+  const hardware::Profile p = a6000();
+  const std::vector<workload::GridEntry> grid = workload::paper_grid();
+  // GPU 1 twice: the tp-2 group is fine, the tp-4 and tp-8 groups are not.
+  const std::vector<int> gpus = {0, 1, 1, 2, 3, 4, 5, 6};
+  const Result<schedule::CommPlan> bad = schedule::comm_plan_for(p, {0, 1, 1, 2});
+  ASSERT_FALSE(bad.ok());
+  for (int threads : {1, 2, 4}) {
+    const Result<SweepResult> r = run_sweep(p, grid, {}, gpus, threads);
+    ASSERT_FALSE(r.ok()) << threads << " threads";
+    EXPECT_EQ(r.error().message, bad.error().message) << threads << " threads";
+  }
+  // The first tp-4 row comes after tp-2 rows; one of them cannot be planned (its rows do not
+  // split over tp 2): that row is named.
+  std::vector<workload::GridEntry> rows(grid.begin(), grid.begin() + 12);
+  std::size_t first_tp4 = rows.size();
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].op.tp == 4 && first_tp4 == rows.size()) first_tp4 = i;
+  ASSERT_GT(first_tp4, 1u);
+  ASSERT_LT(first_tp4, rows.size());
+  ASSERT_EQ(rows[first_tp4 - 1].op.tp, 2);
+  rows[first_tp4 - 1].op.m = 3;
+  for (int threads : {1, 2, 4}) {
+    const Result<SweepResult> r = run_sweep(p, rows, {}, gpus, threads);
+    ASSERT_FALSE(r.ok()) << threads << " threads";
+    EXPECT_EQ(r.error().message.rfind(fmt::format("grid row {} ", first_tp4 - 1), 0), 0u)
+        << r.error().message;
+  }
+}
+
 TEST(Sweep, TpLargerThanTheMachineIsAnError) {
   const Result<hardware::Profile> p = hardware::make_preset("a6000x4");
   ASSERT_TRUE(p.ok());

@@ -75,6 +75,9 @@ struct FusedProgram;  // model/program.hpp: a pattern's program, prepared for fo
 
 struct TreeMemo {
   std::optional<hardware::Profile> profile;
+  // While a CheckedProfile lives: the profile found equal to `profile`, which memo_for then
+  // need not compare again (a call that plans for one profile does not change it).
+  const hardware::Profile* checked = nullptr;
   // The patterns met (the words naming a pattern, its group and engines), each once: the keys
   // below name a pattern by its index here.
   std::vector<std::vector<std::uint64_t>> patterns;
@@ -105,12 +108,29 @@ struct TreeMemo {
 
 /// `memo` for profile `prof`: emptied first when it holds another profile's answers.
 inline TreeMemo& memo_for(TreeMemo& memo, const hardware::Profile& prof) {
+  if (&prof == memo.checked) return memo;
   if (!memo.profile || !(*memo.profile == prof)) {
     memo = TreeMemo{};
     memo.profile = prof;
   }
   return memo;
 }
+
+/// For the length of one call that plans every estimate for `prof`: memo_for compares the
+/// profile with the memo's once, here, instead of at every estimate.
+class CheckedProfile {
+ public:
+  CheckedProfile(TreeMemo& memo, const hardware::Profile& prof) : memo_(memo) {
+    memo_for(memo, prof);
+    memo.checked = &prof;
+  }
+  ~CheckedProfile() { memo_.checked = nullptr; }
+  CheckedProfile(const CheckedProfile&) = delete;
+  CheckedProfile& operator=(const CheckedProfile&) = delete;
+
+ private:
+  TreeMemo& memo_;
+};
 
 /// Buffers of run_released_flows, kept so the planner's event loops do not allocate.
 struct ReleasedWorkspace {

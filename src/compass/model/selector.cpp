@@ -1,6 +1,7 @@
 #include "compass/model/selector.hpp"
 
 #include "compass/core/format.hpp"
+#include "compass/model/cache_tables.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -88,6 +89,7 @@ Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
                                        const schedule::CommPlan& plan, Caches& caches,
                                        Breakdown breakdown) {
   COMPASS_TRY(hardware::check_peak_flops(p, op.dtype));
+  const detail::CheckedProfile checked(caches.tables().trees, p);
   OperatorChoice oc;
   oc.op = op;
   COMPASS_ASSIGN(oc.odp, optimise_decomposition(p, op, plan, caches));

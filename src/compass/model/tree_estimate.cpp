@@ -89,8 +89,10 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
     if (pattern_id == memo.patterns.size()) {
       if (memo.patterns.size() >= kMaxPatterns) {  // every key names an index: start afresh
         std::optional<hardware::Profile> prof_kept = std::move(memo.profile);
+        const hardware::Profile* checked = memo.checked;
         memo = TreeMemo{};
         memo.profile = std::move(prof_kept);
+        memo.checked = checked;
         pattern_id = 0;
       }
       memo.patterns.push_back(std::move(pattern));

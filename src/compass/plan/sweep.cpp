@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <thread>
@@ -73,12 +75,19 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
                               const std::function<void(std::size_t, std::size_t)>& progress,
                               const std::vector<int>& gpus, int threads, bool explain) {
   COMPASS_CHECK(threads >= 0, "run_sweep: {} threads", threads);
+  // One topology-aware plan per TP degree, made by the first worker that needs it (a larger
+  // group's takes milliseconds: the other workers plan operators of smaller groups meanwhile).
+  struct PlanSlot {
+    std::vector<int> group;
+    std::atomic<int> state{0};  // 0: not begun, 1: being made, 2: made
+    std::optional<Result<schedule::CommPlan>> plan;
+  };
   // The rows in order, up to the first whose TP group cannot be formed (its error is returned
   // unless an earlier row fails to plan): each row's plan, and the row whose choice it takes.
   // Models share operators (the same hidden size gives the same qkv and proj): an operator met
   // before on this plan has the same choice, so it is planned once.
-  std::map<int, schedule::CommPlan> plans;  // one topology-aware plan per TP degree
-  std::vector<const schedule::CommPlan*> plan_of;
+  std::map<int, PlanSlot> plans;  // by tp; complete before the workers start
+  std::vector<PlanSlot*> plan_of;
   std::vector<std::size_t> source;  // the row planned for this one (itself when planned)
   std::vector<std::size_t> todo;    // the rows planned
   std::optional<Error> stop;        // why the rows end early
@@ -95,20 +104,15 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
                         g.layer, tp, gpus.size());
       break;
     }
-    auto it = plans.find(tp);
-    if (it == plans.end()) {
-      std::vector<int> group(tp);
+    auto [it, added] = plans.try_emplace(tp);
+    if (added) {
+      std::vector<int>& group = it->second.group;
+      group.resize(static_cast<std::size_t>(tp));
       if (gpus.empty()) {
         std::iota(group.begin(), group.end(), 0);
       } else {
         std::copy(gpus.begin(), gpus.begin() + tp, group.begin());
       }
-      Result<schedule::CommPlan> cp = schedule::comm_plan_for(p, group);
-      if (!cp.ok()) {
-        stop = cp.error();
-        break;
-      }
-      it = plans.emplace(tp, std::move(cp).value()).first;
     }
     plan_of.push_back(&it->second);
     std::size_t from = i;
@@ -130,13 +134,43 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
 
   // Plan the distinct operators, on `threads` workers (0: one per hardware thread). The calling
   // thread is one of them, plans through `caches` and reports progress; the others plan through
-  // caches of their own. The estimates do not depend on what a cache holds, so neither do the
-  // rows.
+  // caches of their own. The estimates do not depend on what a cache holds, nor on which worker
+  // made a plan, so neither do the rows.
   std::vector<std::optional<Result<model::OperatorChoice>>> planned(grid.size());
   std::size_t workers = threads > 0 ? static_cast<std::size_t>(threads)
                                     : std::max(1u, std::thread::hardware_concurrency());
   workers = std::max<std::size_t>(1, std::min(workers, todo.size()));
-  std::atomic<std::size_t> next{0}, done{0};
+  // A worker takes the costliest operator left, or, while another worker makes that one's
+  // plan, the cheapest (whose plan it can make or use).
+  std::mutex claiming;
+  std::size_t front = 0, back = todo.size();
+  bool stopping = false;
+  auto claim = [&]() -> std::optional<std::size_t> {
+    const std::lock_guard<std::mutex> lock(claiming);
+    if (stopping || front == back) return std::nullopt;
+    const bool busy = plan_of[todo[front]]->state.load() == 1;
+    if (busy && plan_of[todo[back - 1]]->state.load() != 1) return todo[--back];
+    return todo[front++];
+  };
+  // The slot's plan, made here if no worker has begun it, else once made.
+  auto plan_in = [&](PlanSlot& slot) -> const Result<schedule::CommPlan>& {
+    int expected = 0;
+    if (slot.state.compare_exchange_strong(expected, 1)) {
+      struct Made {  // wakes the waiting workers however the making ends
+        PlanSlot& slot;
+        ~Made() {
+          if (!slot.plan) slot.plan = make_error("no plan for the TP group: its search failed");
+          slot.state.store(2);
+          slot.state.notify_all();
+        }
+      } made{slot};
+      slot.plan = schedule::comm_plan_for(p, slot.group);
+    } else {
+      for (int s = expected; s != 2; s = slot.state.load()) slot.state.wait(s);
+    }
+    return *slot.plan;
+  };
+  std::atomic<std::size_t> done{0};
   std::size_t reported = 0;  // operators reported to `progress`, one call each, in order
   auto report = [&](std::size_t upto) {
     while (progress && reported < upto) progress(++reported, todo.size());
@@ -144,17 +178,20 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
   std::vector<std::exception_ptr> failed(workers);
   auto work = [&](std::size_t w, model::Caches& c) {
     try {
-      for (std::size_t t = next++; t < todo.size(); t = next++) {
-        const std::size_t i = todo[t];
-        planned[i] = model::choose_strategy(
-            p, grid[i].op, *plan_of[i], c,
-            explain ? model::Breakdown::chosen : model::Breakdown::none);
+      for (std::optional<std::size_t> t = claim(); t; t = claim()) {
+        const std::size_t i = *t;
+        const Result<schedule::CommPlan>& cp = plan_in(*plan_of[i]);
+        // A plan that cannot be made is the rows' error (below); its operators are not planned.
+        if (cp.ok())
+          planned[i] = model::choose_strategy(
+              p, grid[i].op, *cp, c, explain ? model::Breakdown::chosen : model::Breakdown::none);
         ++done;
         if (w == 0) report(done);
       }
     } catch (...) {
       failed[w] = std::current_exception();
-      next = todo.size();  // the others stop after their current operator
+      const std::lock_guard<std::mutex> lock(claiming);
+      stopping = true;  // the others stop after their current operator
     }
   };
   {
@@ -172,6 +209,7 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
   res.rows.reserve(source.size());
   for (std::size_t i = 0; i < source.size(); ++i) {
     const workload::GridEntry& g = grid[i];
+    if (!plan_of[i]->plan->ok()) return plan_of[i]->plan->error();
     const Result<model::OperatorChoice>& c = *planned[source[i]];
     if (!c.ok())
       return make_error("grid row {} ({} {}): {}", i, g.model, g.layer, c.error().message);
