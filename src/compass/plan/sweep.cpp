@@ -8,8 +8,12 @@
 #include <numeric>
 #include <optional>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 namespace compass::plan {
+
+using workload::OpKind;
 
 using schedule::StrategyKind;
 
@@ -125,12 +129,16 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
     if (from == i) todo.push_back(i);
   }
   // The costliest operators first (a larger group, then more rows: more program steps to
-  // follow), so that no worker is left with a long one while the others have finished.
-  std::stable_sort(todo.begin(), todo.end(), [&](std::size_t a, std::size_t b) {
-    const workload::OperatorSpec& x = grid[a].op;
-    const workload::OperatorSpec& y = grid[b].op;
-    return x.tp != y.tp ? x.tp > y.tp : x.m > y.m;
-  });
+  // follow), so that no worker is left with a long one while the others have finished; among
+  // equals, operators whose programs share a structure (kind, rows and row bytes: an all-gather
+  // of the same input, say) side by side, taken by one worker together (`claim`) so that one
+  // builds the structure once.
+  auto structure = [&](std::size_t i) {
+    const workload::OperatorSpec& o = grid[i].op;
+    return std::make_tuple(-o.tp, -o.m, o.kind, o.dtype, o.kind == OpKind::ag_gemm ? o.k : o.n);
+  };
+  std::stable_sort(todo.begin(), todo.end(),
+                   [&](std::size_t a, std::size_t b) { return structure(a) < structure(b); });
 
   // Plan the distinct operators, on `threads` workers (0: one per hardware thread). The calling
   // thread is one of them, plans through `caches` and reports progress; the others plan through
@@ -140,17 +148,25 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
   std::size_t workers = threads > 0 ? static_cast<std::size_t>(threads)
                                     : std::max(1u, std::thread::hardware_concurrency());
   workers = std::max<std::size_t>(1, std::min(workers, todo.size()));
-  // A worker takes the costliest operator left, or, while another worker makes that one's
-  // plan, the cheapest (whose plan it can make or use).
+  // A worker takes the costliest operators left (those after the first that share its
+  // structure, up to kRun), or, while another worker makes their plan, the cheapest one (whose
+  // plan it can make or use): the positions [first, last) of `todo`.
+  constexpr std::size_t kRun = 4;
   std::mutex claiming;
   std::size_t front = 0, back = todo.size();
   bool stopping = false;
-  auto claim = [&]() -> std::optional<std::size_t> {
+  auto claim = [&]() -> std::optional<std::pair<std::size_t, std::size_t>> {
     const std::lock_guard<std::mutex> lock(claiming);
     if (stopping || front == back) return std::nullopt;
     const bool busy = plan_of[todo[front]]->state.load() == 1;
-    if (busy && plan_of[todo[back - 1]]->state.load() != 1) return todo[--back];
-    return todo[front++];
+    if (busy && plan_of[todo[back - 1]]->state.load() != 1) {
+      --back;
+      return std::make_pair(back, back + 1);
+    }
+    const std::size_t first = front++;
+    while (front < back && front - first < kRun && structure(todo[front]) == structure(todo[first]))
+      ++front;
+    return std::make_pair(first, front);
   };
   // The slot's plan, made here if no worker has begun it, else once made.
   auto plan_in = [&](PlanSlot& slot) -> const Result<schedule::CommPlan>& {
@@ -178,16 +194,19 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
   std::vector<std::exception_ptr> failed(workers);
   auto work = [&](std::size_t w, model::Caches& c) {
     try {
-      for (std::optional<std::size_t> t = claim(); t; t = claim()) {
-        const std::size_t i = *t;
-        const Result<schedule::CommPlan>& cp = plan_in(*plan_of[i]);
-        // A plan that cannot be made is the rows' error (below); its operators are not planned.
-        if (cp.ok())
-          planned[i] = model::choose_strategy(
-              p, grid[i].op, *cp, c, explain ? model::Breakdown::chosen : model::Breakdown::none);
-        ++done;
-        if (w == 0) report(done);
-      }
+      for (auto run = claim(); run; run = claim())
+        for (std::size_t t = run->first; t < run->second; ++t) {
+          const std::size_t i = todo[t];
+          const Result<schedule::CommPlan>& cp = plan_in(*plan_of[i]);
+          // A plan that cannot be made is the rows' error (below); its operators are not
+          // planned.
+          if (cp.ok())
+            planned[i] = model::choose_strategy(
+                p, grid[i].op, *cp, c,
+                explain ? model::Breakdown::chosen : model::Breakdown::none);
+          ++done;
+          if (w == 0) report(done);
+        }
     } catch (...) {
       failed[w] = std::current_exception();
       const std::lock_guard<std::mutex> lock(claiming);

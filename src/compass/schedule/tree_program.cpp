@@ -325,7 +325,6 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
     return sums[static_cast<std::size_t>(sum)].item_key |
            static_cast<std::uint64_t>(child < 0) << 40 | static_cast<std::uint64_t>(child + 1);
   };
-  auto send_key = [&](int id) { return sums[static_cast<std::size_t>(id)].send_key; };
   // Per rank: its GEMM pieces not scheduled (by priority), its adds whose partial's arrival is
   // known (by arrival) and those that have arrived by the time the stream is free (by priority).
   auto later_item = [](const Item& a, const Item& b) {
@@ -351,15 +350,28 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
     std::sort(g.begin(), g.end(), [&](const Item& a, const Item& b) { return later_item(b, a); });
   // Per copy engine: sums complete at a known time (by that time) and those complete by the
   // time the engine is free (by priority).
-  auto later_send = [&](int a, int b) {
-    return std::make_tuple(send_key(a), a) > std::make_tuple(send_key(b), b);
+  // A sum whose partial is complete, with its completion and its send's priority (a sum is
+  // complete once its last item is scheduled: neither changes after).
+  struct SendEntry {
+    double complete = 0;
+    std::uint64_t key = 0;
+    int id = 0;
   };
-  auto later_complete = [&](int a, int b) {
-    return std::make_tuple(sums[a].complete, send_key(a), a) >
-           std::make_tuple(sums[b].complete, send_key(b), b);
+  auto send_entry = [&](int id) {
+    const Sum& s = sums[static_cast<std::size_t>(id)];
+    return SendEntry{s.complete, s.send_key, id};
   };
-  using SendHeap = std::priority_queue<int, std::vector<int>, decltype(later_send)>;
-  using CompleteHeap = std::priority_queue<int, std::vector<int>, decltype(later_complete)>;
+  auto later_send = [](const SendEntry& a, const SendEntry& b) {
+    return a.key != b.key ? a.key > b.key : a.id > b.id;
+  };
+  auto later_complete = [](const SendEntry& a, const SendEntry& b) {
+    if (b.complete < a.complete) return true;
+    if (a.complete < b.complete) return false;
+    return a.key != b.key ? a.key > b.key : a.id > b.id;
+  };
+  using SendHeap = std::priority_queue<SendEntry, std::vector<SendEntry>, decltype(later_send)>;
+  using CompleteHeap =
+      std::priority_queue<SendEntry, std::vector<SendEntry>, decltype(later_complete)>;
   const std::size_t engines_total = static_cast<std::size_t>(p) * ne;
   std::vector<SendHeap> ready_sends(engines_total, SendHeap(later_send));
   std::vector<CompleteHeap> known_sends(engines_total, CompleteHeap(later_complete));
@@ -408,12 +420,12 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
       }
     } else {
       const std::size_t e = static_cast<std::size_t>(r - p);
-      while (!known_sends[e].empty() && sums[known_sends[e].top()].complete <= engine_free[e]) {
+      while (!known_sends[e].empty() && known_sends[e].top().complete <= engine_free[e]) {
         ready_sends[e].push(known_sends[e].top());
         known_sends[e].pop();
       }
       if (!ready_sends[e].empty()) n.t = engine_free[e];
-      else if (!known_sends[e].empty()) n.t = sums[known_sends[e].top()].complete;
+      else if (!known_sends[e].empty()) n.t = known_sends[e].top().complete;
     }
     next[static_cast<std::size_t>(r)] = n;
     next_t[static_cast<std::size_t>(r)] = n.t;
@@ -456,17 +468,17 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
       s.complete = std::max(s.complete, end);
       refresh(v);
       if (--s.left == 0 && s.parent >= 0) {
-        known_sends[engine_of(s)].push(best_item.sum);
+        known_sends[engine_of(s)].push(send_entry(best_item.sum));
         refresh(p + static_cast<int>(engine_of(s)));
       }
     } else {
       const std::size_t e = best_engine;
       int id;
       if (!ready_sends[e].empty()) {
-        id = ready_sends[e].top();
+        id = ready_sends[e].top().id;
         ready_sends[e].pop();
       } else {
-        id = known_sends[e].top();
+        id = known_sends[e].top().id;
         known_sends[e].pop();
       }
       Sum& s = sums[static_cast<std::size_t>(id)];
