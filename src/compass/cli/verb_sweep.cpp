@@ -3,7 +3,8 @@
 // choice, then a summary (wins per strategy and speedup distributions). Without files the table
 // and the summary go to stdout; with --csv F or --json-out F the rows go to the file(s) and
 // stdout gets the summary only (--summary prints only the summary too). --json (or --csv -)
-// puts the data alone on stdout.
+// puts the data alone on stdout. Only the JSON explains each row's choice (its reason, from the
+// chosen strategy's breakdown), so only a sweep that writes JSON works the breakdowns out.
 // With --sim every row's strategies also run on the SimGrid backend (sequentially: one forked
 // simulation at a time) and the summary adds the model's accuracy against the simulation.
 // --limit N / --stride S take a subset of the grid (rows 1, 1+S, ... up to N rows) for quick runs
@@ -411,7 +412,8 @@ void add_sweep_verb(CLI::App& app) {
       ->excludes(one);
   sub->add_option("--grid", opts->grid, "Grid of operator configurations")->capture_default_str();
   add_output_option(sub, "--csv", opts->csv, "Write every row as CSV to this file ('-' for stdout)");
-  opts->json.add_to(sub, "rows and summary", JsonOutput::Spelling::flag_or_file);
+  opts->json.add_to(sub, "rows (each with the reason for its choice) and summary",
+                    JsonOutput::Spelling::flag_or_file);
   sub->add_option("--gpus", opts->gpus,
                   "GPUs to place TP groups on: a row of degree tp uses the first tp of them")
       ->check(nonempty_gpus());
