@@ -315,7 +315,7 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   // A compute item: a GEMM piece (child -1) or the add of child `child`'s partial.
   struct Item {
     int sum = 0, child = -1;
-    double arrival = 0;     // an add's: when the child's partial lands
+    double at = 0;          // an add's: when the child's partial lands
     std::uint64_t key = 0;  // its priority (item_key)
   };
   auto rows = [&](const Sum& s) {
@@ -325,20 +325,22 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
     return sums[static_cast<std::size_t>(sum)].item_key |
            static_cast<std::uint64_t>(child < 0) << 40 | static_cast<std::uint64_t>(child + 1);
   };
+  // The heaps' orders (std::priority_queue keeps the "latest" last, so the top is the first):
+  // by priority, then sum; or by a time (`at`), then priority and sum. For items and sends.
+  auto later_item = [](const auto& a, const auto& b) {
+    return a.key != b.key ? a.key > b.key : a.sum > b.sum;
+  };
+  auto later_at = [later_item](const auto& a, const auto& b) {
+    if (b.at < a.at) return true;
+    if (a.at < b.at) return false;
+    return later_item(a, b);
+  };
   // Per rank: its GEMM pieces not scheduled (by priority), its adds whose partial's arrival is
   // known (by arrival) and those that have arrived by the time the stream is free (by priority).
-  auto later_item = [](const Item& a, const Item& b) {
-    return a.key != b.key ? a.key > b.key : a.sum > b.sum;
-  };
-  auto later_arrival = [](const Item& a, const Item& b) {
-    if (b.arrival < a.arrival) return true;
-    if (a.arrival < b.arrival) return false;
-    return a.key != b.key ? a.key > b.key : a.sum > b.sum;
-  };
   using ItemHeap = std::priority_queue<Item, std::vector<Item>, decltype(later_item)>;
-  using ArrivalHeap = std::priority_queue<Item, std::vector<Item>, decltype(later_arrival)>;
+  using ArrivalHeap = std::priority_queue<Item, std::vector<Item>, decltype(later_at)>;
   std::vector<ItemHeap> ready_adds(p, ItemHeap(later_item));
-  std::vector<ArrivalHeap> known_adds(p, ArrivalHeap(later_arrival));
+  std::vector<ArrivalHeap> known_adds(p, ArrivalHeap(later_at));
   std::vector<double> stream_free(p, 0.0);
   // Per rank, its GEMM pieces in priority order and the next one not scheduled.
   std::vector<std::vector<Item>> gemms(p);
@@ -348,33 +350,24 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
         Item{static_cast<int>(id), -1, 0, item_key(static_cast<int>(id), -1)});
   for (std::vector<Item>& g : gemms)
     std::sort(g.begin(), g.end(), [&](const Item& a, const Item& b) { return later_item(b, a); });
-  // Per copy engine: sums complete at a known time (by that time) and those complete by the
-  // time the engine is free (by priority).
   // A sum whose partial is complete, with its completion and its send's priority (a sum is
   // complete once its last item is scheduled: neither changes after).
   struct SendEntry {
-    double complete = 0;
+    int sum = 0;
+    double at = 0;
     std::uint64_t key = 0;
-    int id = 0;
   };
   auto send_entry = [&](int id) {
     const Sum& s = sums[static_cast<std::size_t>(id)];
-    return SendEntry{s.complete, s.send_key, id};
+    return SendEntry{id, s.complete, s.send_key};
   };
-  auto later_send = [](const SendEntry& a, const SendEntry& b) {
-    return a.key != b.key ? a.key > b.key : a.id > b.id;
-  };
-  auto later_complete = [](const SendEntry& a, const SendEntry& b) {
-    if (b.complete < a.complete) return true;
-    if (a.complete < b.complete) return false;
-    return a.key != b.key ? a.key > b.key : a.id > b.id;
-  };
-  using SendHeap = std::priority_queue<SendEntry, std::vector<SendEntry>, decltype(later_send)>;
-  using CompleteHeap =
-      std::priority_queue<SendEntry, std::vector<SendEntry>, decltype(later_complete)>;
+  // Per copy engine: sums complete at a known time (by that time) and those complete by the
+  // time the engine is free (by priority).
+  using SendHeap = std::priority_queue<SendEntry, std::vector<SendEntry>, decltype(later_item)>;
+  using CompleteHeap = std::priority_queue<SendEntry, std::vector<SendEntry>, decltype(later_at)>;
   const std::size_t engines_total = static_cast<std::size_t>(p) * ne;
-  std::vector<SendHeap> ready_sends(engines_total, SendHeap(later_send));
-  std::vector<CompleteHeap> known_sends(engines_total, CompleteHeap(later_complete));
+  std::vector<SendHeap> ready_sends(engines_total, SendHeap(later_item));
+  std::vector<CompleteHeap> known_sends(engines_total, CompleteHeap(later_at));
   std::vector<double> engine_free(engines_total, 0.0);
   auto engine_of = [&](const Sum& s) {
     return static_cast<std::size_t>(s.rank) * ne +
@@ -405,7 +398,7 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
     Next n;
     if (r < p) {
       const int v = r;
-      while (!known_adds[v].empty() && known_adds[v].top().arrival <= stream_free[v]) {
+      while (!known_adds[v].empty() && known_adds[v].top().at <= stream_free[v]) {
         ready_adds[v].push(known_adds[v].top());
         known_adds[v].pop();
       }
@@ -416,16 +409,16 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
       } else if (gemm_left) {
         n = Next{stream_free[v], gemms[v][next_gemm[v]]};
       } else if (!known_adds[v].empty()) {
-        n = Next{known_adds[v].top().arrival, known_adds[v].top()};
+        n = Next{known_adds[v].top().at, known_adds[v].top()};
       }
     } else {
       const std::size_t e = static_cast<std::size_t>(r - p);
-      while (!known_sends[e].empty() && known_sends[e].top().complete <= engine_free[e]) {
+      while (!known_sends[e].empty() && known_sends[e].top().at <= engine_free[e]) {
         ready_sends[e].push(known_sends[e].top());
         known_sends[e].pop();
       }
       if (!ready_sends[e].empty()) n.t = engine_free[e];
-      else if (!known_sends[e].empty()) n.t = known_sends[e].top().complete;
+      else if (!known_sends[e].empty()) n.t = known_sends[e].top().at;
     }
     next[static_cast<std::size_t>(r)] = n;
     next_t[static_cast<std::size_t>(r)] = n.t;
@@ -475,10 +468,10 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
       const std::size_t e = best_engine;
       int id;
       if (!ready_sends[e].empty()) {
-        id = ready_sends[e].top().id;
+        id = ready_sends[e].top().sum;
         ready_sends[e].pop();
       } else {
-        id = known_sends[e].top().id;
+        id = known_sends[e].top().sum;
         known_sends[e].pop();
       }
       Sum& s = sums[static_cast<std::size_t>(id)];
