@@ -52,7 +52,9 @@ void sweep_paper_grid(benchmark::State& state, bool cold, int threads, bool expl
 void BM_SweepPaperGrid(benchmark::State& state) { sweep_paper_grid(state, true, 0); }
 BENCHMARK(BM_SweepPaperGrid)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 
-void BM_SweepPaperGridExplained(benchmark::State& state) { sweep_paper_grid(state, true, 0, true); }
+void BM_SweepPaperGridExplained(benchmark::State& state) {
+  sweep_paper_grid(state, true, 0, true);
+}
 BENCHMARK(BM_SweepPaperGridExplained)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()

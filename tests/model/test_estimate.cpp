@@ -441,8 +441,7 @@ TEST(Selector, TheBreakdownAskedForChangesNoTotalAndNoChoice) {
         const Result<OperatorChoice> all = choose_strategy(p, g.op, plan, caches, Breakdown::all);
         const Result<OperatorChoice> chosen =
             choose_strategy(p, g.op, plan, caches, Breakdown::chosen);
-        const Result<OperatorChoice> none =
-            choose_strategy(p, g.op, plan, caches, Breakdown::none);
+        const Result<OperatorChoice> none = choose_strategy(p, g.op, plan, caches, Breakdown::none);
         ASSERT_TRUE(all.ok() && chosen.ok() && none.ok()) << workload::describe(g.op);
         const std::string what = fmt::format("{} {}", machine, workload::describe(g.op));
         EXPECT_EQ(chosen->chosen, all->chosen) << what;

@@ -1,10 +1,10 @@
 #include "compass/model/selector.hpp"
 
-#include "compass/core/format.hpp"
-#include "compass/model/cache_tables.hpp"
-
 #include <algorithm>
 #include <cmath>
+
+#include "compass/core/format.hpp"
+#include "compass/model/cache_tables.hpp"
 
 namespace compass::model {
 
@@ -77,15 +77,13 @@ std::string explain_choice(const std::vector<Estimate>& estimates, std::size_t c
   return line;
 }
 
-Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
-                                       const workload::OperatorSpec& op,
+Result<OperatorChoice> choose_strategy(const hardware::Profile& p, const workload::OperatorSpec& op,
                                        const schedule::CommPlan& plan, Breakdown breakdown) {
   Caches caches;
   return choose_strategy(p, op, plan, caches, breakdown);
 }
 
-Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
-                                       const workload::OperatorSpec& op,
+Result<OperatorChoice> choose_strategy(const hardware::Profile& p, const workload::OperatorSpec& op,
                                        const schedule::CommPlan& plan, Caches& caches,
                                        Breakdown breakdown) {
   COMPASS_TRY(hardware::check_peak_flops(p, op.dtype));

@@ -42,13 +42,11 @@ enum class Breakdown {
 /// Predicts and chooses, memoising through `caches`; estimates without a breakdown carry
 /// total_s alone. The choice and every total_s are the same under every `breakdown`. Errors:
 /// invalid op or plan.
-Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
-                                       const workload::OperatorSpec& op,
+Result<OperatorChoice> choose_strategy(const hardware::Profile& p, const workload::OperatorSpec& op,
                                        const schedule::CommPlan& plan, Caches& caches,
                                        Breakdown breakdown = Breakdown::all);
 /// The same with caches of its own (a cold start).
-Result<OperatorChoice> choose_strategy(const hardware::Profile& p,
-                                       const workload::OperatorSpec& op,
+Result<OperatorChoice> choose_strategy(const hardware::Profile& p, const workload::OperatorSpec& op,
                                        const schedule::CommPlan& plan,
                                        Breakdown breakdown = Breakdown::all);
 

@@ -202,8 +202,7 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
           // planned.
           if (cp.ok())
             planned[i] = model::choose_strategy(
-                p, grid[i].op, *cp, c,
-                explain ? model::Breakdown::chosen : model::Breakdown::none);
+                p, grid[i].op, *cp, c, explain ? model::Breakdown::chosen : model::Breakdown::none);
           ++done;
           if (w == 0) report(done);
         }

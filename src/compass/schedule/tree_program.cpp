@@ -376,7 +376,8 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   // An add can be scheduled once its rank's GEMM of the piece is and the partial's arrival is.
   auto add_known = [&](int id, int child) {
     const Sum& s = sums[static_cast<std::size_t>(id)];
-    known_adds[s.rank].push(Item{id, child, sums[child_sum(s, child)].arrival, item_key(id, child)});
+    known_adds[s.rank].push(
+        Item{id, child, sums[child_sum(s, child)].arrival, item_key(id, child)});
   };
   SendClock clock(plan);
   std::vector<TreeRsStep> out;
@@ -417,8 +418,10 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
         ready_sends[e].push(known_sends[e].top());
         known_sends[e].pop();
       }
-      if (!ready_sends[e].empty()) n.t = engine_free[e];
-      else if (!known_sends[e].empty()) n.t = known_sends[e].top().at;
+      if (!ready_sends[e].empty())
+        n.t = engine_free[e];
+      else if (!known_sends[e].empty())
+        n.t = known_sends[e].top().at;
     }
     next[static_cast<std::size_t>(r)] = n;
     next_t[static_cast<std::size_t>(r)] = n.t;
