@@ -137,8 +137,6 @@ void IncrementalMaxmin::reset(const std::vector<double>& cap, const FlatPaths& p
   dirty_dirs_.clear();
   rate_.assign(nf, 0.0);
   is_active_.assign(nf, 0);
-  solo_.resize(nf);
-  solo_known_.assign(nf, 0);
   seen_flow_.assign(nf, 0u);
   seen_dir_.assign(cap.size(), 0u);
   if (users_.size() < cap.size()) users_.resize(cap.size());
@@ -248,13 +246,8 @@ const std::vector<double>& IncrementalMaxmin::rates() {
           }
       }
     }
-    if (component_.size() == 1) {  // alone: its rate is the same at every such call
-      if (!solo_known_[s]) {
-        maxmin_of(*cap_, paths, component_, rate_, ws_);
-        solo_[s] = rate_[s];
-        solo_known_[s] = 1;
-      }
-      rate_[s] = solo_[s];
+    if (component_.size() == 1) {  // maxmin_of's own shortcut is cheaper than the memo
+      maxmin_of(*cap_, paths, component_, rate_, ws_);
       continue;
     }
     if (component_.size() <= 8) {  // components are mostly small: an insertion sort

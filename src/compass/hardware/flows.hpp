@@ -128,10 +128,6 @@ class IncrementalMaxmin {
   std::vector<int> seeds_, dirty_dirs_;  // what changed since the last rates()
   std::vector<int> component_;
   std::vector<char> is_active_;
-  // Per flow, its rate alone in its component once computed since the last reset (a flow's
-  // rate alone reads only the capacities and its own directions).
-  std::vector<double> solo_;
-  std::vector<char> solo_known_;
   // Marks of the flows and directions a rates() call has walked: equal to its epoch_.
   std::vector<unsigned> seen_flow_, seen_dir_;
   unsigned epoch_ = 0;

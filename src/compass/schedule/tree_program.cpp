@@ -394,7 +394,6 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   };
   const int resources = p + static_cast<int>(engines_total);  // streams, then engines
   std::vector<Next> next(static_cast<std::size_t>(resources));
-  std::vector<double> next_t(static_cast<std::size_t>(resources), kInf);  // next[r].t, packed
   auto refresh = [&](int r) {
     Next n;
     if (r < p) {
@@ -424,7 +423,6 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
         n.t = known_sends[e].top().at;
     }
     next[static_cast<std::size_t>(r)] = n;
-    next_t[static_cast<std::size_t>(r)] = n.t;
   };
   for (int r = 0; r < resources; ++r) refresh(r);
   while (out.size() < steps) {
@@ -432,8 +430,8 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
     int r = -1;
     double best_t = kInf;
     for (int q = 0; q < resources; ++q)
-      if (next_t[static_cast<std::size_t>(q)] < best_t) {
-        best_t = next_t[static_cast<std::size_t>(q)];
+      if (next[static_cast<std::size_t>(q)].t < best_t) {
+        best_t = next[static_cast<std::size_t>(q)].t;
         r = q;
       }
     if (r < 0) break;  // nothing can run: not a tree
