@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Captures the outputs of the planning and topology verbs on every preset, so a refactor can
-# show that they did not change.
+# Captures the outputs of the planning and topology verbs on every preset and of the whole-job
+# search on every built-in cluster, so a refactor can show that they did not change.
 #   tools/diff-outputs.sh capture <compass-binary> <dir>   writes one file per command into dir
 #   tools/diff-outputs.sh diff <dir-a> <dir-b>             diffs two captures (exit 1 on a difference)
 #   tools/diff-outputs.sh numbers <dir-a> <dir-b>          compares the sweeps' JSON number by number:
@@ -39,6 +39,15 @@ case "$mode" in
         done
       done
     done
+    # The whole-job search on every built-in cluster (text and JSON), and its knobs.
+    for c in dgx-a100 dgx-h100 a6000x8-2nic gb200-nvl72; do
+      run "search_$c" search --model llama2-13b --cluster "$c" --gpus 32 --global-batch 128 --top 3
+      run "search_json_$c" search --model llama3-70b --cluster "$c" --gpus 64 --global-batch 512 --json
+    done
+    run search_fixed search --model llama2-7b --gpus 16 --global-batch 64 --tp 2 --pp 2 --mbs 2 \
+      --sp on --recompute full --no-dp-overlap
+    run search_over search --model llama2-70b --gpus 8 --global-batch 8 --ignore-memory --top 5
+    run search_fp8 search --model llama3-70b --gpus 128 --global-batch 1024 --fp8 --max-vpp 8 --json
     ;;
   diff)
     diff -r "$2" "$3" && echo "identical: $(ls "$2" | wc -l) files"

@@ -76,11 +76,58 @@ TEST(Pipeline, RejectsBadShapes) {
 
 TEST(Events, ACycleIsAnErrorNotAHang) {
   TaskList l;
-  l.tasks = {Task{0, 1, {{1, 0}}, "a"}, Task{1, 1, {{0, 0}}, "b"}};
+  l.add(Task{0, 1}, {{1, 0}});
+  l.add(Task{1, 1}, {{0, 0}});
   l.order = {{0}, {1}};
   Result<Followed> f = follow(l);
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.error().message.find("can never start"), std::string::npos);
+}
+
+TEST(Events, ADependencyIndexThatDoesNotMatchIsAnError) {
+  TaskList l;
+  l.add(Task{0, 1}, {});
+  l.add(Task{0, 1}, {{0, 0}});
+  l.order = {{0, 1}};
+  ASSERT_TRUE(follow(l).ok());
+  TaskList short_index = l;
+  short_index.dep_begin.pop_back();
+  TaskList past_the_end = l;
+  past_the_end.dep_begin.back() = 5;
+  TaskList decreasing = l;
+  decreasing.dep_begin = {0, 1, 0};
+  for (const TaskList* bad : {&short_index, &past_the_end, &decreasing}) {
+    Result<Followed> f = follow(*bad);
+    ASSERT_FALSE(f.ok());
+    EXPECT_NE(f.error().message.find("dependency index"), std::string::npos) << f.error().message;
+  }
+}
+
+TEST(Pipeline, EveryPassWaitsForItsNeighboursInTheListItBuilds) {
+  // Forward of virtual stage u waits for u - 1's forward (one send later); a backward waits for
+  // its own forward and for u + 1's backward: two stages, two chunks, two micro-batches.
+  PipelineSpec s = uniform(2, 2, 2, 1, 1, 0.25);
+  Result<PipelineTasks> t = pipeline_tasks(s);
+  ASSERT_TRUE(t.ok());
+  const int vs = 4, m = 2;
+  ASSERT_EQ(t->list.tasks.size(), static_cast<std::size_t>(2 * vs * m));
+  for (int u = 0; u < vs; ++u)
+    for (int j = 0; j < m; ++j) {
+      const int f = (u * m + j) * 2, b = f + 1;
+      EXPECT_EQ(t->info[f].stage, u % 2);
+      EXPECT_EQ(t->info[f].chunk, u / 2);
+      EXPECT_EQ(t->info[f].microbatch, j);
+      EXPECT_TRUE(t->info[f].forward);
+      EXPECT_FALSE(t->info[b].forward);
+      std::vector<Dependency> fd(t->list.deps_of(f).begin(), t->list.deps_of(f).end());
+      std::vector<Dependency> bd(t->list.deps_of(b).begin(), t->list.deps_of(b).end());
+      std::vector<Dependency> want_f;
+      if (u > 0) want_f.push_back({f - 2 * m, 0.25});
+      EXPECT_EQ(fd, want_f);
+      std::vector<Dependency> want_b = {{f, 0}};
+      if (u + 1 < vs) want_b.push_back({b + 2 * m, 0.25});
+      EXPECT_EQ(bd, want_b);
+    }
 }
 
 TEST(DpOverlap, ReduceBucketsQueueOnOneStream) {

@@ -4,7 +4,8 @@
 // task it depends on has ended (plus the dependency's lag, e.g. a transfer). The list is plain
 // data, so other judges (a simulator) can replay the same tasks.
 
-#include <string>
+#include <initializer_list>
+#include <span>
 #include <vector>
 
 #include "compass/core/result.hpp"
@@ -21,15 +22,24 @@ struct Dependency {
 struct Task {
   int resource = 0;  ///< a serial resource (a pipeline stage's GPU)
   double duration_s = 0;
-  std::vector<Dependency> deps;
-  std::string label;  ///< e.g. "F s0 c1 m3" (for reports and replay)
   bool operator==(const Task&) const = default;
 };
 
-/// Tasks and, per resource, the order in which it runs its tasks (indices into tasks).
+/// Tasks, their dependencies and, per resource, the order in which it runs its tasks (indices
+/// into tasks). The dependencies of all tasks sit in one array, task t's from dep_begin[t] to
+/// dep_begin[t + 1] (an iteration's list has tens of thousands of tasks: one allocation each
+/// would cost more than following them).
 struct TaskList {
   std::vector<Task> tasks;
+  std::vector<Dependency> deps;
+  std::vector<int> dep_begin{0};        ///< tasks.size() + 1 entries, non-decreasing
   std::vector<std::vector<int>> order;  ///< order[r]: the tasks of resource r, in run order
+  /// Appends a task with its dependencies; returns its index.
+  int add(const Task& task, std::initializer_list<Dependency> task_deps);
+  /// Task t's dependencies (t must have been added).
+  std::span<const Dependency> deps_of(int t) const {
+    return {deps.data() + dep_begin[t], deps.data() + dep_begin[t + 1]};
+  }
   bool operator==(const TaskList&) const = default;
 };
 
@@ -41,8 +51,9 @@ struct Followed {
   double makespan_s = 0;
 };
 
-/// Follows the list event by event. Errors: a task index out of range, a task listed on a
-/// resource other than its own or not exactly once, or a cycle (the order and the dependencies
+/// Follows the list event by event. Errors: dep_begin not matching the tasks and deps, a task
+/// index out of range, a task listed on a resource other than its own or not exactly once, or a
+/// cycle (the order and the dependencies
 /// wait on each other: the error names a task that can never start).
 Result<Followed> follow(const TaskList& list);
 

@@ -1,7 +1,5 @@
 #include "compass/job/pipeline.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 
 namespace compass::job {
@@ -70,24 +68,27 @@ Result<PipelineTasks> pipeline_tasks(const PipelineSpec& spec) {
   PipelineTasks out;
   // Task ids: forward of (virtual stage u, micro-batch j) = (u * m + j) * 2, its backward + 1.
   const auto id = [m](int u, int j, bool forward) { return (u * m + j) * 2 + (forward ? 0 : 1); };
-  out.list.tasks.resize(static_cast<std::size_t>(2) * vs * m);
-  out.info.resize(out.list.tasks.size());
+  const std::size_t n = static_cast<std::size_t>(2) * vs * m;
+  out.list.tasks.reserve(n);
+  out.list.deps.reserve(2 * n);
+  out.list.dep_begin.reserve(n + 1);
+  out.info.reserve(n);
+  // Added in id order: a forward, then its backward.
   for (int u = 0; u < vs; ++u) {
     const int stage = u % p, chunk = u / p;
     for (int j = 0; j < m; ++j) {
-      Task& f = out.list.tasks[id(u, j, true)];
-      f.resource = stage;
-      f.duration_s = spec.forward_s[u];
-      f.label = fmt::format("F s{} c{} m{}", stage, chunk, j);
-      if (u > 0) f.deps.push_back({id(u - 1, j, true), spec.send_s[u - 1]});
-      Task& b = out.list.tasks[id(u, j, false)];
-      b.resource = stage;
-      b.duration_s = spec.backward_s[u];
-      b.label = fmt::format("B s{} c{} m{}", stage, chunk, j);
-      b.deps.push_back({id(u, j, true), 0});
-      if (u + 1 < vs) b.deps.push_back({id(u + 1, j, false), spec.send_s[u]});
-      out.info[id(u, j, true)] = {stage, chunk, j, true};
-      out.info[id(u, j, false)] = {stage, chunk, j, false};
+      const Task f{stage, spec.forward_s[u]};
+      if (u > 0)
+        out.list.add(f, {{id(u - 1, j, true), spec.send_s[u - 1]}});
+      else
+        out.list.add(f, {});
+      const Task b{stage, spec.backward_s[u]};
+      if (u + 1 < vs)
+        out.list.add(b, {{id(u, j, true), 0}, {id(u + 1, j, false), spec.send_s[u]}});
+      else
+        out.list.add(b, {{id(u, j, true), 0}});
+      out.info.push_back({stage, chunk, j, true});
+      out.info.push_back({stage, chunk, j, false});
     }
   }
   out.list.order.resize(p);

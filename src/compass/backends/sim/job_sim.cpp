@@ -397,7 +397,7 @@ Result<JobSimResult> simulate_here(const job::Cluster& cl, const workload::Model
     for (auto& sem : r) sem = sg4::Semaphore::create(0);
   std::vector<std::vector<std::pair<int, double>>> succ(n);  // (task, lag)
   for (std::size_t t = 0; t < n; ++t)
-    for (const job::Dependency& d : tasks.list.tasks[t].deps)
+    for (const job::Dependency& d : tasks.list.deps_of(static_cast<int>(t)))
       succ[d.task].push_back({static_cast<int>(t), d.lag_s});
   auto send_latency = [&](int q, int a, int b) {
     if (at_node[q][a] != at_node[q][b]) return cl.inter_node_latency_s();
@@ -485,7 +485,7 @@ Result<JobSimResult> simulate_here(const job::Cluster& cl, const workload::Model
           const job::Task& task = tasks.list.tasks[t];
           const job::PipelineTaskInfo& in = tasks.info[t];
           const int u = in.chunk * p + s;
-          for (std::size_t k = 0; k < task.deps.size(); ++k) ready[q][t]->acquire();
+          for (std::size_t k = 0; k < tasks.list.deps_of(t).size(); ++k) ready[q][t]->acquire();
           const bool gather_here =
               dp_on && l.distributed_optimizer && l.overlap_param_gather && t == first_f[u];
           const bool reduce_here = dp_on && t == last_b[u];
