@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cstdint>
+
 #include "compass/hardware/presets.hpp"
 #include "compass/plan/layer_plan.hpp"
 #include "compass/plan/report.hpp"
@@ -63,6 +66,82 @@ TEST(LayerPlan, TeDefaults) {
   EXPECT_EQ(te.ring, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(te.ring2, (std::vector<int>{3, 2, 1, 0}));
   EXPECT_EQ(te.gpus, (std::vector<int>{4, 5, 6, 7}));
+}
+
+// Every field of two estimates, bit for bit.
+void expect_same(const model::Estimate& a, const model::Estimate& b) {
+  EXPECT_EQ(a.strategy, b.strategy);
+  for (auto f : {&model::Estimate::total_s, &model::Estimate::compute_s,
+                 &model::Estimate::exposed_comm_s, &model::Estimate::overhead_s,
+                 &model::Estimate::interference_s, &model::Estimate::comm_s})
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(a.*f), std::bit_cast<std::uint64_t>(b.*f));
+  EXPECT_EQ(a.bottleneck, b.bottleneck);
+  EXPECT_EQ(a.congested, b.congested);
+}
+
+TEST(LayerPlan, TheChosenBreakdownsChangeNoTotalChoiceOrIterationEstimate) {
+  // What the job step reads (plan_for): every operator's chosen, megatron and te estimate in
+  // full, the other strategies' totals; on two machines, with and without TP and SP.
+  for (const char* machine : {"a6000x8", "h100x8"}) {
+    const hardware::Profile p = *hardware::make_preset(machine);
+    for (int tp : {1, 2, 8})
+      for (bool sp : {true, false}) {
+        SCOPED_TRACE(fmt::format("{} tp {} sp {}", machine, tp, sp));
+        workload::ParallelConfig pc;
+        pc.tp = tp;
+        pc.seq = 4096;
+        pc.sequence_parallel = sp;
+        const workload::ModelConfig m = *workload::resolve_model("llama2-13b");
+        const Result<LayerPlan> all = plan_layer(p, m, pc);
+        const Result<LayerPlan> chosen = plan_layer(p, m, pc, {}, {}, model::Breakdown::chosen);
+        ASSERT_TRUE(all.ok() && chosen.ok());
+        ASSERT_EQ(all->ops.size(), chosen->ops.size());
+        for (std::size_t i = 0; i < all->ops.size(); ++i) {
+          const PlannedOp& a = all->ops[i];
+          const PlannedOp& c = chosen->ops[i];
+          ASSERT_EQ(a.choice.chosen, c.choice.chosen);
+          EXPECT_EQ(a.choice.reason, c.choice.reason);
+          ASSERT_EQ(a.choice.estimates.size(), c.choice.estimates.size());
+          for (std::size_t k = 0; k < a.choice.estimates.size(); ++k)
+            EXPECT_EQ(a.choice.estimates[k].total_s, c.choice.estimates[k].total_s);
+          expect_same(a.compass(), c.compass());
+          expect_same(a.megatron, c.megatron);
+          expect_same(a.te, c.te);
+        }
+        for (auto it : {&LayerPlan::megatron, &LayerPlan::te, &LayerPlan::compass}) {
+          EXPECT_EQ(((*all).*it).total_s, ((*chosen).*it).total_s);
+        }
+      }
+  }
+  // A layer plan without any breakdown cannot price a step: refused.
+  workload::ParallelConfig pc;
+  pc.tp = 2;
+  EXPECT_FALSE(plan_layer(a6000(), *workload::resolve_model("llama2-7b"), pc, {}, {},
+                          model::Breakdown::none)
+                   .ok());
+}
+
+TEST(LayerPlan, ARefinerThatMovesTheChoiceGetsItsBreakdown) {
+  // A refiner that picks the sequential strategy: the new choice carries its breakdown under
+  // Breakdown::chosen as under Breakdown::all.
+  workload::ParallelConfig pc;
+  pc.tp = 8;
+  pc.seq = 4096;
+  const ChoiceRefiner to_sequential = [](model::OperatorChoice& c, const schedule::CommPlan&) {
+    for (std::size_t k = 0; k < c.estimates.size(); ++k)
+      if (c.estimates[k].strategy.kind == StrategyKind::sequential) c.chosen = k;
+    return Status::success();
+  };
+  const workload::ModelConfig m = *workload::resolve_model("llama2-13b");
+  const Result<LayerPlan> all = plan_layer(a6000(), m, pc, {}, to_sequential);
+  const Result<LayerPlan> chosen =
+      plan_layer(a6000(), m, pc, {}, to_sequential, model::Breakdown::chosen);
+  ASSERT_TRUE(all.ok() && chosen.ok());
+  for (std::size_t i = 0; i < all->ops.size(); ++i) {
+    EXPECT_EQ(chosen->ops[i].compass().strategy.kind, StrategyKind::sequential);
+    EXPECT_GT(chosen->ops[i].compass().compute_s, 0);
+    expect_same(all->ops[i].compass(), chosen->ops[i].compass());
+  }
 }
 
 TEST(LayerPlan, BadInputIsAnError) {

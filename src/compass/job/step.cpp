@@ -91,7 +91,8 @@ Result<plan::LayerPlan> plan_for(const Cluster& cluster, const workload::ModelCo
   if (l.tp > cluster.gpus_per_node())
     return make_error("TP {} is larger than a node of {} ({} GPUs)", l.tp, cluster.name,
                       cluster.gpus_per_node());
-  return plan::plan_layer(cluster.node, m, pc);
+  // The step reads the chosen, sequential and TE estimates' breakdowns only.
+  return plan::plan_layer(cluster.node, m, pc, {}, {}, model::Breakdown::chosen);
 }
 
 Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::ModelConfig& m,

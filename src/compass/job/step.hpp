@@ -75,7 +75,9 @@ Result<StepResult> price_step(const Cluster& cluster, JobComm& comm, const workl
 using LayerPlanKey = std::tuple<int, std::int64_t, int, bool, bool>;
 LayerPlanKey layer_plan_key(const Layout& l);
 
-/// The layer plan a layout needs (plans with FP8 when l.fp8).
+/// The layer plan a layout needs (plans with FP8 when l.fp8): what the step reads, so each
+/// operator's chosen, megatron and te estimates carry their breakdowns and the strategies not
+/// chosen their totals alone (plan::plan_layer with model::Breakdown::chosen).
 Result<plan::LayerPlan> plan_for(const Cluster& cluster, const workload::ModelConfig& m,
                                  const Layout& l);
 

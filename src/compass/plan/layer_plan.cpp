@@ -141,7 +141,10 @@ Status price_te_defaults(const hardware::Profile& p, LayerPlan& lp) {
 
 Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelConfig& model,
                              const workload::ParallelConfig& parallel,
-                             const std::vector<int>& gpus, const ChoiceRefiner& refine) {
+                             const std::vector<int>& gpus, const ChoiceRefiner& refine,
+                             model::Breakdown breakdown) {
+  if (breakdown == model::Breakdown::none)
+    return make_error("plan_layer: a layer plan needs at least the chosen breakdowns");
   if (parallel.tp < 1) return make_error("tp={} must be at least 1", parallel.tp);
   if (parallel.tp > p.gpu_count())
     return make_error("tp={} exceeds the {} GPUs of '{}'", parallel.tp, p.gpu_count(), p.name);
@@ -166,9 +169,19 @@ Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelCo
   for (const workload::LayerOp& lo : ops) {
     PlannedOp po;
     po.layer_op = lo;
-    COMPASS_ASSIGN(po.choice, model::choose_strategy(p, lo.op, lp.plan, caches));
+    COMPASS_ASSIGN(po.choice, model::choose_strategy(p, lo.op, lp.plan, caches, breakdown));
+    const std::size_t chosen = po.choice.chosen;
     if (refine) COMPASS_TRY(refine(po.choice, lp.plan));
-    po.megatron = po.choice.of(StrategyKind::sequential);
+    if (breakdown == model::Breakdown::all) {
+      po.megatron = po.choice.of(StrategyKind::sequential);
+    } else {
+      model::Estimate& c = po.choice.estimates[po.choice.chosen];
+      if (po.choice.chosen != chosen) {
+        COMPASS_ASSIGN(c, model::estimate(p, lo.op, c.strategy, lp.plan, caches));
+      }
+      COMPASS_ASSIGN(po.megatron, model::estimate(p, lo.op, schedule::Strategy{StrategyKind::sequential, 0},
+                                                  lp.plan, caches));
+    }
     COMPASS_ASSIGN(po.te, model::estimate(p, lo.op, te_default_strategy(lo.op), lp.te_plan, caches));
     roles.insert(lo.op.role);
     lp.ops.push_back(std::move(po));
