@@ -71,9 +71,9 @@ TEST(LayerPlan, TeDefaults) {
 // Every field of two estimates, bit for bit.
 void expect_same(const model::Estimate& a, const model::Estimate& b) {
   EXPECT_EQ(a.strategy, b.strategy);
-  for (auto f : {&model::Estimate::total_s, &model::Estimate::compute_s,
-                 &model::Estimate::exposed_comm_s, &model::Estimate::overhead_s,
-                 &model::Estimate::interference_s, &model::Estimate::comm_s})
+  for (auto f :
+       {&model::Estimate::total_s, &model::Estimate::compute_s, &model::Estimate::exposed_comm_s,
+        &model::Estimate::overhead_s, &model::Estimate::interference_s, &model::Estimate::comm_s})
     EXPECT_EQ(std::bit_cast<std::uint64_t>(a.*f), std::bit_cast<std::uint64_t>(b.*f));
   EXPECT_EQ(a.bottleneck, b.bottleneck);
   EXPECT_EQ(a.congested, b.congested);
@@ -116,9 +116,9 @@ TEST(LayerPlan, TheChosenBreakdownsChangeNoTotalChoiceOrIterationEstimate) {
   // A layer plan without any breakdown cannot price a step: refused.
   workload::ParallelConfig pc;
   pc.tp = 2;
-  EXPECT_FALSE(plan_layer(a6000(), *workload::resolve_model("llama2-7b"), pc, {}, {},
-                          model::Breakdown::none)
-                   .ok());
+  EXPECT_FALSE(
+      plan_layer(a6000(), *workload::resolve_model("llama2-7b"), pc, {}, {}, model::Breakdown::none)
+          .ok());
 }
 
 TEST(LayerPlan, ARefinerThatMovesTheChoiceGetsItsBreakdown) {

@@ -77,8 +77,8 @@ Result<Followed> follow(const TaskList& list) {
       for (int r = 0; r < resources; ++r)
         if (next[r] < list.order[r].size()) {
           const int t = list.order[r][next[r]];
-          return make_error("task {} (resource {}) can never start: its dependencies wait on it",
-                            t, r);
+          return make_error("task {} (resource {}) can never start: its dependencies wait on it", t,
+                            r);
         }
     }
   }

@@ -53,8 +53,8 @@ struct Followed {
 
 /// Follows the list event by event. Errors: dep_begin not matching the tasks and deps, a task
 /// index out of range, a task listed on a resource other than its own or not exactly once, or a
-/// cycle (the order and the dependencies
-/// wait on each other: the error names a task that can never start).
+/// cycle (the order and the dependencies wait on each other: the error names a task that can
+/// never start).
 Result<Followed> follow(const TaskList& list);
 
 }  // namespace compass::job

@@ -140,9 +140,8 @@ Status price_te_defaults(const hardware::Profile& p, LayerPlan& lp) {
 }  // namespace
 
 Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelConfig& model,
-                             const workload::ParallelConfig& parallel,
-                             const std::vector<int>& gpus, const ChoiceRefiner& refine,
-                             model::Breakdown breakdown) {
+                             const workload::ParallelConfig& parallel, const std::vector<int>& gpus,
+                             const ChoiceRefiner& refine, model::Breakdown breakdown) {
   if (breakdown == model::Breakdown::none)
     return make_error("plan_layer: a layer plan needs at least the chosen breakdowns");
   if (parallel.tp < 1) return make_error("tp={} must be at least 1", parallel.tp);
@@ -179,8 +178,9 @@ Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelCo
       if (po.choice.chosen != chosen) {
         COMPASS_ASSIGN(c, model::estimate(p, lo.op, c.strategy, lp.plan, caches));
       }
-      COMPASS_ASSIGN(po.megatron, model::estimate(p, lo.op, schedule::Strategy{StrategyKind::sequential, 0},
-                                                  lp.plan, caches));
+      COMPASS_ASSIGN(po.megatron,
+                     model::estimate(p, lo.op, schedule::Strategy{StrategyKind::sequential, 0},
+                                     lp.plan, caches));
     }
     COMPASS_ASSIGN(po.te, model::estimate(p, lo.op, te_default_strategy(lo.op), lp.te_plan, caches));
     roles.insert(lo.op.role);
