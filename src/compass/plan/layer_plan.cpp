@@ -178,9 +178,13 @@ Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelCo
       if (po.choice.chosen != chosen) {
         COMPASS_ASSIGN(c, model::estimate(p, lo.op, c.strategy, lp.plan, caches));
       }
-      COMPASS_ASSIGN(po.megatron,
-                     model::estimate(p, lo.op, schedule::Strategy{StrategyKind::sequential, 0},
-                                     lp.plan, caches));
+      if (c.strategy.kind == StrategyKind::sequential) {
+        po.megatron = c;
+      } else {
+        COMPASS_ASSIGN(po.megatron,
+                       model::estimate(p, lo.op, schedule::Strategy{StrategyKind::sequential, 0},
+                                       lp.plan, caches));
+      }
     }
     COMPASS_ASSIGN(po.te, model::estimate(p, lo.op, te_default_strategy(lo.op), lp.te_plan, caches));
     roles.insert(lo.op.role);
