@@ -68,6 +68,43 @@ TEST(Search, NamesTheBatchConstraint) {
       << res.error().message;
 }
 
+// A fixed TP, PP or micro-batch that no layout of the GPUs can take is named as given, not
+// reported as the batch constraint of an empty enumeration.
+TEST(Search, NamesAFixedDimensionNoLayoutCanTake) {
+  Searcher s = searcher("dgx-h100", "llama2-7b");
+  auto error_of = [&](auto fix) {
+    SearchRequest r;
+    r.gpus = 8;
+    r.global_batch = 8;
+    r.seq = 2048;
+    fix(r);
+    Result<SearchResult> res = s.search(r);
+    return res.ok() ? std::string("(no error)") : res.error().message;
+  };
+  EXPECT_EQ(error_of([](SearchRequest& r) { r.tp = 16; }),
+            "TP 16 is larger than a node of dgx-h100 (8 GPUs)");
+  EXPECT_EQ(error_of([](SearchRequest& r) { r.tp = 3; }), "TP 3 does not divide the 8 GPUs");
+  EXPECT_EQ(error_of([](SearchRequest& r) { r.tp = 0; }), "TP 0 must be positive");
+  EXPECT_EQ(error_of([](SearchRequest& r) { r.pp = 3; }),
+            "PP 3 does not divide 8 GPUs / TP for any TP (1, 2, 4, 8)");
+  EXPECT_EQ(error_of([](SearchRequest& r) {
+              r.tp = 2;
+              r.pp = 8;
+            }),
+            "PP 8 does not divide the 4 GPUs left by TP 2");
+  EXPECT_EQ(error_of([](SearchRequest& r) { r.pp = 33; }),
+            "PP 33 is not in 1..32 (the layers of llama2-7b)");
+  EXPECT_EQ(error_of([](SearchRequest& r) { r.micro_batch = 3; }),
+            "global batch 8 is not a multiple of micro-batch 3");
+  // Fixed values some layout can take still search.
+  EXPECT_EQ(error_of([](SearchRequest& r) {
+              r.tp = 2;
+              r.pp = 4;
+              r.micro_batch = 1;
+            }),
+            "(no error)");
+}
+
 TEST(Search, NamesTheMemoryShortfall) {
   Searcher s = searcher("dgx-h100", "llama3-405b");
   SearchRequest r;

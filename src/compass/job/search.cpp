@@ -1,11 +1,13 @@
 #include "compass/job/search.hpp"
-#include "compass/core/units.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "compass/core/units.hpp"
 
 namespace compass::job {
 
@@ -85,9 +87,32 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
                       std::int64_t{cluster_.max_nodes} * g);
   if (r.fp8) COMPASS_TRY(hardware::check_peak_flops(cluster_.node, DType::fp8));
 
+  // A fixed dimension that no layout of these GPUs can take is the error, named as given
+  // (rather than the batch or memory constraint the empty enumeration would report).
+  if (r.tp) {
+    if (*r.tp < 1) return make_error("TP {} must be positive", *r.tp);
+    if (*r.tp > g)
+      return make_error("TP {} is larger than a node of {} ({} GPUs)", *r.tp, cluster_.name, g);
+    if (r.gpus % *r.tp != 0) return make_error("TP {} does not divide the {} GPUs", *r.tp, r.gpus);
+  }
   std::vector<int> tps;
   for (int t = 1; t <= std::min<std::int64_t>(g, r.gpus); t *= 2) tps.push_back(t);
   tps = fixed_or(r.tp, tps);
+  if (r.pp) {
+    if (*r.pp < 1 || *r.pp > model_.layers)
+      return make_error("PP {} is not in 1..{} (the layers of {})", *r.pp, model_.layers,
+                        model_.name);
+    auto divides = [&](int t) { return r.gpus % (std::int64_t{t} * *r.pp) == 0; };
+    if (r.tp && !divides(*r.tp))
+      return make_error("PP {} does not divide the {} GPUs left by TP {}", *r.pp, r.gpus / *r.tp,
+                        *r.tp);
+    if (std::none_of(tps.begin(), tps.end(), divides))
+      return make_error("PP {} does not divide {} GPUs / TP for any TP ({})", *r.pp, r.gpus,
+                        fmt::join(tps, ", "));
+  }
+  if (r.micro_batch && (*r.micro_batch < 1 || r.global_batch % *r.micro_batch != 0))
+    return make_error("global batch {} is not a multiple of micro-batch {}", r.global_batch,
+                      *r.micro_batch);
   const int max_tp = tps.empty() ? 1 : *std::max_element(tps.begin(), tps.end());
   std::vector<int> vpps;
   for (int v = 1; v <= std::max(1, r.max_vpp); ++v) vpps.push_back(v);

@@ -65,8 +65,9 @@ class Searcher {
   Searcher(const Searcher&) = delete;  // the communication model points at cluster_
   Searcher& operator=(const Searcher&) = delete;
 
-  /// Errors name the constraint that fails first: GPU count against the cluster, a global batch
-  /// no layout divides, no layout that fits in memory (with the smallest one's need).
+  /// Errors name the constraint that fails first: GPU count against the cluster, a fixed TP, PP
+  /// or micro-batch no layout of the GPUs can take, a global batch no layout divides, no layout
+  /// that fits in memory (with the smallest one's need).
   Result<SearchResult> search(const SearchRequest& r);
   /// One layout under the three settings.
   Result<Candidate> price(const Layout& l);
