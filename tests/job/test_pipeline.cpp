@@ -1,6 +1,9 @@
 // Pipeline schedules followed event by event, against timelines worked out by hand.
 #include <gtest/gtest.h>
 
+#include <span>
+#include <tuple>
+
 #include "compass/job/dp_overlap.hpp"
 #include "compass/job/events.hpp"
 #include "compass/job/pipeline.hpp"
@@ -128,6 +131,64 @@ TEST(Pipeline, EveryPassWaitsForItsNeighboursInTheListItBuilds) {
       if (u + 1 < vs) want_b.push_back({b + 2 * m, 0.25});
       EXPECT_EQ(bd, want_b);
     }
+}
+
+// Times that differ per virtual stage, pass and boundary, so that a time set on the wrong task
+// or dependency shows.
+PipelineSpec distinct_times(int p, int v, int m, double scale) {
+  PipelineSpec s = uniform(p, v, m, 0, 0);
+  for (int u = 0; u < p * v; ++u) {
+    s.forward_s[u] = scale * (1 + u);
+    s.backward_s[u] = scale * (100 + 3 * u);
+    if (u + 1 < p * v) s.send_s[u] = scale * (0.01 + 0.001 * u);
+  }
+  return s;
+}
+
+TEST(Pipeline, TheCacheGivesTheListPipelineTasksBuilds) {
+  PipelineCache cache;
+  // The same shape again (times set anew), another shape, back to the first, interleaved.
+  const std::vector<PipelineSpec> specs = {distinct_times(2, 1, 4, 1), distinct_times(2, 1, 4, 0.5),
+                                           distinct_times(4, 2, 8, 1), distinct_times(4, 2, 8, 2.5),
+                                           distinct_times(2, 1, 4, 3), distinct_times(3, 1, 1, 1)};
+  for (const PipelineSpec& s : specs) {
+    Result<PipelineTasks> built = pipeline_tasks(s);
+    ASSERT_TRUE(built.ok()) << built.error().message;
+    Result<const PipelineTasks*> kept = cache.tasks(s);
+    ASSERT_TRUE(kept.ok()) << kept.error().message;
+    EXPECT_EQ((*kept)->list, built->list) << s.stages << " stages, " << s.chunks << " chunks";
+    ASSERT_EQ((*kept)->info.size(), built->info.size());
+    for (std::size_t t = 0; t < built->info.size(); ++t) {
+      const PipelineTaskInfo& a = (*kept)->info[t];
+      const PipelineTaskInfo& b = built->info[t];
+      EXPECT_EQ(std::make_tuple(a.stage, a.chunk, a.microbatch, a.forward),
+                std::make_tuple(b.stage, b.chunk, b.microbatch, b.forward));
+      // Each pass takes its virtual stage's time; its sends their boundary's.
+      const int u = a.chunk * s.stages + a.stage, vs = s.stages * s.chunks;
+      const std::span<const Dependency> deps = (*kept)->list.deps_of(static_cast<int>(t));
+      if (a.forward) {
+        EXPECT_EQ((*kept)->list.tasks[t].duration_s, s.forward_s[u]);
+        if (u > 0) {
+          EXPECT_EQ(deps[0].lag_s, s.send_s[u - 1]);
+        }
+      } else {
+        EXPECT_EQ((*kept)->list.tasks[t].duration_s, s.backward_s[u]);
+        EXPECT_EQ(deps[0].lag_s, 0.0);
+        if (u + 1 < vs) {
+          EXPECT_EQ(deps[1].lag_s, s.send_s[u]);
+        }
+      }
+    }
+  }
+  // The same errors as pipeline_tasks, and a good spec after a bad one is still right.
+  PipelineSpec bad = distinct_times(2, 1, 4, 1);
+  bad.backward_s[1] = -1;
+  Result<const PipelineTasks*> refused = cache.tasks(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message, pipeline_tasks(bad).error().message);
+  Result<const PipelineTasks*> after = cache.tasks(specs.front());
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ((*after)->list, pipeline_tasks(specs.front())->list);
 }
 
 TEST(DpOverlap, ReduceBucketsQueueOnOneStream) {

@@ -1,6 +1,7 @@
 #include "compass/job/pipeline.hpp"
 
 #include <algorithm>
+#include <array>
 
 namespace compass::job {
 
@@ -41,9 +42,7 @@ std::vector<Pass> stage_order(int s, int p, int v, int m) {
   return out;
 }
 
-}  // namespace
-
-Result<PipelineTasks> pipeline_tasks(const PipelineSpec& spec) {
+Status check_spec(const PipelineSpec& spec) {
   const int p = spec.stages, v = spec.chunks, m = spec.microbatches;
   if (p < 1 || v < 1 || m < 1)
     return make_error("pipeline: stages {}, chunks {} and micro-batches {} must be positive", p, v,
@@ -64,38 +63,84 @@ Result<PipelineTasks> pipeline_tasks(const PipelineSpec& spec) {
   for (const auto* times : {&spec.forward_s, &spec.backward_s, &spec.send_s})
     for (double t : *times)
       if (!(t >= 0)) return make_error("pipeline: times must be >= 0");
+  return Status::success();
+}
 
+// Task ids: forward of (virtual stage u, micro-batch j) = (u * m + j) * 2, its backward + 1,
+// added in id order. A forward waits for the previous virtual stage's forward of its
+// micro-batch (one send later); a backward for its own forward and the next virtual stage's
+// backward (one send later). The times are set by set_times.
+PipelineTasks structure(int p, int v, int m) {
   PipelineTasks out;
-  // Task ids: forward of (virtual stage u, micro-batch j) = (u * m + j) * 2, its backward + 1.
   const auto id = [m](int u, int j, bool forward) { return (u * m + j) * 2 + (forward ? 0 : 1); };
+  const int vs = p * v;
   const std::size_t n = static_cast<std::size_t>(2) * vs * m;
   out.list.tasks.reserve(n);
   out.list.deps.reserve(2 * n);
   out.list.dep_begin.reserve(n + 1);
   out.info.reserve(n);
-  // Added in id order: a forward, then its backward.
   for (int u = 0; u < vs; ++u) {
     const int stage = u % p, chunk = u / p;
     for (int j = 0; j < m; ++j) {
-      const Task f{stage, spec.forward_s[u]};
       if (u > 0)
-        out.list.add(f, {{id(u - 1, j, true), spec.send_s[u - 1]}});
+        out.list.add({stage, 0}, {{id(u - 1, j, true), 0}});
       else
-        out.list.add(f, {});
-      const Task b{stage, spec.backward_s[u]};
+        out.list.add({stage, 0}, {});
       if (u + 1 < vs)
-        out.list.add(b, {{id(u, j, true), 0}, {id(u + 1, j, false), spec.send_s[u]}});
+        out.list.add({stage, 0}, {{id(u, j, true), 0}, {id(u + 1, j, false), 0}});
       else
-        out.list.add(b, {{id(u, j, true), 0}});
+        out.list.add({stage, 0}, {{id(u, j, true), 0}});
       out.info.push_back({stage, chunk, j, true});
       out.info.push_back({stage, chunk, j, false});
     }
   }
   out.list.order.resize(p);
-  for (int s = 0; s < p; ++s)
-    for (const Pass& pass : stage_order(s, p, v, m))
+  for (int s = 0; s < p; ++s) {
+    const std::vector<Pass> passes = stage_order(s, p, v, m);
+    out.list.order[s].reserve(passes.size());
+    for (const Pass& pass : passes)
       out.list.order[s].push_back(id(pass.chunk * p + s, pass.microbatch, pass.forward));
+  }
   return out;
+}
+
+// The durations and send lags of a structure() of spec's shape (spec checked).
+void set_times(PipelineTasks& tasks, const PipelineSpec& spec) {
+  const int p = spec.stages;
+  const int vs = p * spec.chunks;
+  for (std::size_t t = 0; t < tasks.info.size(); ++t) {
+    const PipelineTaskInfo& in = tasks.info[t];
+    const int u = in.chunk * p + in.stage;
+    const int first = tasks.list.dep_begin[t];
+    if (in.forward) {
+      tasks.list.tasks[t].duration_s = spec.forward_s[u];
+      if (u > 0) tasks.list.deps[first].lag_s = spec.send_s[u - 1];
+    } else {
+      tasks.list.tasks[t].duration_s = spec.backward_s[u];
+      if (u + 1 < vs) tasks.list.deps[first + 1].lag_s = spec.send_s[u];
+    }
+  }
+}
+
+}  // namespace
+
+Result<PipelineTasks> pipeline_tasks(const PipelineSpec& spec) {
+  COMPASS_TRY(check_spec(spec));
+  PipelineTasks out = structure(spec.stages, spec.chunks, spec.microbatches);
+  set_times(out, spec);
+  return out;
+}
+
+Result<const PipelineTasks*> PipelineCache::tasks(const PipelineSpec& spec) {
+  COMPASS_TRY(check_spec(spec));
+  const std::array<int, 3> shape{spec.stages, spec.chunks, spec.microbatches};
+  if (!kept_ || shape != shape_) {
+    kept_.reset();  // the old list's memory is free before the new one is built
+    kept_ = structure(spec.stages, spec.chunks, spec.microbatches);
+    shape_ = shape;
+  }
+  set_times(*kept_, spec);
+  return &*kept_;
 }
 
 }  // namespace compass::job

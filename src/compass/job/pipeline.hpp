@@ -3,6 +3,8 @@
 // interleaved 1F1B (Megatron-LM's virtual pipeline), in the order each stage runs its forward
 // and backward passes, with the sends between stages as dependency lags.
 
+#include <array>
+#include <optional>
 #include <vector>
 
 #include "compass/core/result.hpp"
@@ -37,5 +39,19 @@ struct PipelineTasks {
 /// The task list of one iteration. Errors: sizes not positive, vectors of the wrong length,
 /// negative times, chunks > 1 with micro-batches not a multiple of stages.
 Result<PipelineTasks> pipeline_tasks(const PipelineSpec& spec);
+
+/// Task lists for a caller that prices many pipelines: the list of the last shape (stages,
+/// chunks, micro-batches) is kept and only its times are set again for the next spec of that
+/// shape (the search prices every layout under three settings). tasks(spec) equals
+/// pipeline_tasks(spec), with the same errors.
+class PipelineCache {
+ public:
+  /// `spec`'s task list, valid until the next call.
+  Result<const PipelineTasks*> tasks(const PipelineSpec& spec);
+
+ private:
+  std::optional<PipelineTasks> kept_;
+  std::array<int, 3> shape_{};
+};
 
 }  // namespace compass::job

@@ -58,12 +58,12 @@ Result<Candidate> Searcher::price(const Layout& l) {
   COMPASS_ASSIGN(const plan::LayerPlan* lp, layer_plan(l));
   Candidate c;
   c.layout = l;
-  COMPASS_ASSIGN(c.megatron,
-                 price_step(cluster_, *comm_, model_, l, *lp, plan::Config::megatron, options_));
-  COMPASS_ASSIGN(c.te,
-                 price_step(cluster_, *comm_, model_, l, *lp, plan::Config::te_default, options_));
-  COMPASS_ASSIGN(c.compass,
-                 price_step(cluster_, *comm_, model_, l, *lp, plan::Config::compass, options_));
+  COMPASS_ASSIGN(c.megatron, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::megatron,
+                                        options_, pipelines_));
+  COMPASS_ASSIGN(c.te, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::te_default,
+                                  options_, pipelines_));
+  COMPASS_ASSIGN(c.compass, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::compass,
+                                       options_, pipelines_));
   return c;
 }
 

@@ -85,6 +85,7 @@ class Searcher {
   StepOptions options_;
   std::unique_ptr<JobComm> comm_;
   std::map<LayerPlanKey, plan::LayerPlan> plans_;
+  PipelineCache pipelines_;
 };
 
 /// The Megatron-LM command-line arguments of a layout; `te_config` is the file

@@ -98,6 +98,13 @@ Result<plan::LayerPlan> plan_for(const Cluster& cluster, const workload::ModelCo
 Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::ModelConfig& m,
                               const Layout& l, const plan::LayerPlan& lp, plan::Config c,
                               const StepOptions& o) {
+  PipelineCache pipelines;
+  return price_step(cl, comm, m, l, lp, c, o, pipelines);
+}
+
+Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::ModelConfig& m,
+                              const Layout& l, const plan::LayerPlan& lp, plan::Config c,
+                              const StepOptions& o, PipelineCache& pipelines) {
   COMPASS_TRY(check(l, m));
   const int g = cl.gpus_per_node();
   if (l.tp > g) return make_error("TP {} is larger than a node of {} ({} GPUs)", l.tp, cl.name, g);
@@ -146,7 +153,8 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
   for (int u = 0; u + 1 < vs; ++u)
     spec.send_s.push_back(
         comm.p2p_ranks_s(stage_stride * (u % p), stage_stride * ((u + 1) % p), send_bytes));
-  COMPASS_ASSIGN(const PipelineTasks tasks, pipeline_tasks(spec));
+  COMPASS_ASSIGN(const PipelineTasks* kept, pipelines.tasks(spec));
+  const PipelineTasks& tasks = *kept;
   COMPASS_ASSIGN(const Followed fl, follow(tasks.list));
   r.stage_end_s = fl.resource_end_s;
 
@@ -169,6 +177,7 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
     if (in.forward && (first_f_start[u] < 0 || start < first_f_start[u]))
       first_f_start[u] = start, first_f_len[u] = len;
   }
+  const auto by_time = [](const Bucket& a, const Bucket& b) { return a.at_s < b.at_s; };
   for (int s = 0; s < p; ++s) {
     std::vector<Bucket> ready, needed;
     double stage_params = 0;
@@ -186,15 +195,17 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
                             ? comm.dp_collective_s(pl, l.tp, params / nb * o.memory.weight_bytes,
                                                    Collective::all_gather)
                             : 0;
+      // A chunk's buckets come in time order: merged into the earlier chunks' (stable, so
+      // equal times keep chunk order).
+      const auto ready_from = static_cast<std::ptrdiff_t>(ready.size());
+      const auto needed_from = static_cast<std::ptrdiff_t>(needed.size());
       for (int k = 0; k < nb; ++k) {
         ready.push_back({last_b_start[u] + last_b_len[u] * (k + 1) / nb, rs});
         if (ag > 0) needed.push_back({first_f_start[u] + first_f_len[u] * k / nb, ag});
       }
+      std::inplace_merge(ready.begin(), ready.begin() + ready_from, ready.end(), by_time);
+      std::inplace_merge(needed.begin(), needed.begin() + needed_from, needed.end(), by_time);
     }
-    std::sort(ready.begin(), ready.end(),
-              [](const Bucket& a, const Bucket& b) { return a.at_s < b.at_s; });
-    std::sort(needed.begin(), needed.end(),
-              [](const Bucket& a, const Bucket& b) { return a.at_s < b.at_s; });
     if (l.overlap_grad_reduce) {
       rs_exposed[s] = exposed_reduce_s(ready, fl.resource_end_s[s]);
     } else {

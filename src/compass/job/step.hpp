@@ -69,6 +69,11 @@ struct StepResult {
 Result<StepResult> price_step(const Cluster& cluster, JobComm& comm, const workload::ModelConfig& m,
                               const Layout& l, const plan::LayerPlan& lp, plan::Config c,
                               const StepOptions& o = {});
+/// The same, taking the pipeline's task list from `pipelines` (the search keeps one across the
+/// layouts it prices: the same result, without building a list of the same shape again).
+Result<StepResult> price_step(const Cluster& cluster, JobComm& comm, const workload::ModelConfig& m,
+                              const Layout& l, const plan::LayerPlan& lp, plan::Config c,
+                              const StepOptions& o, PipelineCache& pipelines);
 
 /// What of a layout decides its layer plan (plan_for): TP, sequence, micro-batch, sequence
 /// parallel (with TP > 1) and FP8. Layouts with equal keys share one plan.
