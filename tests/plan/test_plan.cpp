@@ -121,6 +121,58 @@ TEST(LayerPlan, TheChosenBreakdownsChangeNoTotalChoiceOrIterationEstimate) {
           .ok());
 }
 
+TEST(LayerPlan, APlannerKeptAcrossShapesPlansWhatAColdPlanDoes) {
+  // One planner through shapes as the layout search meets them (TP sizes up and down, SP on
+  // and off, micro-batches, FP8, another TP group, a shape planned twice): every plan the
+  // same bits as plan_layer's cold one, under both breakdowns.
+  const hardware::Profile p = *hardware::make_preset("h100x8");
+  const workload::ModelConfig m = *workload::resolve_model("llama2-13b");
+  struct Shape {
+    int tp, micro_batch;
+    bool sp, fp8;
+    std::vector<int> gpus;
+  };
+  const std::vector<Shape> shapes = {{8, 1, true, false, {}},          {2, 1, true, false, {}},
+                                     {8, 2, false, false, {}},         {4, 1, true, true, {}},
+                                     {1, 4, false, false, {}},         {8, 1, true, false, {}},
+                                     {4, 1, true, false, {4, 5, 6, 7}}};
+  for (model::Breakdown breakdown : {model::Breakdown::chosen, model::Breakdown::all}) {
+    LayerPlanner planner(p);
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(fmt::format("tp {} mbs {} sp {} fp8 {} gpus {}", s.tp, s.micro_batch, s.sp,
+                               s.fp8, s.gpus.size()));
+      workload::ParallelConfig pc;
+      pc.tp = s.tp;
+      pc.seq = 2048;
+      pc.micro_batch = s.micro_batch;
+      pc.sequence_parallel = s.sp;
+      pc.dtype = s.fp8 ? DType::fp8 : DType::bf16;
+      const Result<LayerPlan> cold = plan_layer(p, m, pc, s.gpus, {}, breakdown);
+      const Result<LayerPlan> warm = planner.plan(m, pc, s.gpus, {}, breakdown);
+      ASSERT_TRUE(cold.ok() && warm.ok());
+      EXPECT_EQ(cold->plan.ring, warm->plan.ring);
+      EXPECT_EQ(cold->plan.gpus, warm->plan.gpus);
+      ASSERT_EQ(cold->ops.size(), warm->ops.size());
+      for (std::size_t i = 0; i < cold->ops.size(); ++i) {
+        const PlannedOp& a = cold->ops[i];
+        const PlannedOp& b = warm->ops[i];
+        ASSERT_EQ(a.choice.chosen, b.choice.chosen);
+        EXPECT_EQ(a.choice.reason, b.choice.reason);
+        ASSERT_EQ(a.choice.estimates.size(), b.choice.estimates.size());
+        for (std::size_t k = 0; k < a.choice.estimates.size(); ++k)
+          expect_same(a.choice.estimates[k], b.choice.estimates[k]);
+        expect_same(a.megatron, b.megatron);
+        expect_same(a.te, b.te);
+      }
+      for (auto it : {&LayerPlan::megatron, &LayerPlan::te, &LayerPlan::compass})
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(((*cold).*it).total_s),
+                  std::bit_cast<std::uint64_t>(((*warm).*it).total_s));
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(cold->lm_head_s),
+                std::bit_cast<std::uint64_t>(warm->lm_head_s));
+    }
+  }
+}
+
 TEST(LayerPlan, ARefinerThatMovesTheChoiceGetsItsBreakdown) {
   // A refiner that picks the sequential strategy: the new choice carries its breakdown under
   // Breakdown::chosen as under Breakdown::all.

@@ -41,13 +41,14 @@ Searcher::Searcher(Cluster cluster, workload::ModelConfig model, StepOptions opt
     : cluster_(std::move(cluster)),
       model_(std::move(model)),
       options_(options),
-      comm_(std::make_unique<JobComm>(cluster_)) {}
+      comm_(std::make_unique<JobComm>(cluster_)),
+      planner_(cluster_.node) {}
 
 Result<const plan::LayerPlan*> Searcher::layer_plan(const Layout& l) {
   const LayerPlanKey key = layer_plan_key(l);
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    COMPASS_ASSIGN(plan::LayerPlan lp, plan_for(cluster_, model_, l));
+    COMPASS_ASSIGN(plan::LayerPlan lp, plan_for(planner_, cluster_, model_, l));
     it = plans_.emplace(key, std::move(lp)).first;
   }
   return &it->second;

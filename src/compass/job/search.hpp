@@ -84,6 +84,7 @@ class Searcher {
   workload::ModelConfig model_;
   StepOptions options_;
   std::unique_ptr<JobComm> comm_;
+  plan::LayerPlanner planner_;  // plans on cluster_.node
   std::map<LayerPlanKey, plan::LayerPlan> plans_;
   PipelineCache pipelines_;
 };

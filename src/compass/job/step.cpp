@@ -78,6 +78,12 @@ LayerPlanKey layer_plan_key(const Layout& l) {
 
 Result<plan::LayerPlan> plan_for(const Cluster& cluster, const workload::ModelConfig& m,
                                  const Layout& l) {
+  plan::LayerPlanner planner(cluster.node);
+  return plan_for(planner, cluster, m, l);
+}
+
+Result<plan::LayerPlan> plan_for(plan::LayerPlanner& planner, const Cluster& cluster,
+                                 const workload::ModelConfig& m, const Layout& l) {
   workload::ParallelConfig pc;
   pc.tp = l.tp;
   pc.seq = l.seq;
@@ -92,7 +98,7 @@ Result<plan::LayerPlan> plan_for(const Cluster& cluster, const workload::ModelCo
     return make_error("TP {} is larger than a node of {} ({} GPUs)", l.tp, cluster.name,
                       cluster.gpus_per_node());
   // The step reads the chosen, sequential and TE estimates' breakdowns only.
-  return plan::plan_layer(cluster.node, m, pc, {}, {}, model::Breakdown::chosen);
+  return planner.plan(m, pc, {}, {}, model::Breakdown::chosen);
 }
 
 Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::ModelConfig& m,

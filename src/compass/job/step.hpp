@@ -85,5 +85,9 @@ LayerPlanKey layer_plan_key(const Layout& l);
 /// chosen their totals alone (plan::plan_layer with model::Breakdown::chosen).
 Result<plan::LayerPlan> plan_for(const Cluster& cluster, const workload::ModelConfig& m,
                                  const Layout& l);
+/// The same through `planner` (a planner of cluster.node), which keeps its communication plans
+/// and caches for the next layout's plan.
+Result<plan::LayerPlan> plan_for(plan::LayerPlanner& planner, const Cluster& cluster,
+                                 const workload::ModelConfig& m, const Layout& l);
 
 }  // namespace compass::job

@@ -142,6 +142,16 @@ Status price_te_defaults(const hardware::Profile& p, LayerPlan& lp) {
 Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelConfig& model,
                              const workload::ParallelConfig& parallel, const std::vector<int>& gpus,
                              const ChoiceRefiner& refine, model::Breakdown breakdown) {
+  return LayerPlanner(p).plan(model, parallel, gpus, refine, breakdown);
+}
+
+LayerPlanner::LayerPlanner(const hardware::Profile& p) : profile_(p) {}
+
+Result<LayerPlan> LayerPlanner::plan(const workload::ModelConfig& model,
+                                     const workload::ParallelConfig& parallel,
+                                     const std::vector<int>& gpus, const ChoiceRefiner& refine,
+                                     model::Breakdown breakdown) {
+  const hardware::Profile& p = profile_;
   if (breakdown == model::Breakdown::none)
     return make_error("plan_layer: a layer plan needs at least the chosen breakdowns");
   if (parallel.tp < 1) return make_error("tp={} must be at least 1", parallel.tp);
@@ -161,10 +171,15 @@ Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelCo
   }
   if (static_cast<int>(group.size()) != parallel.tp)
     return make_error("the TP group lists {} GPUs but tp={}", group.size(), parallel.tp);
-  COMPASS_ASSIGN(lp.plan, schedule::comm_plan_for(p, group));
+  auto known = comm_plans_.find(group);
+  if (known == comm_plans_.end()) {
+    COMPASS_ASSIGN(schedule::CommPlan made, schedule::comm_plan_for(p, group));
+    known = comm_plans_.emplace(group, std::move(made)).first;
+  }
+  lp.plan = known->second;
   lp.te_plan = rank_order_plan(lp.plan);
   std::set<std::string> roles;
-  model::Caches caches;  // one layer's operators share patterns
+  model::Caches& caches = caches_;  // the operators of one layer and of the next share patterns
   for (const workload::LayerOp& lo : ops) {
     PlannedOp po;
     po.layer_op = lo;

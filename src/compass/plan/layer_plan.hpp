@@ -5,6 +5,7 @@
 // Compass's choices. What the estimate covers and leaves out: docs/model.md, "End to end".
 
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -96,5 +97,24 @@ Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelCo
                              const workload::ParallelConfig& parallel,
                              const std::vector<int>& gpus = {}, const ChoiceRefiner& refine = {},
                              model::Breakdown breakdown = model::Breakdown::all);
+
+/// Plans layers of many shapes on one machine (the layout search plans one per TP size,
+/// sequence, micro-batch, SP and dtype), keeping what one plan makes that the next can use:
+/// each TP group's communication plan and the model's caches. plan() equals plan_layer() with
+/// the same arguments, bit for bit. Not thread-safe.
+class LayerPlanner {
+ public:
+  /// Plans on `p`, which must outlive the planner.
+  explicit LayerPlanner(const hardware::Profile& p);
+  Result<LayerPlan> plan(const workload::ModelConfig& model,
+                         const workload::ParallelConfig& parallel,
+                         const std::vector<int>& gpus = {}, const ChoiceRefiner& refine = {},
+                         model::Breakdown breakdown = model::Breakdown::all);
+
+ private:
+  const hardware::Profile& profile_;
+  model::Caches caches_;
+  std::map<std::vector<int>, schedule::CommPlan> comm_plans_;  // by TP group
+};
 
 }  // namespace compass::plan

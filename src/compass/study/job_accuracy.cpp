@@ -36,13 +36,13 @@ namespace {
 class SimulatedPlans {
  public:
   SimulatedPlans(const job::Cluster& cluster, const workload::ModelConfig& m, plan::Config c)
-      : cluster_(cluster), model_(m), config_(c) {}
+      : cluster_(cluster), model_(m), config_(c), planner_(cluster.node) {}
 
   Result<const plan::LayerPlan*> of(const job::Layout& l) {
     const job::LayerPlanKey key = job::layer_plan_key(l);
     auto it = plans_.find(key);
     if (it == plans_.end()) {
-      COMPASS_ASSIGN(plan::LayerPlan lp, job::plan_for(cluster_, model_, l));
+      COMPASS_ASSIGN(plan::LayerPlan lp, job::plan_for(planner_, cluster_, model_, l));
       COMPASS_ASSIGN(plan::LayerPlan sim, with_simulated_tp_ops(cluster_.node, std::move(lp), config_));
       it = plans_.emplace(key, std::move(sim)).first;
     }
@@ -53,6 +53,7 @@ class SimulatedPlans {
   const job::Cluster& cluster_;
   const workload::ModelConfig& model_;
   plan::Config config_;
+  plan::LayerPlanner planner_;  // plans on cluster_.node
   std::map<job::LayerPlanKey, plan::LayerPlan> plans_;
 };
 
