@@ -139,24 +139,49 @@ TEST(MegatronArgs, NameEveryKnob) {
   l.seq = 4096;
   l.sequence_parallel = true;
   l.recompute = Recompute::selective;
+  // One word each: every flag's value its own word, right after it.
+  const std::vector<std::string> want = {"--tensor-model-parallel-size",
+                                         "8",
+                                         "--pipeline-model-parallel-size",
+                                         "4",
+                                         "--num-layers-per-virtual-pipeline-stage",
+                                         "10",
+                                         "--micro-batch-size",
+                                         "1",
+                                         "--global-batch-size",
+                                         "64",
+                                         "--seq-length",
+                                         "4096",
+                                         "--sequence-parallel",
+                                         "--recompute-activations",
+                                         "--use-distributed-optimizer",
+                                         "--overlap-grad-reduce",
+                                         "--overlap-param-gather"};
+  // Compass's TP overlap settings are the export's, not these.
+  EXPECT_EQ(megatron_args(l, 80, plan::Config::compass), want);
+  std::vector<std::string> te = want;
+  te.push_back("--tp-comm-overlap");
+  EXPECT_EQ(megatron_args(l, 80, plan::Config::te_default), te);
+  EXPECT_EQ(megatron_args(l, 80, plan::Config::megatron), want);
+  // Full recomputation, FP8, and TE's overlap without SP (none).
+  l.recompute = Recompute::full;
+  l.fp8 = true;
+  l.sequence_parallel = false;
   std::string all;
-  for (const std::string& a : megatron_args(l, 80, plan::Config::compass, "ub.yaml"))
-    all += a + " ";
-  for (const char* want :
-       {"--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
-        "--num-layers-per-virtual-pipeline-stage 10", "--micro-batch-size 1",
-        "--global-batch-size 64", "--sequence-parallel", "--recompute-activations",
-        "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
-        "--tp-comm-overlap", "--tp-comm-overlap-cfg ub.yaml"})
-    EXPECT_NE(all.find(want), std::string::npos) << want;
+  for (const std::string& a : megatron_args(l, 80, plan::Config::te_default)) all += a + " ";
+  EXPECT_NE(all.find("--recompute-granularity full --recompute-method uniform "
+                     "--recompute-num-layers 1 "),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("--fp8-format hybrid"), std::string::npos) << all;
+  EXPECT_EQ(all.find("--tp-comm-overlap"), std::string::npos) << all;
   // Uneven stages: 126 layers on 16 stages, middle stages 8, first and last 7.
   l.vpp = 1;
   l.pp = 16;
   all.clear();
-  for (const std::string& a : megatron_args(l, 126, plan::Config::megatron, "")) all += a + " ";
+  for (const std::string& a : megatron_args(l, 126, plan::Config::megatron)) all += a + " ";
   EXPECT_NE(all.find("--decoder-first-pipeline-num-layers 7"), std::string::npos) << all;
   EXPECT_NE(all.find("--decoder-last-pipeline-num-layers 7"), std::string::npos) << all;
-  EXPECT_EQ(all.find("--tp-comm-overlap"), std::string::npos);
 }
 
 }  // namespace

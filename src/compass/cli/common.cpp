@@ -167,7 +167,11 @@ void add_layer_plan_flags(CLI::App* sub, LayerPlanFlags& f) {
 
 PlannedLayer plan_from_flags(const LayerPlanFlags& f, DType dtype,
                              const plan::ChoiceRefiner& refine) {
-  hardware::Profile profile = load_profile(f.profile);
+  return plan_from_flags(f, load_profile(f.profile), dtype, refine);
+}
+
+PlannedLayer plan_from_flags(const LayerPlanFlags& f, hardware::Profile profile, DType dtype,
+                             const plan::ChoiceRefiner& refine) {
   const workload::ModelConfig model = unwrap(workload::resolve_model(f.model));
   const bool tp_given = f.tp_option != nullptr && f.tp_option->count() > 0;
   if (tp_given && f.tp <= 0) throw UsageError(fmt::format("--tp: must be positive, got {}", f.tp));

@@ -145,6 +145,9 @@ struct PlannedLayer {
 /// the group's size; with both, the sizes must agree.
 PlannedLayer plan_from_flags(const LayerPlanFlags& f, DType dtype = DType::bf16,
                              const plan::ChoiceRefiner& refine = {});
+/// The same on `profile` instead of the one --profile names.
+PlannedLayer plan_from_flags(const LayerPlanFlags& f, hardware::Profile profile,
+                             DType dtype = DType::bf16, const plan::ChoiceRefiner& refine = {});
 
 /// Checks --repeat (1..kMaxRuns) and --warmup (0..kMaxRuns) of the verbs that time runs.
 inline constexpr int kMaxRuns = 1000000;

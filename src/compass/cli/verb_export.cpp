@@ -8,17 +8,18 @@
 // naming the configuration by its absolute path; --out - prints the configuration alone on
 // stdout (the report goes to stderr).
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include "compass/cli/common.hpp"
+#include "compass/job/cluster.hpp"
 #include "compass/model/selector.hpp"
 #include "compass/plan/te_compare.hpp"
 #include "compass/plan/te_export.hpp"
@@ -31,6 +32,7 @@ namespace fs = std::filesystem;
 
 struct ExportOptions {
   LayerPlanFlags layer;
+  std::string cluster;  // plan on this cluster's node instead of --profile
   bool fp8 = false;
   bool atomic_gemm = false;
   bool first_last_layers_bf16 = false;
@@ -191,7 +193,11 @@ void run(const ExportOptions& o) {
   const OutputPaths paths = output_paths(o);
   if (paths.config == "-" && o.json.to_stdout())
     throw UsageError("--out - and --json both write to stdout; use --json-out FILE for the report");
-  const PlannedLayer pl = plan_from_flags(layer, o.fp8 ? DType::fp8 : DType::bf16);
+  const DType dtype = o.fp8 ? DType::fp8 : DType::bf16;
+  const PlannedLayer pl =
+      o.cluster.empty()
+          ? plan_from_flags(layer, dtype)
+          : plan_from_flags(layer, unwrap(job::resolve_cluster(o.cluster)).node, dtype);
   plan::TeExportOptions eo;
   eo.fp8 = o.fp8;
   eo.atomic_gemm = o.atomic_gemm;
@@ -244,6 +250,10 @@ void add_export_verb(CLI::App& app) {
   auto* sub = group->add_subcommand(
       "te", "TransformerEngine tp-comm-overlap configuration and Megatron-LM launch settings");
   add_layer_plan_flags(sub, opts->layer);
+  sub->add_option("--cluster", opts->cluster,
+                  "Plan on the node of this cluster instead of --profile: a built-in cluster, a "
+                  "cluster JSON file or a machine profile, as 'compass search --cluster' takes it")
+      ->excludes(sub->get_option("--profile"));
   sub->add_flag("--fp8", opts->fp8, "The run uses FP8 GEMMs (plans in FP8, allows --atomic-gemm)");
   sub->add_flag("--atomic-gemm", opts->atomic_gemm,
                 "Use TE's atomic GEMM overlap where its rules allow it (needs --fp8)");

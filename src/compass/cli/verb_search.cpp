@@ -14,6 +14,7 @@
 #include "compass/cli/spread.hpp"
 #include "compass/core/units.hpp"
 #include "compass/job/search.hpp"
+#include "compass/plan/te_export.hpp"
 #include "compass/study/job_accuracy.hpp"
 
 namespace compass::cli {
@@ -127,10 +128,26 @@ nlohmann::ordered_json candidate_json(const job::Candidate& c) {
   return j;
 }
 
-std::string args_line(const std::vector<std::string>& args) {
-  std::string s;
-  for (const std::string& a : args) s += (s.empty() ? "" : " ") + a;
-  return s;
+// The `compass export te` command that writes the TP overlap settings of `best`, with the
+// cluster and model as given, so that it runs where the search did.
+std::vector<std::string> te_export_command(const job::SearchRequest& r, const job::Layout& best,
+                                           const SearchOptions& o) {
+  std::vector<std::string> cmd = {"compass",
+                                  "export",
+                                  "te",
+                                  "--cluster",
+                                  o.cluster,
+                                  "--model",
+                                  o.model,
+                                  "--tp",
+                                  std::to_string(best.tp),
+                                  "--seq",
+                                  std::to_string(r.seq),
+                                  "--mbs",
+                                  std::to_string(best.micro_batch)};
+  if (best.fp8) cmd.push_back("--fp8");
+  cmd.insert(cmd.end(), {"--out", o.te_config});
+  return cmd;
 }
 
 void print_human(const job::Searcher& s, const job::SearchRequest& r, const job::SearchResult& res,
@@ -181,14 +198,18 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
              100 * (1 - mine / res.best_megatron.megatron.iteration_s),
              100 * (1 - mine / res.best_te.te.iteration_s));
   const job::Layout& best = res.best_compass.layout;
+  const std::vector<std::string> args =
+      job::megatron_args(best, s.model().layers, plan::Config::compass);
+  if (!job::te_overlap_applies(best)) {
+    fmt::print("\nmegatron-lm arguments (Compass's best)\n  {}\n", plan::shell_line(args));
+    return;
+  }
+  fmt::print("\nmegatron-lm arguments (Compass's best)\n  {} \"${{MEGATRON_TP_ARGS[@]}}\"\n",
+             plan::shell_line(args));
   fmt::print(
-      "\nmegatron-lm arguments (Compass's best)\n  {}\n",
-      args_line(job::megatron_args(best, s.model().layers, plan::Config::compass, o.te_config)));
-  if (best.tp > 1 && best.sequence_parallel)
-    fmt::print(
-        "write {} with: compass export te --profile {} --model {} --tp {} --seq {} --mbs "
-        "{} --out {}\n",
-        o.te_config, c.node.name, s.model().name, best.tp, r.seq, best.micro_batch, o.te_config);
+      "TP overlap settings: this writes {} and a launch script beside it (source it first: "
+      "MEGATRON_TP_ARGS and the environment)\n  {}\n",
+      plan::shell_word(o.te_config), plan::shell_line(te_export_command(r, best, o)));
 }
 
 nlohmann::ordered_json refine_json(const study::RefineReport& rep,
@@ -299,8 +320,9 @@ void search(const SearchOptions& o, Spread& spread) {
                  {"te-default", candidate_json(res.best_te)},
                  {"compass", candidate_json(res.best_compass)}};
     j["compass_changes_winner"] = res.compass_changes_winner();
-    j["megatron_args"] = job::megatron_args(res.best_compass.layout, s.model().layers,
-                                            plan::Config::compass, o.te_config);
+    const job::Layout& best = res.best_compass.layout;
+    j["megatron_args"] = job::megatron_args(best, s.model().layers, plan::Config::compass);
+    if (job::te_overlap_applies(best)) j["te_export_command"] = te_export_command(r, best, o);
     if (refined) j["refine"] = refine_json(*refined, settings);
     o.json.emit(j, o.force);
   }
@@ -358,7 +380,7 @@ void add_search_verb(CLI::App& app) {
   sub->add_flag("--ignore-memory", o->ignore_memory,
                 "Keep layouts that do not fit in GPU memory (marked 'over')");
   sub->add_option("--te-config", o->te_config,
-                  "The TE overlap file named in the printed --tp-comm-overlap-cfg")
+                  "The TE overlap file the printed 'compass export te' command writes")
       ->capture_default_str();
   sub->add_option("--refine", o->refine,
                   "sim: simulate the --top layouts on SimGrid (one training iteration each) and "

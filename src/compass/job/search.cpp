@@ -235,36 +235,41 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
   return out;
 }
 
-std::vector<std::string> megatron_args(const Layout& l, int layers, plan::Config overlap,
-                                       const std::string& te_config) {
-  std::vector<std::string> a = {
-      fmt::format("--tensor-model-parallel-size {}", l.tp),
-      fmt::format("--pipeline-model-parallel-size {}", l.pp),
+bool te_overlap_applies(const Layout& l) {
+  return l.tp > 1 && l.sequence_parallel;
+}
+
+std::vector<std::string> megatron_args(const Layout& l, int layers, plan::Config overlap) {
+  std::vector<std::string> a;
+  const auto flag = [&a](std::string name, auto value) {
+    a.push_back(std::move(name));
+    a.push_back(fmt::format("{}", value));
   };
-  if (l.vpp > 1)
-    a.push_back(fmt::format("--num-layers-per-virtual-pipeline-stage {}", layers / (l.pp * l.vpp)));
+  flag("--tensor-model-parallel-size", l.tp);
+  flag("--pipeline-model-parallel-size", l.pp);
+  if (l.vpp > 1) flag("--num-layers-per-virtual-pipeline-stage", layers / (l.pp * l.vpp));
   const std::vector<int> split = layers_per_virtual_stage(layers, l.pp, l.vpp);
   if (l.vpp == 1 && l.pp > 1 && !split.empty() && layers % l.pp != 0) {
-    a.push_back(fmt::format("--decoder-first-pipeline-num-layers {}", split.front()));
-    a.push_back(fmt::format("--decoder-last-pipeline-num-layers {}", split.back()));
+    flag("--decoder-first-pipeline-num-layers", split.front());
+    flag("--decoder-last-pipeline-num-layers", split.back());
   }
-  a.push_back(fmt::format("--micro-batch-size {}", l.micro_batch));
-  a.push_back(fmt::format("--global-batch-size {}", l.global_batch));
-  a.push_back(fmt::format("--seq-length {}", l.seq));
+  flag("--micro-batch-size", l.micro_batch);
+  flag("--global-batch-size", l.global_batch);
+  flag("--seq-length", l.seq);
   if (l.sequence_parallel && l.tp > 1) a.push_back("--sequence-parallel");
   if (l.recompute == Recompute::selective) a.push_back("--recompute-activations");
-  if (l.recompute == Recompute::full)
-    a.push_back("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+  if (l.recompute == Recompute::full) {
+    flag("--recompute-granularity", "full");
+    flag("--recompute-method", "uniform");
+    flag("--recompute-num-layers", 1);
+  }
   if (l.distributed_optimizer) a.push_back("--use-distributed-optimizer");
   if (l.overlap_grad_reduce && l.dp > 1) a.push_back("--overlap-grad-reduce");
   if (l.overlap_param_gather && l.distributed_optimizer && l.dp > 1)
     a.push_back("--overlap-param-gather");
-  if (overlap != plan::Config::megatron && l.tp > 1 && l.sequence_parallel) {
+  if (overlap == plan::Config::te_default && te_overlap_applies(l))
     a.push_back("--tp-comm-overlap");
-    if (overlap == plan::Config::compass && !te_config.empty())
-      a.push_back("--tp-comm-overlap-cfg " + te_config);
-  }
-  if (l.fp8) a.push_back("--fp8-format hybrid");
+  if (l.fp8) flag("--fp8-format", "hybrid");
   return a;
 }
 

@@ -89,9 +89,15 @@ class Searcher {
   PipelineCache pipelines_;
 };
 
-/// The Megatron-LM command-line arguments of a layout; `te_config` is the file
-/// `compass export te` writes (left out when empty).
-std::vector<std::string> megatron_args(const Layout& l, int layers, plan::Config overlap,
-                                       const std::string& te_config);
+/// Whether Megatron-LM runs the layout's TP communication through TransformerEngine's
+/// overlap (--tp-comm-overlap): TP > 1 with sequence parallelism.
+bool te_overlap_applies(const Layout& l);
+
+/// The Megatron-LM command-line arguments of a layout under `overlap`, one word each (an argv:
+/// a flag and its value are two). Under Config::te_default they end with --tp-comm-overlap
+/// where it applies (TE's default settings); under Config::compass they carry no TP overlap
+/// setting: those are `compass export te`'s (its launch script's MEGATRON_TP_ARGS, its
+/// environment and its configuration file).
+std::vector<std::string> megatron_args(const Layout& l, int layers, plan::Config overlap);
 
 }  // namespace compass::job

@@ -123,6 +123,21 @@ std::string shell_quote(std::string_view s) {
   return out + "'";
 }
 
+std::string shell_word(std::string_view s) {
+  const auto plain = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("_@%+=:,./-").find(c) != std::string_view::npos;
+  };
+  if (!s.empty() && std::all_of(s.begin(), s.end(), plain)) return std::string(s);
+  return shell_quote(s);
+}
+
+std::string shell_line(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + shell_word(w);
+  return out;
+}
+
 std::vector<std::string> te_keys_read(std::string_view name, TeMethod method, bool fp8) {
   std::vector<std::string> keys = {"method", "num_sm", "cga_size", "set_sm_margin"};
   const std::string n(name);

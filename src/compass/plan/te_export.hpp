@@ -80,6 +80,11 @@ bool te_cuda_multicast(const hardware::Profile& p, const std::vector<int>& gpus)
 
 /// `s` as one bash word: single-quoted, with embedded quotes escaped ('\'').
 std::string shell_quote(std::string_view s);
+/// `s` as one bash word, quoted only when it needs to be: as it is when it is non-empty and
+/// made of letters, digits and _ @ % + = : , . / - alone, else shell_quote(s).
+std::string shell_word(std::string_view s);
+/// `words` as one bash command line: each shell_word, separated by spaces.
+std::string shell_line(const std::vector<std::string>& words);
 
 /// One layer role: Compass's choice, the exported TE setting and TE's default, each with the
 /// predicted time of the operator.
