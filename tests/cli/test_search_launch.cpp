@@ -107,6 +107,11 @@ TEST(SearchLaunch, TheExportCommandAndTheArgumentsRunAsPrinted) {
   EXPECT_EQ(cmd.at(4), profile);
   EXPECT_EQ(cmd.at(6), model);
   EXPECT_EQ(cmd.back(), cfg);
+  // And what the launch is expected to take: the exported settings' step.
+  EXPECT_GT(doc.at("te_export_step").at("iteration_s").get<double>(), 0);
+  EXPECT_NE(r.out.find("expected with this launch (TE running the exported settings): iteration "),
+            std::string::npos)
+      << r.out;
   const std::vector<std::string> words = doc.at("megatron_args");
   EXPECT_EQ(words.at(0), "--tensor-model-parallel-size");
   EXPECT_EQ(words.at(1), "4");

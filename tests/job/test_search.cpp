@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "compass/job/search.hpp"
+#include "compass/plan/te_export.hpp"
 #include "support/job_builders.hpp"
 
 namespace compass::job {
@@ -126,6 +127,54 @@ TEST(Search, RefusesHugeInputs) {
   Result<SearchResult> res = s.search(r);
   ASSERT_FALSE(res.ok());
   EXPECT_NE(res.error().message.find("whole nodes"), std::string::npos);
+}
+
+Layout tp_layout(int tp, int dp, int mbs, int global_batch, bool sp) {
+  Layout l;
+  l.tp = tp;
+  l.dp = dp;
+  l.micro_batch = mbs;
+  l.global_batch = global_batch;
+  l.seq = 4096;
+  l.sequence_parallel = sp;
+  return l;
+}
+
+TEST(Search, TheExportedSettingsPriceWhatTeRuns) {
+  // One stage, one replica: the stage is busy m x layers x (the layer's TP operators + the rest)
+  // plus the edges, so the exported step is busy longer than Compass's own by m x layers x what
+  // the export's report says its settings add per layer.
+  for (const char* cluster : {"dgx-h100", "a6000x8-2nic"}) {
+    SCOPED_TRACE(cluster);
+    Searcher s = searcher(cluster, "llama2-13b");
+    const Layout l = tp_layout(8, 1, 2, 8, true);
+    Result<Candidate> c = s.price(l);
+    Result<StepResult> e = s.price_as_exported(l);
+    ASSERT_TRUE(c.ok() && e.ok()) << (c.ok() ? e.error().message : c.error().message);
+    Result<plan::LayerPlan> lp = plan_for(s.cluster(), s.model(), l);
+    ASSERT_TRUE(lp.ok());
+    Result<plan::TeExport> ex = plan::export_te(s.cluster().node, *lp, {});
+    ASSERT_TRUE(ex.ok()) << ex.error().message;
+    const double busy_e = e->breakdown.compute_s + e->breakdown.tp_exposed_s;
+    const double busy_c = c->compass.breakdown.compute_s + c->compass.breakdown.tp_exposed_s;
+    const double per_layer = ex->exported_s - ex->compass_s;
+    EXPECT_NEAR(busy_e - busy_c, l.microbatches() * s.model().layers * per_layer, 1e-9 * busy_c);
+    EXPECT_NE(per_layer, 0.0);
+  }
+  // On the PCIe boxes at TP 8 Compass chooses trees, which TE cannot run: the launch's
+  // expectation is far from Compass's own, and no better than TE's defaults by much.
+  Searcher s = searcher("a6000x8-2nic", "llama2-13b");
+  const Layout l = tp_layout(8, 4, 4, 128, true);
+  Result<Candidate> c = s.price(l);
+  Result<StepResult> e = s.price_as_exported(l);
+  ASSERT_TRUE(c.ok() && e.ok()) << (c.ok() ? e.error().message : c.error().message);
+  EXPECT_GT(e->iteration_s, 1.1 * c->compass.iteration_s);
+  EXPECT_GT(e->iteration_s, 0.99 * c->te.iteration_s);
+  // Without sequence parallelism there is no TE overlap to export: the export's error.
+  Result<StepResult> no_sp = s.price_as_exported(tp_layout(8, 4, 4, 128, false));
+  ASSERT_FALSE(no_sp.ok());
+  EXPECT_NE(no_sp.error().message.find("sequence parallel"), std::string::npos)
+      << no_sp.error().message;
 }
 
 TEST(MegatronArgs, NameEveryKnob) {

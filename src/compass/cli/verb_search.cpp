@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "compass/cli/common.hpp"
@@ -151,7 +152,7 @@ std::vector<std::string> te_export_command(const job::SearchRequest& r, const jo
 }
 
 void print_human(const job::Searcher& s, const job::SearchRequest& r, const job::SearchResult& res,
-                 const SearchOptions& o) {
+                 const SearchOptions& o, const std::optional<Result<job::StepResult>>& exported) {
   const job::Cluster& c = s.cluster();
   fmt::print("search    {} on {} GPUs of {} ({} per node), global batch {}, sequence {}\n",
              s.model().name, r.gpus, c.name, c.gpus_per_node(), r.global_batch, r.seq);
@@ -210,6 +211,18 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
       "TP overlap settings: this writes {} and a launch script beside it (source it first: "
       "MEGATRON_TP_ARGS and the environment)\n  {}\n",
       plan::shell_word(o.te_config), plan::shell_line(te_export_command(r, best, o)));
+  if (!exported) return;
+  if (!exported->ok()) {
+    fmt::print("no TE export for this layout: {}\n", exported->error().message);
+    return;
+  }
+  // TE cannot run every strategy Compass chooses: the launch's expectation is the export's.
+  const job::StepResult& e = exported->value();
+  fmt::print(
+      "expected with this launch (TE running the exported settings): iteration {}, {:.0f} "
+      "tok/s/GPU, MFU {:.1f}% (Compass's own choices: {})\n",
+      format_seconds(e.iteration_s), e.tokens_per_s_per_gpu, e.mfu * 100,
+      format_seconds(res.best_compass.compass.iteration_s));
 }
 
 nlohmann::ordered_json refine_json(const study::RefineReport& rep,
@@ -305,6 +318,10 @@ void search(const SearchOptions& o, Spread& spread) {
         plan::Config::compass));
   }
   if (!spread.root()) return;
+  // What the printed launch runs: Compass's best with the settings `compass export te` writes.
+  std::optional<Result<job::StepResult>> exported;
+  if (job::te_overlap_applies(res.best_compass.layout))
+    exported = s.price_as_exported(res.best_compass.layout);
   if (o.json.any()) {
     nlohmann::ordered_json j;
     j["model"] = s.model().name;
@@ -323,11 +340,13 @@ void search(const SearchOptions& o, Spread& spread) {
     const job::Layout& best = res.best_compass.layout;
     j["megatron_args"] = job::megatron_args(best, s.model().layers, plan::Config::compass);
     if (job::te_overlap_applies(best)) j["te_export_command"] = te_export_command(r, best, o);
+    if (exported && exported->ok()) j["te_export_step"] = step_json(exported->value());
+    if (exported && !exported->ok()) j["te_export_error"] = exported->error().message;
     if (refined) j["refine"] = refine_json(*refined, settings);
     o.json.emit(j, o.force);
   }
   if (!o.json.to_stdout()) {
-    print_human(s, r, res, o);
+    print_human(s, r, res, o, exported);
     if (refined) print_refine(*refined, settings);
   }
 }

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "compass/core/units.hpp"
+#include "compass/plan/te_export.hpp"
 
 namespace compass::job {
 
@@ -66,6 +67,29 @@ Result<Candidate> Searcher::price(const Layout& l) {
   COMPASS_ASSIGN(c.compass, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::compass,
                                        options_, pipelines_));
   return c;
+}
+
+Result<StepResult> Searcher::price_as_exported(const Layout& l) {
+  COMPASS_TRY(check(l, model_));
+  COMPASS_ASSIGN(const plan::LayerPlan* lp, layer_plan(l));
+  plan::TeExportOptions eo;
+  eo.fp8 = l.fp8;
+  COMPASS_ASSIGN(const plan::TeExport ex, plan::export_te(cluster_.node, *lp, eo));
+  // The report lists the plan's operators in order: each one's chosen estimate takes the
+  // exported setting's time (its GEMM work, and so what counts as exposed, stays).
+  plan::LayerPlan exported = *lp;
+  if (ex.layers.size() != exported.ops.size())
+    return make_error("the export reports {} operators for a plan of {}", ex.layers.size(),
+                      exported.ops.size());
+  for (std::size_t i = 0; i < exported.ops.size(); ++i) {
+    model::OperatorChoice& c = exported.ops[i].choice;
+    if (ex.layers[i].role != c.op.role)
+      return make_error("the export reports {} where the plan has {}", ex.layers[i].role,
+                        c.op.role);
+    c.estimates[c.chosen].total_s = ex.layers[i].exported_s;
+  }
+  return price_step(cluster_, *comm_, model_, l, exported, plan::Config::compass, options_,
+                    pipelines_);
 }
 
 Result<SearchResult> Searcher::search(const SearchRequest& r) {

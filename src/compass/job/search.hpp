@@ -71,6 +71,12 @@ class Searcher {
   Result<SearchResult> search(const SearchRequest& r);
   /// One layout under the three settings.
   Result<Candidate> price(const Layout& l);
+  /// `l` under Compass's overlap as TransformerEngine runs it from `compass export te`'s
+  /// settings: every TP operator at the predicted time of the setting the export writes for it
+  /// (plan::export_te on the layout's layer plan; Compass's own choice where TE can run it, the
+  /// nearest TE setting where not). Errors: the export's (no sequence parallelism, TP 1, GPUs
+  /// without peer access).
+  Result<StepResult> price_as_exported(const Layout& l);
 
   const Cluster& cluster() const { return cluster_; }
   const workload::ModelConfig& model() const { return model_; }
