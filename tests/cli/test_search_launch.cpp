@@ -108,13 +108,44 @@ TEST(SearchLaunch, TheExportCommandAndTheArgumentsRunAsPrinted) {
   EXPECT_EQ(cmd.at(6), model);
   EXPECT_EQ(cmd.back(), cfg);
   // And what the launch is expected to take: the exported settings' step.
-  EXPECT_GT(doc.at("te_export_step").at("iteration_s").get<double>(), 0);
+  EXPECT_EQ(doc.at("launch_overlap"), "te-export");
+  EXPECT_GT(doc.at("launch_step").at("iteration_s").get<double>(), 0);
   EXPECT_NE(r.out.find("expected with this launch (TE running the exported settings): iteration "),
             std::string::npos)
       << r.out;
   const std::vector<std::string> words = doc.at("megatron_args");
   EXPECT_EQ(words.at(0), "--tensor-model-parallel-size");
   EXPECT_EQ(words.at(1), "4");
+}
+
+TEST(SearchLaunch, WithoutTeOverlapTheLaunchIsMegatronsAndSaysWhy) {
+  // GPUs without peer access: TE's userbuffers cannot start, so the launch carries no TP
+  // overlap, says why, and is expected to take Megatron-LM's time for the layout.
+  TempDir dir;
+  const std::vector<std::string> search = {
+      "search", "--cluster", "rtx4090x8", "--model",        "llama2-7b", "--gpus", "8",   "--tp",
+      "2",      "--sp",      "on",        "--global-batch", "16",        "--seq",  "2048"};
+  const ProcessResult r = compass_in(dir.path(), search, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("MEGATRON_TP_ARGS"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("compass export te"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no TP overlap in this launch: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("peer-to-peer"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("expected with this launch (Megatron-LM's sequential TP)"),
+            std::string::npos)
+      << r.out;
+  std::vector<std::string> json_search = search;
+  json_search.push_back("--json");
+  const ProcessResult j = compass_in(dir.path(), json_search, 120);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const nlohmann::json doc = nlohmann::json::parse(j.out);
+  EXPECT_FALSE(doc.contains("te_export_command"));
+  EXPECT_NE(doc.at("te_export_error").get<std::string>().find("peer-to-peer"), std::string::npos);
+  EXPECT_EQ(doc.at("launch_overlap"), "megatron");
+  EXPECT_EQ(doc.at("launch_step").at("iteration_s"),
+            doc.at("best").at("compass").at("megatron").at("iteration_s"));
+  EXPECT_GT(doc.at("best").at("compass").at("megatron").at("iteration_s").get<double>(),
+            doc.at("best").at("compass").at("compass").at("iteration_s").get<double>());
 }
 
 TEST(SearchLaunch, ExportTakesTheClusterTheSearchWasGiven) {

@@ -201,26 +201,24 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
   const job::Layout& best = res.best_compass.layout;
   const std::vector<std::string> args =
       job::megatron_args(best, s.model().layers, plan::Config::compass);
-  if (!job::te_overlap_applies(best)) {
-    fmt::print("\nmegatron-lm arguments (Compass's best)\n  {}\n", plan::shell_line(args));
-    return;
-  }
-  fmt::print("\nmegatron-lm arguments (Compass's best)\n  {} \"${{MEGATRON_TP_ARGS[@]}}\"\n",
-             plan::shell_line(args));
+  const bool te = exported && exported->ok();
+  fmt::print("\nmegatron-lm arguments (Compass's best)\n  {}{}\n", plan::shell_line(args),
+             te ? " \"${MEGATRON_TP_ARGS[@]}\"" : "");
+  if (te)
+    fmt::print(
+        "TP overlap settings: this writes {} and a launch script beside it (source it first: "
+        "MEGATRON_TP_ARGS and the environment)\n  {}\n",
+        plan::shell_word(o.te_config), plan::shell_line(te_export_command(r, best, o)));
+  if (exported && !exported->ok())
+    fmt::print("no TP overlap in this launch: {}\n", exported->error().message);
+  if (best.tp < 2) return;
+  // What the launch is expected to take: TE cannot run every strategy Compass chooses, and
+  // without TE's overlap Megatron-LM runs the TP communication after its GEMMs.
+  const job::StepResult& e = te ? exported->value() : res.best_compass.megatron;
   fmt::print(
-      "TP overlap settings: this writes {} and a launch script beside it (source it first: "
-      "MEGATRON_TP_ARGS and the environment)\n  {}\n",
-      plan::shell_word(o.te_config), plan::shell_line(te_export_command(r, best, o)));
-  if (!exported) return;
-  if (!exported->ok()) {
-    fmt::print("no TE export for this layout: {}\n", exported->error().message);
-    return;
-  }
-  // TE cannot run every strategy Compass chooses: the launch's expectation is the export's.
-  const job::StepResult& e = exported->value();
-  fmt::print(
-      "expected with this launch (TE running the exported settings): iteration {}, {:.0f} "
-      "tok/s/GPU, MFU {:.1f}% (Compass's own choices: {})\n",
+      "expected with this launch ({}): iteration {}, {:.0f} tok/s/GPU, MFU {:.1f}% "
+      "(Compass's own choices: {})\n",
+      te ? "TE running the exported settings" : "Megatron-LM's sequential TP",
       format_seconds(e.iteration_s), e.tokens_per_s_per_gpu, e.mfu * 100,
       format_seconds(res.best_compass.compass.iteration_s));
 }
@@ -339,9 +337,13 @@ void search(const SearchOptions& o, Spread& spread) {
     j["compass_changes_winner"] = res.compass_changes_winner();
     const job::Layout& best = res.best_compass.layout;
     j["megatron_args"] = job::megatron_args(best, s.model().layers, plan::Config::compass);
-    if (job::te_overlap_applies(best)) j["te_export_command"] = te_export_command(r, best, o);
-    if (exported && exported->ok()) j["te_export_step"] = step_json(exported->value());
+    const bool te = exported && exported->ok();
+    if (te) j["te_export_command"] = te_export_command(r, best, o);
     if (exported && !exported->ok()) j["te_export_error"] = exported->error().message;
+    if (best.tp > 1) {
+      j["launch_overlap"] = te ? "te-export" : "megatron";
+      j["launch_step"] = step_json(te ? exported->value() : res.best_compass.megatron);
+    }
     if (refined) j["refine"] = refine_json(*refined, settings);
     o.json.emit(j, o.force);
   }
