@@ -83,6 +83,11 @@ TEST(Memory, StagesWithDistributedOptimizer) {
   // TP overlap keeps three gathered activations.
   const MemoryReport te = memory_per_gpu(m, tiny_layout(), plan::Config::te_default, 1e9, o);
   EXPECT_DOUBLE_EQ(te.stages[1].comm_buffers_bytes, 3 * 4096.0 * 2);
+  // Without sequence parallelism TE's overlap is off (Megatron-LM refuses it): no buffers.
+  Layout no_sp = tiny_layout();
+  no_sp.sequence_parallel = false;
+  EXPECT_DOUBLE_EQ(
+      memory_per_gpu(m, no_sp, plan::Config::te_default, 1e9, o).stages[1].comm_buffers_bytes, 0);
 }
 
 TEST(Memory, InterleavingHoldsMoreOnTheFirstStage) {

@@ -62,6 +62,13 @@ TEST(LayerPlan, TeDefaults) {
   EXPECT_EQ(te_default_strategy(op), (schedule::Strategy{StrategyKind::decompose, 4}));
   op.role = "fc1_dgrad";
   EXPECT_EQ(te_default_strategy(op).kind, StrategyKind::sequential);
+  // Without sequence parallelism the same roles are GEMM + all-reduce, which Megatron-LM never
+  // hands to TE's userbuffers: sequential, as Megatron-LM runs them.
+  op.kind = workload::OpKind::gemm_ar;
+  for (const char* role : {"proj_fprop", "fc2_fprop", "fc1_dgrad", "qkv_dgrad"}) {
+    op.role = role;
+    EXPECT_EQ(te_default_strategy(op).kind, StrategyKind::sequential) << role;
+  }
   const schedule::CommPlan te = rank_order_plan(schedule::CommPlan{{4, 5, 6, 7}, {0, 1, 3, 2}, {2, 3, 1, 0}, 2});
   EXPECT_EQ(te.ring, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(te.ring2, (std::vector<int>{3, 2, 1, 0}));
@@ -102,6 +109,25 @@ void expect_same_ops(const LayerPlan& a, const LayerPlan& b, bool every_breakdow
     expect_same(a.ops[i].compass(), b.ops[i].compass());
     expect_same(a.ops[i].megatron, b.ops[i].megatron);
     expect_same(a.ops[i].te, b.ops[i].te);
+  }
+}
+
+TEST(LayerPlan, WithoutSequenceParallelismTeDefaultsAreMegatrons) {
+  // Megatron-LM refuses --tp-comm-overlap without --sequence-parallel: every TE estimate of a
+  // plan without SP is the sequential one, and so is the iteration.
+  // TP 8 on a6000x8: the topology-aware ring is not the rank order, and NCCL's is what runs.
+  for (int tp : {2, 8}) {
+    workload::ParallelConfig pc;
+    pc.tp = tp;
+    pc.sequence_parallel = false;
+    const Result<LayerPlan> lp = plan_layer(a6000(), *workload::resolve_model("llama2-13b"), pc);
+    ASSERT_TRUE(lp.ok()) << lp.error().message;
+    ASSERT_FALSE(lp->ops.empty());
+    for (const PlannedOp& po : lp->ops) {
+      EXPECT_EQ(po.te.strategy.kind, StrategyKind::sequential) << po.choice.op.role;
+      expect_same(po.te, po.megatron);
+    }
+    EXPECT_EQ(lp->te.total_s, lp->megatron.total_s);
   }
 }
 

@@ -24,6 +24,9 @@ std::string_view to_string(Config c) {
 }
 
 Strategy te_default_strategy(const workload::OperatorSpec& op) {
+  // Megatron-LM refuses --tp-comm-overlap without sequence parallelism: a GEMM + all-reduce
+  // never reaches TE's userbuffers.
+  if (op.kind == workload::OpKind::gemm_ar) return Strategy{StrategyKind::sequential, 0};
   const std::string& r = op.role;
   if (r == "qkv_fprop" || r == "fc1_fprop" || r == "proj_dgrad" || r == "fc2_dgrad")
     return Strategy{StrategyKind::fuse_ring, 0};
@@ -120,7 +123,9 @@ Status price_te_defaults(const hardware::Profile& p, LayerPlan& lp) {
   for (const auto& [dgrad, wgrad] : te_bulk_pairs()) {
     PlannedOp* d = find(dgrad);
     PlannedOp* w = find(wgrad);
-    if (d == nullptr || w == nullptr || d->choice.op.tp < 2) continue;
+    if (d == nullptr || w == nullptr || d->choice.op.tp < 2 ||
+        d->choice.op.kind == workload::OpKind::gemm_ar)
+      continue;
     COMPASS_ASSIGN(const TeBulkPhase rs, te_bulk_phase(p, w->choice.op, d->choice.op, lp.te_plan,
                                                        kTeDefaultSm, kTeDefaultSmMargin, true));
     COMPASS_ASSIGN(const TeBulkPhase ag, te_bulk_phase(p, d->choice.op, w->choice.op, lp.te_plan,
@@ -130,7 +135,7 @@ Status price_te_defaults(const hardware::Profile& p, LayerPlan& lp) {
     bulk.insert({dgrad, wgrad});
   }
   for (PlannedOp& po : lp.ops) {
-    if (bulk.count(po.choice.op.role) || po.choice.op.kind == workload::OpKind::ag_gemm) continue;
+    if (bulk.count(po.choice.op.role) || po.choice.op.kind != workload::OpKind::gemm_rs) continue;
     COMPASS_ASSIGN(const double extra, te_bf16_buffer_extra_s(p, po.choice.op, lp.te_plan));
     po.te.total_s += extra;
   }
@@ -201,7 +206,14 @@ Result<LayerPlan> LayerPlanner::plan(const workload::ModelConfig& model,
                                        lp.plan, caches));
       }
     }
-    COMPASS_ASSIGN(po.te, model::estimate(p, lo.op, te_default_strategy(lo.op), lp.te_plan, caches));
+    if (lo.op.kind == workload::OpKind::gemm_ar) {
+      // Megatron-LM runs it as without TE (te_default_strategy): its NCCL all-reduce on the
+      // rings NCCL picks, not TE's rank-order ring.
+      po.te = po.megatron;
+    } else {
+      COMPASS_ASSIGN(po.te,
+                     model::estimate(p, lo.op, te_default_strategy(lo.op), lp.te_plan, caches));
+    }
     roles.insert(lo.op.role);
     lp.ops.push_back(std::move(po));
   }

@@ -30,7 +30,8 @@ std::string_view to_string(Config c);
 /// TransformerEngine userbuffers' static default for an operator role:
 /// ring exchange (fuse:ring on a rank-order ring) for qkv_fprop, fc1_fprop, proj_dgrad and
 /// fc2_dgrad; pipeline with 4 splits for proj_fprop and fc2_fprop (the largest degree <= 4 that
-/// divides the rows each rank owns); bulk (sequential) otherwise.
+/// divides the rows each rank owns); bulk (sequential) otherwise; sequential for every GEMM +
+/// all-reduce (without sequence parallelism Megatron-LM does not turn TE's overlap on).
 schedule::Strategy te_default_strategy(const workload::OperatorSpec& op);
 
 /// `topo` with its ring replaced by rank order (TE's one-way ring) and ring2 by its reverse.
