@@ -98,6 +98,11 @@ def test_export_te(tmp_path):
     assert (tmp_path / "tp_comm_overlap.yaml").exists() and (tmp_path / "launch.sh").exists()
     with pytest.raises(tpcompass.CompassError, match="--force"):
         e.write(str(tmp_path) + "/")
+    # On a cluster's node, as the search names it: the node's preset's export.
+    c = tpcompass.export_te(cluster="dgx-h100", tp=4)
+    assert c.data == tpcompass.export_te(profile="h100x8", tp=4).data
+    with pytest.raises(tpcompass.CompassError, match="cluster"):
+        tpcompass.export_te(cluster="nosuch")
 
 
 def test_records_convert_to_pandas():

@@ -509,9 +509,11 @@ def topo(profile: ProfileArg = None, tp: Optional[int] = None, gpus: Gpus = None
 
 def export_te(profile: ProfileArg = None, model: Optional[str] = None, tp: Optional[int] = None,
               gpus: Gpus = None, seq: Optional[int] = None, mbs: Optional[int] = None,
-              sp: bool = True, fp8: bool = False, atomic_gemm: bool = False) -> TeExport:
+              sp: bool = True, fp8: bool = False, atomic_gemm: bool = False,
+              cluster: Optional[str] = None) -> TeExport:
     """TransformerEngine's tp-comm-overlap configuration and Megatron-LM's launch settings
-    for the plan of one layer (docs/te-export.md).
+    for the plan of one layer (docs/te-export.md). ``cluster`` plans on a cluster's node
+    instead of ``profile``, as :func:`search` takes it.
 
     >>> import tpcompass
     >>> e = tpcompass.export_te()
@@ -519,7 +521,7 @@ def export_te(profile: ProfileArg = None, model: Optional[str] = None, tp: Optio
     '1'
     """
     plan_args = [*_plan_args(profile, model, tp, gpus, seq, mbs, sp),
-                 *_flags(fp8=fp8, atomic_gemm=atomic_gemm)]
+                 *_flags(fp8=fp8, atomic_gemm=atomic_gemm, cluster=cluster)]
     j = _json(["export", "te", *plan_args])
     return TeExport(config=j["config"], env=j["env"], megatron_args=j["megatron_args"],
                     device_order=j["device_order"], layers=j["layers"], data=j,
