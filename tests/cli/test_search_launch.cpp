@@ -91,7 +91,10 @@ TEST(SearchLaunch, TheExportCommandAndTheArgumentsRunAsPrinted) {
   EXPECT_EQ(value_of("--tensor-model-parallel-size"), "4") << expanded.out;
   EXPECT_EQ(value_of("--seq-length"), "2048") << expanded.out;
   EXPECT_EQ(value_of("--global-batch-size"), "16") << expanded.out;
-  EXPECT_EQ(value_of("--tp-comm-overlap-cfg"), fs::canonical(config).string()) << expanded.out;
+  const fs::path named = value_of("--tp-comm-overlap-cfg");
+  std::error_code ec;
+  EXPECT_TRUE(named.is_absolute()) << expanded.out;
+  EXPECT_TRUE(fs::equivalent(named, config, ec)) << expanded.out;
   EXPECT_NE(std::find(argv.begin(), argv.end(), "--tp-comm-overlap"), argv.end());
   EXPECT_EQ(argv.back(), "CUDA_DEVICE_MAX_CONNECTIONS=1");
 
