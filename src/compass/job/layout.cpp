@@ -26,6 +26,10 @@ std::optional<Recompute> parse_recompute(std::string_view s) {
   return std::nullopt;
 }
 
+bool te_overlap_applies(const Layout& l) {
+  return l.tp > 1 && l.sequence_parallel;
+}
+
 std::string describe(const Layout& l) {
   std::string s = fmt::format("tp{} pp{}", l.tp, l.pp);
   if (l.vpp > 1) s += fmt::format(" vpp{}", l.vpp);

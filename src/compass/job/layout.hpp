@@ -41,6 +41,10 @@ struct Layout {
 /// "tp8 pp4 vpp2 dp16 mbs1 sp sel" style one-word-per-knob summary.
 std::string describe(const Layout& l);
 
+/// Whether Megatron-LM runs the layout's TP communication through TransformerEngine's
+/// overlap (--tp-comm-overlap): TP > 1 with sequence parallelism (it refuses the flag without).
+bool te_overlap_applies(const Layout& l);
+
 /// Checks the layout on its own and against the model: positive sizes, global batch a
 /// multiple of micro-batch x dp, vpp > 1 only with pp > 1, micro-batches a multiple of pp and
 /// layers a multiple of pp x vpp, a layer split layers_per_virtual_stage can make, heads, kv heads

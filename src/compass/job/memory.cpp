@@ -69,12 +69,12 @@ MemoryReport memory_per_gpu(const workload::ModelConfig& m, const Layout& l, pla
         recompute_peak;
     // The last stage keeps one micro-batch's logits: bf16 output and fp32 softmax.
     if (st == l.pp - 1) sm.activations_bytes += s * b * static_cast<double>(m.vocab) / t * 6;
-    // TP overlap keeps userbuffers: three gathered activations (s*b*h in bf16) (assumed). TE's
-    // defaults have none without sequence parallelism, where Megatron-LM does not turn TE's
-    // overlap on.
-    const bool buffers = overlap == plan::Config::compass ||
-                         (overlap == plan::Config::te_default && l.sequence_parallel);
-    if (buffers && l.tp > 1) sm.comm_buffers_bytes = 3 * s * b * h * 2;
+    // TP overlap keeps userbuffers: three gathered activations (s*b*h in bf16) (assumed); TE's
+    // defaults only where Megatron-LM turns TE's overlap on.
+    const bool buffers = overlap == plan::Config::compass ? l.tp > 1
+                                                          : overlap == plan::Config::te_default &&
+                                                                te_overlap_applies(l);
+    if (buffers) sm.comm_buffers_bytes = 3 * s * b * h * 2;
     const double others = sm.total_bytes();
     sm.allowance_bytes = o.fixed_allowance_bytes + o.fragmentation * others;
     if (sm.total_bytes() > r.peak_bytes) {

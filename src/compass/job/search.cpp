@@ -259,10 +259,6 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
   return out;
 }
 
-bool te_overlap_applies(const Layout& l) {
-  return l.tp > 1 && l.sequence_parallel;
-}
-
 std::vector<std::string> megatron_args(const Layout& l, int layers, plan::Config overlap) {
   std::vector<std::string> a;
   const auto flag = [&a](std::string name, auto value) {

@@ -95,10 +95,6 @@ class Searcher {
   PipelineCache pipelines_;
 };
 
-/// Whether Megatron-LM runs the layout's TP communication through TransformerEngine's
-/// overlap (--tp-comm-overlap): TP > 1 with sequence parallelism.
-bool te_overlap_applies(const Layout& l);
-
 /// The Megatron-LM command-line arguments of a layout under `overlap`, one word each (an argv:
 /// a flag and its value are two). Under Config::te_default they end with --tp-comm-overlap
 /// where it applies (TE's default settings); under Config::compass they carry no TP overlap

@@ -123,9 +123,7 @@ Status price_te_defaults(const hardware::Profile& p, LayerPlan& lp) {
   for (const auto& [dgrad, wgrad] : te_bulk_pairs()) {
     PlannedOp* d = find(dgrad);
     PlannedOp* w = find(wgrad);
-    if (d == nullptr || w == nullptr || d->choice.op.tp < 2 ||
-        d->choice.op.kind == workload::OpKind::gemm_ar)
-      continue;
+    if (d == nullptr || w == nullptr || d->choice.op.tp < 2) continue;
     COMPASS_ASSIGN(const TeBulkPhase rs, te_bulk_phase(p, w->choice.op, d->choice.op, lp.te_plan,
                                                        kTeDefaultSm, kTeDefaultSmMargin, true));
     COMPASS_ASSIGN(const TeBulkPhase ag, te_bulk_phase(p, d->choice.op, w->choice.op, lp.te_plan,
