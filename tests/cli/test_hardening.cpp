@@ -578,6 +578,32 @@ TEST(Limits, FifosAndDevicesAreNotInputFiles) {
 // ---------------------------------------------------------------------------------------------
 // Several outputs: all or none
 
+// ---------------------------------------------------------------------------------------------
+// The layout search: requests no layout can meet, and simulations too large to run, are refused
+// at once, naming what to change
+
+TEST(SearchLimits, ImpossibleAndOversizedRequestsAreOneLineErrors) {
+  const std::vector<std::string> search = {"search", "--model", "llama2-7b", "--cluster",
+                                           "dgx-h100"};
+  const FlagCase cases[] = {
+      // No pipeline size splits 32 layers into PP x 3 chunks (the first layout tried, PP 1,
+      // is not the reason).
+      {with(search, {"--gpus", "8", "--global-batch", "8", "--vpp", "3"}),
+       "VPP 3: no PP among 2, 4, 8 splits the 32 layers"},
+      // Simulating 65,536 GPUs whole would run for hours.
+      {with(search, {"--gpus", "65536", "--global-batch", "65536", "--refine", "sim", "--sim-scope",
+                     "cluster"}),
+       "--sim-scope cluster simulates every GPU, at most 1024"},
+  };
+  for (const FlagCase& c : cases) {
+    std::string line;
+    for (const auto& a : c.args) line += " '" + a + "'";
+    SCOPED_TRACE(line);
+    TempDir dir;
+    expect_usage_error(compass_in(dir.path(), c.args, 60), c.error);
+  }
+}
+
 TEST(AllOrNone, ALaterFailingOutputLeavesNoEarlierOne) {
   TempDir dir;
   const std::string src = COMPASS_SOURCE_DIR;

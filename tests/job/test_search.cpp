@@ -97,6 +97,18 @@ TEST(Search, NamesAFixedDimensionNoLayoutCanTake) {
             "PP 33 is not in 1..32 (the layers of llama2-7b)");
   EXPECT_EQ(error_of([](SearchRequest& r) { r.micro_batch = 3; }),
             "global batch 8 is not a multiple of micro-batch 3");
+  EXPECT_EQ(error_of([](SearchRequest& r) { r.vpp = 3; }),
+            "VPP 3: no PP among 2, 4, 8 splits the 32 layers of llama2-7b into PP x 3 chunks");
+  EXPECT_EQ(error_of([](SearchRequest& r) {
+              r.vpp = 2;
+              r.tp = 8;
+            }),
+            "VPP 2 needs a pipeline of more than one stage, and these GPUs allow none");
+  EXPECT_EQ(error_of([](SearchRequest& r) {
+              r.vpp = 2;
+              r.pp = 2;
+            }),
+            "(no error)");
   // Fixed values some layout can take still search.
   EXPECT_EQ(error_of([](SearchRequest& r) {
               r.tp = 2;

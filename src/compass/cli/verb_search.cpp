@@ -292,6 +292,11 @@ void search(const SearchOptions& o, Spread& spread) {
                                                : backends::sim::JobSimScope::replica;
   if (scope == backends::sim::JobSimScope::cluster && o.refine != "sim")
     throw UsageError("--sim-scope cluster needs --refine sim");
+  if (scope == backends::sim::JobSimScope::cluster && o.gpus > backends::sim::kMaxClusterScopeGpus)
+    throw UsageError(
+        fmt::format("--sim-scope cluster simulates every GPU, at most {}; --gpus {} "
+                    "takes --sim-scope replica",
+                    backends::sim::kMaxClusterScopeGpus, o.gpus));
   if (o.sim_tp != "priced" && o.sim_tp != "simulated")
     throw UsageError(fmt::format("--sim-tp: expected priced or simulated, got '{}'", o.sim_tp));
   study::JobSimSettings settings;
@@ -411,9 +416,10 @@ void add_search_verb(CLI::App& app) {
                   "simulated (each distinct TP operator's schedule simulated on the node first)")
       ->capture_default_str();
   sub->add_option("--sim-scope", o->sim_scope,
-                  "With --refine sim: replica (one pipeline; the other DP replicas' traffic as "
-                  "each GPU's share of the NICs) or cluster (every GPU, for clusters small enough "
-                  "to simulate whole)")
+                  fmt::format("With --refine sim: replica (one pipeline; the other DP replicas' "
+                              "traffic as each GPU's share of the NICs) or cluster (every GPU, up "
+                              "to {})",
+                              backends::sim::kMaxClusterScopeGpus))
       ->capture_default_str();
   add_force_flag(sub, o->force, "--json-out");
   o->json.add_to(sub, "the search result");

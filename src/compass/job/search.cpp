@@ -135,6 +135,23 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
       return make_error("PP {} does not divide {} GPUs / TP for any TP ({})", *r.pp, r.gpus,
                         fmt::join(tps, ", "));
   }
+  if (r.vpp && *r.vpp > 1) {
+    // Interleaving needs PP > 1 stages that split the layers into PP x VPP equal chunks.
+    std::vector<int> stages;  // the pipeline sizes these GPUs allow, above 1
+    for (int t : tps)
+      for (std::int64_t p = 2; p <= std::min<std::int64_t>(r.gpus / t, model_.layers); ++p)
+        if ((r.gpus / t) % p == 0 && (!r.pp || *r.pp == p) &&
+            std::find(stages.begin(), stages.end(), p) == stages.end())
+          stages.push_back(static_cast<int>(p));
+    std::sort(stages.begin(), stages.end());
+    if (stages.empty())
+      return make_error("VPP {} needs a pipeline of more than one stage, and these GPUs allow none",
+                        *r.vpp);
+    if (std::none_of(stages.begin(), stages.end(),
+                     [&](int p) { return model_.layers % (std::int64_t{p} * *r.vpp) == 0; }))
+      return make_error("VPP {}: no PP among {} splits the {} layers of {} into PP x {} chunks",
+                        *r.vpp, fmt::join(stages, ", "), model_.layers, model_.name, *r.vpp);
+  }
   if (r.micro_batch && (*r.micro_batch < 1 || r.global_batch % *r.micro_batch != 0))
     return make_error("global batch {} is not a multiple of micro-batch {}", r.global_batch,
                       *r.micro_batch);

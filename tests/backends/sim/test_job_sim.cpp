@@ -145,5 +145,16 @@ TEST(JobSimScope, ClusterScopeAcrossNodesRuns) {
   EXPECT_STREQ(to_string(JobSimScope::cluster), "cluster");
 }
 
+TEST(JobSimScope, ClusterScopeRefusesMoreGpusThanItsLimit) {
+  // 2,048 GPUs: the cluster scope would run for hours; it names the scope that takes them.
+  Priced p = price("dgx-h100", layout(8, 1, 256, 256));
+  ASSERT_GT(p.step.layout.gpus(), kMaxClusterScopeGpus);
+  Result<JobSimResult> whole = simulate_job(p.cluster, p.model, p.step, {}, JobSimScope::cluster);
+  ASSERT_FALSE(whole.ok());
+  EXPECT_EQ(whole.error().message,
+            "the cluster scope simulates every GPU, at most 1024; 2048 GPUs take the replica "
+            "scope");
+}
+
 }  // namespace
 }  // namespace compass::backends::sim

@@ -573,6 +573,11 @@ Result<JobSimResult> decode(const std::string& bytes) {
 Result<JobSimResult> simulate_job(const job::Cluster& cl, const workload::ModelConfig& m,
                                   const job::StepResult& step, const job::StepOptions& o,
                                   JobSimScope scope) {
+  if (scope == JobSimScope::cluster && step.layout.gpus() > kMaxClusterScopeGpus)
+    return make_error(
+        "the cluster scope simulates every GPU, at most {}; {} GPUs take the replica "
+        "scope",
+        kMaxClusterScopeGpus, step.layout.gpus());
   const Result<std::string> bytes = detail::run_in_child("job simulation", [&] {
     try {
       return encode(simulate_here(cl, m, step, o, scope));

@@ -5,6 +5,7 @@
 // built from the cluster (the node's links, each GPU's share of the node's NICs, the network's
 // oversubscription). What is simulated and what is approximated: docs/job.md, "Held to SimGrid".
 
+#include <cstdint>
 #include <vector>
 
 #include "compass/core/result.hpp"
@@ -27,6 +28,10 @@ enum class JobSimScope {
   cluster,
 };
 
+/// The most GPUs the cluster scope simulates: its time grows faster than its GPUs (every rank
+/// an actor, every DP ring step a flow), so a larger cluster takes the replica scope.
+inline constexpr std::int64_t kMaxClusterScopeGpus = 1024;
+
 struct JobSimResult {
   double iteration_s = 0;           ///< last stage's end (optimizer included)
   std::vector<double> stage_end_s;  ///< per stage: its pipeline part (last backward) ends
@@ -36,7 +41,8 @@ struct JobSimResult {
 
 /// Simulates one iteration of `step.layout` (priced by job::price_step with options `o`, whose
 /// PipelineSpec supplies the compute durations), over `scope`. Errors: built without SimGrid, a
-/// layout the cluster cannot place, a pipeline spec that does not match the layout.
+/// layout the cluster cannot place, a pipeline spec that does not match the layout, the cluster
+/// scope over more than kMaxClusterScopeGpus GPUs.
 Result<JobSimResult> simulate_job(const job::Cluster& cluster, const workload::ModelConfig& m,
                                   const job::StepResult& step, const job::StepOptions& o = {},
                                   JobSimScope scope = JobSimScope::replica);
