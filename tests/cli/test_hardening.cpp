@@ -389,6 +389,37 @@ TEST(Validation, ModelFiles) {
   }
 }
 
+TEST(Validation, AJsonKeyGivenTwiceIsRefusedInEveryInput) {
+  // JSON allows a key twice in one object and the parser keeps the last: the first value the
+  // user wrote would be dropped without a word.
+  TempDir dir;
+  spit(dir.path() + "/model.json",
+       R"({"name": "m", "hidden": 64, "ffn": 256, "heads": 1, "kv_heads": 1, "layers": 32, )"
+       R"("vocab": 8, "layers": 2})");
+  spit(dir.path() + "/cluster.json",
+       R"({"name": "c", "node": "h100x8", "nodes": 4, "nic": {"count": 8, "gbps": 400, )"
+       R"("gbps": 100}})");
+  spit(dir.path() + "/huge-cluster.json", R"({"name": "c", "node": "h100x8", "nodes": 1e999})");
+  spit(dir.path() + "/plan.json", R"({"ops": [], "iteration": {}, "ops": []})");
+  const ProcessResult dumped = compass_in(dir.path(), {"profile", "dump", "a6000x8"});
+  ASSERT_EQ(dumped.exit_code, 0) << dumped.err;
+  std::string profile = dumped.out;
+  profile.insert(profile.find("\"name\""), "\"p2p\": false,\n  ");
+  spit(dir.path() + "/profile.json", profile);
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"plan", "--model", "model.json"}, "model.json: duplicate key 'layers'"},
+      {{"search", "--cluster", "cluster.json"}, "cluster.json: duplicate key 'gbps' (in 'nic')"},
+      {{"search", "--cluster", "huge-cluster.json"},
+       "huge-cluster.json: malformed JSON: number overflow parsing '1e999'"},
+      {{"topo", "--profile", "profile.json"}, "profile.json: duplicate key 'p2p'"},
+      {{"plot", "plan.json", "--out", "x.png"}, "plan.json: duplicate key 'ops'"},
+  };
+  for (const auto& [args, error] : cases) {
+    SCOPED_TRACE(args.back());
+    expect_usage_error(compass_in(dir.path(), args), error);
+  }
+}
+
 TEST(Validation, ControlCharactersInArgumentsAreEscaped) {
   TempDir dir;
   const ProcessResult verb = compass_in(dir.path(), {"\x1b[2Jverb"});

@@ -54,6 +54,31 @@ TEST(Cluster, BadFieldsAreNamed) {
   EXPECT_NE(c.error().message.find("nic.count"), std::string::npos);
 }
 
+TEST(Cluster, MisspeltFieldsAndFractionalCountsAreRefused) {
+  auto error_of = [](const std::string& text) {
+    Result<Cluster> c = cluster_from_json(text, "x.json");
+    return c.ok() ? std::string("(read)") : c.error().message;
+  };
+  // Before, each of these fell back to a default or was cut to an integer without a word.
+  EXPECT_EQ(error_of(R"({"node": "h100x8", "nic": {"gbsp": 100}})"),
+            "x.json: nic: unknown field 'gbsp' (known: count, gbps, efficiency, latency_us, "
+            "rail_optimized, source)");
+  EXPECT_EQ(error_of(R"({"node": "h100x8", "network": {"oversub": 4}})"),
+            "x.json: network: unknown field 'oversub' (known: oversubscription, hop_latency_us, "
+            "hops, source)");
+  EXPECT_EQ(error_of(R"({"node": "h100x8", "gpus": 16})"),
+            "x.json: unknown field 'gpus' (known: name, description, nodes, node, nic, network, "
+            "notes)");
+  EXPECT_EQ(error_of(R"({"node": "h100x8", "nic": {"count": 2.5}})"),
+            "x.json: nic: count: expected an integer, got 2.5");
+  EXPECT_EQ(error_of(R"({"node": "h100x8", "nodes": 10000000000})"),
+            "x.json: nodes: expected an integer, got 10000000000");
+  EXPECT_EQ(error_of(R"({"node": "h100x8", "nodes": 4, "nodes": 2})"),
+            "x.json: duplicate key 'nodes'");
+  EXPECT_EQ(error_of(R"({"node": "h100x8", "nodes": 4, "nic": {"count": 8, "gbps": 200}})"),
+            "(read)");
+}
+
 TEST(JobComm, InterNodeRingByHand) {
   Result<Cluster> c = builtin_cluster("dgx-h100");
   ASSERT_TRUE(c.ok());

@@ -391,7 +391,9 @@ TEST(Schedule, FusedGemmRsStoresIntoOwnerSlotsAndSumsInRankOrder) {
 }
 
 TEST(ScheduleJson, ErrorsNameTheField) {
-  EXPECT_TRUE(contains(schedule_from_json("{").error().message, "not valid JSON"));
+  EXPECT_EQ(
+      schedule_from_json("{").error().message.rfind("schedule JSON: line 1: malformed JSON: ", 0),
+      0u);
   EXPECT_TRUE(contains(schedule_from_json("[]").error().message, "top level"));
   const std::string good = schedule_to_json(ring_ag(2));
   std::string bad = good;

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "compass/cli/common.hpp"
+#include "compass/core/json_text.hpp"
 #include "compass/job/cluster.hpp"
 #include "compass/model/selector.hpp"
 #include "compass/plan/te_compare.hpp"
@@ -140,8 +141,7 @@ plan::TePreset load_preset(const std::string& what) {
   std::ostringstream text;
   text << f.rdbuf();
   if (!f) throw UsageError(fmt::format("--compare {}: cannot read it", path));
-  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-  if (j.is_discarded()) throw UsageError(fmt::format("--compare {}: not JSON", path));
+  const nlohmann::json j = unwrap(parse_json_text(text.str(), "--compare " + path));
   return unwrap(plan::parse_te_preset(j, fs::path(path).stem().string()));
 }
 

@@ -4,16 +4,17 @@
 // distributions, `compass simulate --trace` as a timeline per rank and resource. The drawing is
 // python/tpcompass/plots.py, run as a child process with an argument vector (no shell).
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include "compass/cli/common.hpp"
 #include "compass/cli/process.hpp"
+#include "compass/core/json_text.hpp"
 
 namespace compass::cli {
 
@@ -32,12 +33,7 @@ constexpr std::uint64_t kMaxDataBytes = std::uint64_t{1} << 30;  // the plotted 
 
 // The kind plots.py will draw (the same recognition rules), or a UsageError.
 std::string kind_of(const std::string& path, const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception&) {
-    throw UsageError(fmt::format("{}: not valid JSON", path));
-  }
+  const nlohmann::json j = unwrap(parse_json_text(text, path));
   if (j.is_object() && j.contains("ops") && j.contains("iteration")) return "plan";
   if (j.is_object() && j.contains("rows") && j.contains("summary")) return "sweep";
   if (j.is_object() && j.contains("traceEvents")) return "timeline";

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "compass/core/json_text.hpp"
 #include "compass/hardware/presets.hpp"
 #include "compass/hardware/profile_check.hpp"
 #include "compass/hardware/profile_io.hpp"
@@ -37,7 +38,6 @@ using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
 // Bounds that keep absurd files (and the fuzzer) fast.
-constexpr std::size_t kMaxJsonDepth = 64;
 constexpr std::uintmax_t kMaxFileBytes = std::uintmax_t{1} << 30;
 
 std::string join(const std::string& path, std::string_view key) {
@@ -156,41 +156,6 @@ class ObjectReader {
   std::string path_;
   std::set<std::string, std::less<>> used_;
 };
-
-
-
-/// Deepest nesting of [ and { outside strings; nlohmann's parser recurses, so bound it first.
-std::size_t nesting_depth(std::string_view text) {
-  std::size_t depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"')
-      in_string = true;
-    else if (c == '[' || c == '{')
-      deepest = std::max(deepest, ++depth);
-    else if ((c == ']' || c == '}') && depth > 0)
-      --depth;
-  }
-  return deepest;
-}
-
-/// nlohmann's what() starts with "[json.exception.<kind>.<id>] "; users need the rest.
-std::string without_json_prefix(const std::string& what) {
-  if (what.rfind("[json.exception.", 0) == 0) {
-    auto end = what.find("] ");
-    if (end != std::string::npos) return what.substr(end + 2);
-  }
-  return what;
-}
 
 Status parse_device(const json& j, const std::string& path, DeviceSpec& d) {
   COMPASS_ASSIGN(ObjectReader r, ObjectReader::open(j, path));
@@ -503,28 +468,8 @@ Result<Profile> parse_profile(const json& root, ErrorSink& sink) {
 }
 
 Result<Profile> parse_text(std::string_view text, std::string_view origin, ErrorSink& sink) {
-  if (nesting_depth(text) > kMaxJsonDepth)
-    return make_error("{}: malformed JSON: nested deeper than {} levels", origin, kMaxJsonDepth);
+  COMPASS_ASSIGN(const json root, parse_json_text(text, origin));
   try {
-    json root;
-    try {
-      root = json::parse(text.begin(), text.end());
-    } catch (const json::parse_error& e) {
-      const std::size_t upto = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-      const auto line = 1 + std::count(text.begin(), text.begin() + upto, '\n');
-      // what(): "[json.exception.parse_error.101] parse error at line 4, column 3: <detail>"
-      std::string what = e.what();
-      std::string detail = what;
-      auto at = what.find("parse error");
-      if (at != std::string::npos) {
-        auto colon = what.find(": ", at);
-        if (colon != std::string::npos) detail = what.substr(colon + 2);
-      }
-      return make_error("{}: line {}: malformed JSON: {}", origin, line, detail);
-    } catch (const json::exception& e) {
-      // e.g. "number overflow parsing '1e999'" (out_of_range.406) carries no position.
-      return make_error("{}: malformed JSON: {}", origin, without_json_prefix(e.what()));
-    }
     Result<Profile> p = parse_profile(root, sink);
     if (!p.ok()) return make_error("{}: {}", origin, p.error().message);
     return p;

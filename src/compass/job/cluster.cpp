@@ -3,12 +3,17 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
+#include "compass/core/json_text.hpp"
 #include "compass/core/units.hpp"
 #include "compass/hardware/presets.hpp"
 #include "compass/hardware/profile_io.hpp"
@@ -165,11 +170,28 @@ Result<std::string> read_text(const std::string& path) {
 template <typename T>
 Result<T> field(const nlohmann::json& j, const char* key, T fallback, const std::string& where) {
   if (!j.contains(key)) return fallback;
+  const nlohmann::json& v = j.at(key);
+  if constexpr (std::is_same_v<T, int>) {
+    // An integer as written: never a fraction cut short, nor a count past int's range.
+    if (!v.is_number_integer() || v.get<std::int64_t>() < std::numeric_limits<int>::min() ||
+        v.get<std::int64_t>() > std::numeric_limits<int>::max())
+      return make_error("{}: {}: expected an integer, got {}", where, key, v.dump());
+  }
   try {
-    return j.at(key).get<T>();
+    return v.get<T>();
   } catch (const nlohmann::json::exception&) {
     return make_error("{}: {}: wrong type", where, key);
   }
+}
+
+// A misspelt field would fall back to its default without a word: every key must be known.
+Status known_keys(const nlohmann::json& j, std::initializer_list<const char*> known,
+                  const std::string& where) {
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (std::none_of(known.begin(), known.end(), [&](const char* k) { return it.key() == k; }))
+      return make_error("{}: unknown field '{}' (known: {})", where, it.key(),
+                        fmt::join(known, ", "));
+  return Status::success();
 }
 
 // The NICs a machine profile lists (e.g. read by `compass discover` from nvidia-smi topo -m).
@@ -223,12 +245,7 @@ Status validate(const Cluster& c) {
 }
 
 Result<Cluster> cluster_from_json(const std::string& text, const std::string& origin) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return make_error("{}: not valid JSON ({})", origin, e.what());
-  }
+  COMPASS_ASSIGN(const nlohmann::json j, parse_json_text(text, origin));
   if (!j.is_object()) return make_error("{}: expected a JSON object", origin);
   // A machine profile (its "nodes" is the list of topology nodes) is a one-node cluster.
   if (j.contains("nodes") && j["nodes"].is_array()) {
@@ -261,6 +278,11 @@ Result<Cluster> cluster_from_json(const std::string& text, const std::string& or
   if (!nic.is_object() || !net.is_object())
     return make_error("{}: nic and network must be objects", origin);
   const std::string nw = origin + ": nic", tw = origin + ": network";
+  COMPASS_TRY(
+      known_keys(j, {"name", "description", "nodes", "node", "nic", "network", "notes"}, origin));
+  COMPASS_TRY(known_keys(
+      nic, {"count", "gbps", "efficiency", "latency_us", "rail_optimized", "source"}, nw));
+  COMPASS_TRY(known_keys(net, {"oversubscription", "hop_latency_us", "hops", "source"}, tw));
   // Without a count, the NICs the node's profile lists (one when it lists none).
   COMPASS_ASSIGN(c.nic.count, field<int>(nic, "count", std::max(1, profile_nics(c.node)), nw));
   COMPASS_ASSIGN(c.nic.gbps, field<double>(nic, "gbps", c.nic.gbps, nw));

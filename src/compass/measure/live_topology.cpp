@@ -2,19 +2,21 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <type_traits>
 #include <cctype>
 #include <cmath>
-#include <fmt/ranges.h>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
+
+#include "compass/core/json_text.hpp"
 
 namespace compass::measure {
 
@@ -234,12 +236,7 @@ Result<std::vector<PcieLinkInfo>> pcie_links_from_sysfs(const std::string& sysfs
 }
 
 Result<std::vector<LiveGpu>> live_gpus_from_json(std::string_view text, std::string_view origin) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const std::exception&) {
-    return make_error("{}: malformed JSON", origin);
-  }
+  COMPASS_ASSIGN(const nlohmann::json j, parse_json_text(text, origin));
   if (!j.is_object() || !j.contains("gpus") || !j["gpus"].is_array())
     return make_error("{}: expected an object with a \"gpus\" array", origin);
   std::vector<LiveGpu> out;

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "compass/core/json_text.hpp"
 #include "compass/schedule/limits.hpp"
 #include "compass/schedule/schedule.hpp"
 
@@ -146,15 +147,7 @@ std::string schedule_to_json(const Schedule& s) {
 }
 
 Result<Schedule> schedule_from_json(const std::string& text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return make_error("schedule JSON: not valid JSON ({})", e.what());
-  } catch (const json::exception& e) {
-    // e.g. a number too large for a double (1e999): out_of_range, not parse_error.
-    return make_error("schedule JSON: not valid JSON ({})", e.what());
-  }
+  COMPASS_ASSIGN(const json j, parse_json_text(text, "schedule JSON"));
   if (!j.is_object()) return make_error("schedule JSON: the top level must be an object");
   Reader top{"schedule"};
   COMPASS_ASSIGN(std::string format, top.get<std::string>(j, "format"));

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "compass/core/json_text.hpp"
+
 namespace compass::workload {
 
 namespace {
@@ -67,16 +69,7 @@ Status validate(const ModelConfig& m) {
 }
 
 Result<ModelConfig> model_from_json(const std::string& text, const std::string& origin) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    // parse_error, and out_of_range for a number too large for a double (1e999).
-    std::string what = e.what();
-    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos)
-      what = what.substr(what.find("] ") + 2);
-    return make_error("{}: malformed JSON: {}", origin, what);
-  }
+  COMPASS_ASSIGN(const nlohmann::json j, parse_json_text(text, origin));
   if (!j.is_object()) return make_error("{}: a model must be a JSON object", origin);
 
   static const char* const kKnown[] = {"name",     "hidden", "ffn",   "heads",
