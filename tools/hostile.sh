@@ -46,6 +46,13 @@ put("busbw.log", "   3.07       0    17.95", "  1e300       0    17.95")
 put("size.log", "       32768          8192", "100000000000000000000000          8192")
 put("nan.log", "   3.07       0    17.95", "    nan       0    17.95")
 put("zero.log", "       32768          8192", "           0          8192")
+# JSON a user might write by hand: a key twice, a misspelt field, a number past a double.
+model = '"hidden": 64, "ffn": 256, "heads": 1, "kv_heads": 1, "vocab": 8'
+open(f"{d}/model-dup.json", "w").write('{"name": "m", %s, "layers": 32, "layers": 2}' % model)
+open(f"{d}/cluster-dup.json", "w").write('{"node": "h100x8", "nic": {"gbps": 400, "gbps": 100}}')
+open(f"{d}/cluster-typo.json", "w").write('{"node": "h100x8", "nic": {"gbsp": 100}}')
+open(f"{d}/cluster-huge.json", "w").write('{"node": "h100x8", "nodes": 1e999}')
+open(f"{d}/cluster-frac.json", "w").write('{"node": "h100x8", "nodes": 2.5}')
 EOF
 log="$src/tests/data/nccl/all_reduce_8xh20.log"
 topo="$src/tests/data/topo/nvlink_pairs_4x3090.txt"
@@ -109,6 +116,8 @@ printing=(
   "calibrate --from-nccl-tests $log --profile h100x8"
   "run --op ag_gemm --m 64 --n 32 --k 16 --tp 2 --strategy sequential --repeat 1 --warmup 0"
   "export te --json"
+  "export te --cluster dgx-h100 --model llama2-7b --tp 8"
+  "search --model llama2-7b --gpus 16 --global-batch 32 --top 1"
   "--help"
   "--version"
 )
@@ -172,7 +181,30 @@ for f in "$inputs/fifo" /dev/zero /dev/null "$inputs"; do
   check bad none topo --profile "$f"
 done
 
-# 4. Several outputs: a later one failing leaves none of them.
+# 4. The layout search and the export it prints: requests no layout can meet, inputs written by
+# hand, and a simulation too large to finish.
+search=(search --model llama2-7b --cluster dgx-h100)
+for v in "" 0 -1 99999999999999999999 12 1e3; do check bad none "${search[@]}" --gpus "$v"; done
+for v in "" 0 2147483648 3x; do check bad none "${search[@]}" --global-batch "$v"; done
+for v in 0 9223372036854775807; do check bad none "${search[@]}" --seq "$v"; done
+for flag in --tp --pp --vpp --mbs; do
+  for v in 0 3 1048577; do check bad none "${search[@]}" --gpus 8 --global-batch 8 "$flag" "$v"; done
+done
+check bad none "${search[@]}" --top 0
+check bad none "${search[@]}" --sp maybe
+check bad none "${search[@]}" --recompute some
+check bad none "${search[@]}" --refine sim --sim-scope cluster --gpus 65536 --global-batch 65536
+check bad none search --model llama2-7b --cluster a6000x8 --fp8
+check bad none search --model "$inputs/model-dup.json"
+for c in dup typo huge frac; do check bad none search --cluster "$inputs/cluster-$c.json"; done
+for f in "$inputs/fifo" /dev/zero "$inputs" missing.json; do
+  check bad none search --cluster "$f"
+  check bad none export te --cluster "$f"
+done
+check bad none export te --cluster dgx-h100 --profile h100x8
+check bad none export te --cluster dgx-h100 --tp 16
+
+# 5. Several outputs: a later one failing leaves none of them.
 sweep=(sweep --limit 2 --progress none)
 check bad none "${sweep[@]}" --csv a.csv --json /dev/full
 check bad none "${sweep[@]}" --csv a.csv --json-out /dev/full
