@@ -574,7 +574,8 @@ def search(model: Optional[str] = None, cluster: Optional[str] = None, gpus: Opt
            global_batch: Optional[int] = None, seq: Optional[int] = None, top: int = 5,
            **fixed: Any) -> "Any":
     """Training layouts of a model on a cluster, best first, as a pandas DataFrame: one row per
-    layout and TP overlap setting (``overlap`` is megatron, te-default or compass) with the
+    layout and TP overlap setting (``overlap`` is megatron, te-default or compass, and launch:
+    the printed Megatron-LM launch, by which the layouts are ranked) with the
     iteration time, tokens/s/GPU, MFU, the breakdown and the memory peak. ``fixed`` takes the
     other flags of ``compass search`` (``tp=8``, ``pp=4``, ``recompute="selective"``,
     ``sp="on"``, ``fp8=True``, ...). The whole JSON result is in ``df.attrs["search"]``.
@@ -582,7 +583,7 @@ def search(model: Optional[str] = None, cluster: Optional[str] = None, gpus: Opt
     >>> import tpcompass
     >>> df = tpcompass.search(model="llama2-7b", gpus=16, global_batch=64, seq=2048, top=2)
     >>> len(df), sorted(set(df["overlap"]))
-    (6, ['compass', 'megatron', 'te-default'])
+    (8, ['compass', 'launch', 'megatron', 'te-default'])
     """
     import pandas  # only this function needs it
 
@@ -590,7 +591,7 @@ def search(model: Optional[str] = None, cluster: Optional[str] = None, gpus: Opt
                                  global_batch=global_batch, seq=seq, top=top, **fixed)])
     rows = []
     for rank, cand in enumerate(j["top"], start=1):
-        for overlap in ("megatron", "te-default", "compass"):
+        for overlap in ("megatron", "te-default", "compass", "launch"):
             row = {"rank": rank, "layout": cand["describe"], "overlap": overlap, **cand["layout"]}
             row.update(_records([cand[overlap]])[0])
             rows.append(row)

@@ -74,7 +74,7 @@ TEST(SearchLaunch, TheExportCommandAndTheArgumentsRunAsPrinted) {
 
   // The Megatron-LM arguments, expanded by bash after sourcing the launch script: the layout's
   // words, then the export's, which name the configuration by its absolute path.
-  const std::string args = line_after(r.out, "megatron-lm arguments (Compass's best)");
+  const std::string args = line_after(r.out, "megatron-lm arguments (the best launch)");
   ASSERT_NE(args.find("\"${MEGATRON_TP_ARGS[@]}\""), std::string::npos) << r.out;
   const ProcessResult expanded =
       run_process({"/bin/bash", "-c",
@@ -146,9 +146,10 @@ TEST(SearchLaunch, WithoutTeOverlapTheLaunchIsMegatronsAndSaysWhy) {
   EXPECT_NE(doc.at("te_export_error").get<std::string>().find("peer-to-peer"), std::string::npos);
   EXPECT_EQ(doc.at("launch_overlap"), "megatron");
   EXPECT_EQ(doc.at("launch_step").at("iteration_s"),
-            doc.at("best").at("compass").at("megatron").at("iteration_s"));
-  EXPECT_GT(doc.at("best").at("compass").at("megatron").at("iteration_s").get<double>(),
-            doc.at("best").at("compass").at("compass").at("iteration_s").get<double>());
+            doc.at("best").at("launch").at("megatron").at("iteration_s"));
+  EXPECT_EQ(doc.at("best").at("launch").at("launch_overlap"), "megatron");
+  EXPECT_GT(doc.at("best").at("launch").at("megatron").at("iteration_s").get<double>(),
+            doc.at("best").at("launch").at("compass").at("iteration_s").get<double>());
 }
 
 TEST(SearchLaunch, ExportTakesTheClusterTheSearchWasGiven) {

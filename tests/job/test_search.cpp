@@ -26,14 +26,43 @@ TEST(Search, RanksFittingLayoutsAndPlansEachShapeOnce) {
   EXPECT_LE(res->fitting, res->enumerated);
   ASSERT_EQ(res->top.size(), 4u);
   for (std::size_t i = 1; i < res->top.size(); ++i)
-    EXPECT_LE(res->top[i - 1].compass.iteration_s, res->top[i].compass.iteration_s);
+    EXPECT_LE(res->top[i - 1].launch.iteration_s, res->top[i].launch.iteration_s);
   for (const Candidate& c : res->top) {
     EXPECT_EQ(c.layout.gpus(), 16);
-    EXPECT_TRUE(c.compass.memory.fits());
+    EXPECT_TRUE(c.launch.memory.fits());
   }
   // TP in {1, 2, 4, 8} x micro-batch {1, 2} x SP on/off where TP > 1: at most 14 layer plans.
   EXPECT_LE(s.planned_layers(), 14u);
-  EXPECT_EQ(res->best_compass.layout, res->top.front().layout);
+  EXPECT_EQ(res->best_launch.layout, res->top.front().layout);
+}
+
+TEST(Search, RanksByTheLaunchNotByChoicesTeCannotRun) {
+  // H100 PCIe boxes, llama2-13b on 8 GPUs: Compass's own choices would be fastest at TP 2, but
+  // the launch the search prints there (TE running the exported settings) is slower than TP 1's,
+  // which needs no TP overlap at all. The search recommends what the user can run.
+  Result<Cluster> cluster =
+      resolve_cluster(std::string(COMPASS_SOURCE_DIR) + "/profiles/h100pcie-x8-gen5.json");
+  ASSERT_TRUE(cluster.ok()) << cluster.error().message;
+  Searcher s(*cluster, workload::resolve_model("llama2-13b").value());
+  SearchRequest r;
+  r.gpus = 8;
+  r.global_batch = 32;
+  r.seq = 4096;
+  Result<SearchResult> res = s.search(r);
+  ASSERT_TRUE(res.ok()) << res.error().message;
+  const Candidate& own = res->best_compass;
+  const Candidate& win = res->best_launch;
+  EXPECT_EQ(own.layout.tp, 2);
+  EXPECT_EQ(win.layout.tp, 1);
+  EXPECT_LT(own.compass.iteration_s, win.launch.iteration_s);
+  EXPECT_GT(own.launch.iteration_s, win.launch.iteration_s);
+  EXPECT_TRUE(own.launch_runs_te());
+  // TP 1 launches Megatron-LM as it is, and the search says so.
+  EXPECT_FALSE(win.launch_runs_te());
+  EXPECT_EQ(win.launch.iteration_s, win.megatron.iteration_s);
+  EXPECT_EQ(win.layout, res->best_megatron.layout);
+  EXPECT_EQ(res->top.front().layout, win.layout);
+  EXPECT_FALSE(res->compass_changes_winner());
 }
 
 TEST(Search, FixedDimensionsPriceOneLayout) {

@@ -121,11 +121,19 @@ nlohmann::ordered_json layout_json(const job::Layout& l) {
           {"fp8", l.fp8}};
 }
 
+// What the launch of a layout runs for its TP communication.
+const char* launch_overlap(const job::Candidate& c) {
+  return c.launch_runs_te() ? "te-export" : "megatron";
+}
+
 nlohmann::ordered_json candidate_json(const job::Candidate& c) {
   nlohmann::ordered_json j;
   j["layout"] = layout_json(c.layout);
   j["describe"] = job::describe(c.layout);
   for (plan::Config cfg : kConfigs) j[std::string(plan::to_string(cfg))] = step_json(c.under(cfg));
+  j["launch"] = step_json(c.launch);
+  j["launch_overlap"] = launch_overlap(c);
+  if (!c.launch_runs_te()) j["launch_without_te"] = c.launch_without_te;
   return j;
 }
 
@@ -152,7 +160,7 @@ std::vector<std::string> te_export_command(const job::SearchRequest& r, const jo
 }
 
 void print_human(const job::Searcher& s, const job::SearchRequest& r, const job::SearchResult& res,
-                 const SearchOptions& o, const std::optional<Result<job::StepResult>>& exported) {
+                 const SearchOptions& o) {
   const job::Cluster& c = s.cluster();
   fmt::print("search    {} on {} GPUs of {} ({} per node), global batch {}, sequence {}\n",
              s.model().name, r.gpus, c.name, c.gpus_per_node(), r.global_batch, r.seq);
@@ -163,25 +171,32 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
       "{:<4} {:<40} {:<10} {:>10} {:>9} {:>6} {:>7} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>8}\n",
       "rank", "layout", "overlap", "iteration", "tok/s/GPU", "MFU", "TFLOP/s", "compute", "TP exp",
       "bubble", "DP exp", "optim", "mem GiB");
+  auto row = [](const std::string& rank, const std::string& layout, std::string_view overlap,
+                const job::StepResult& st) {
+    const job::StepBreakdown& b = st.breakdown;
+    fmt::print(
+        "{:<4} {:<40} {:<10} {:>10} {:>9.0f} {:>5.1f}% {:>7.1f} | {:>9} {:>9} {:>9} {:>9} {:>9} "
+        "| {:>7.1f}{}\n",
+        rank, layout, overlap, format_seconds(st.iteration_s), st.tokens_per_s_per_gpu,
+        st.mfu * 100, st.model_tflops_per_gpu, format_seconds(b.compute_s),
+        format_seconds(b.tp_exposed_s), format_seconds(b.bubble_s), format_seconds(b.dp_exposed_s),
+        format_seconds(b.optimizer_s), st.memory.peak_bytes / kGiB,
+        st.memory.fits() ? "" : " (over)");
+  };
   int rank = 0;
   for (const job::Candidate& k : res.top) {
     ++rank;
-    for (plan::Config cfg : kConfigs) {
-      const job::StepResult& st = k.under(cfg);
-      const job::StepBreakdown& b = st.breakdown;
-      const bool first = cfg == plan::Config::megatron;
-      fmt::print(
-          "{:<4} {:<40} {:<10} {:>10} {:>9.0f} {:>5.1f}% {:>7.1f} | {:>9} {:>9} {:>9} {:>9} {:>9} "
-          "| {:>7.1f}{}\n",
-          first ? std::to_string(rank) : "", first ? job::describe(k.layout) : "",
-          plan::to_string(cfg), format_seconds(st.iteration_s), st.tokens_per_s_per_gpu,
-          st.mfu * 100, st.model_tflops_per_gpu, format_seconds(b.compute_s),
-          format_seconds(b.tp_exposed_s), format_seconds(b.bubble_s),
-          format_seconds(b.dp_exposed_s), format_seconds(b.optimizer_s),
-          st.memory.peak_bytes / kGiB, st.memory.fits() ? "" : " (over)");
-    }
+    for (plan::Config cfg : kConfigs)
+      row(cfg == plan::Config::megatron ? std::to_string(rank) : "",
+          cfg == plan::Config::megatron ? job::describe(k.layout) : "", plan::to_string(cfg),
+          k.under(cfg));
+    row("", "", "launch", k.launch);
   }
-  fmt::print("\nbest layout under each TP overlap setting\n");
+  fmt::print(
+      "\nranked by launch: the printed Megatron-LM launch, with the TP overlap settings Compass "
+      "exports where TransformerEngine can run them (compass: Compass's own choices, which TE "
+      "cannot always run)\n");
+  fmt::print("\nbest layout under each TP overlap setting, and the best launch\n");
   for (plan::Config cfg : kConfigs) {
     const job::Candidate& b = cfg == plan::Config::megatron     ? res.best_megatron
                               : cfg == plan::Config::te_default ? res.best_te
@@ -189,38 +204,47 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
     fmt::print("  {:<10} {:<40} {}\n", plan::to_string(cfg), job::describe(b.layout),
                format_seconds(b.under(cfg).iteration_s));
   }
+  const job::Candidate& win = res.best_launch;
+  const double mine = win.launch.iteration_s;
+  fmt::print("  {:<10} {:<40} {}\n", "launch", job::describe(win.layout), format_seconds(mine));
   if (res.compass_changes_winner())
     fmt::print("Compass's TP overlap changes the winning layout.\n");
   else
-    fmt::print("The same layout wins under all three TP overlap settings.\n");
-  const double mine = res.best_compass.compass.iteration_s;
-  fmt::print("Compass's best iteration is {:.1f}% shorter than Megatron-LM's best and {:.1f}% "
-             "shorter than TE's defaults' best.\n",
-             100 * (1 - mine / res.best_megatron.megatron.iteration_s),
-             100 * (1 - mine / res.best_te.te.iteration_s));
-  const job::Layout& best = res.best_compass.layout;
+    fmt::print("The best launch is the layout Megatron-LM's and TE's defaults pick.\n");
+  auto against = [mine](double other) {
+    return mine <= other ? fmt::format("{:.1f}% shorter than", 100 * (1 - mine / other))
+                         : fmt::format("{:.1f}% longer than", 100 * (mine / other - 1));
+  };
+  fmt::print("The best launch's iteration is {} Megatron-LM's best and {} TE's defaults' best.\n",
+             against(res.best_megatron.megatron.iteration_s), against(res.best_te.te.iteration_s));
+  if (!(res.best_compass.layout == win.layout))
+    fmt::print(
+        "Compass's own choices would be fastest on {} ({}), but TransformerEngine cannot run "
+        "all of them: its launch there takes {}.\n",
+        job::describe(res.best_compass.layout),
+        format_seconds(res.best_compass.compass.iteration_s),
+        format_seconds(res.best_compass.launch.iteration_s));
+  const job::Layout& best = win.layout;
   const std::vector<std::string> args =
       job::megatron_args(best, s.model().layers, plan::Config::compass);
-  const bool te = exported && exported->ok();
-  fmt::print("\nmegatron-lm arguments (Compass's best)\n  {}{}\n", plan::shell_line(args),
+  const bool te = win.launch_runs_te();
+  fmt::print("\nmegatron-lm arguments (the best launch)\n  {}{}\n", plan::shell_line(args),
              te ? " \"${MEGATRON_TP_ARGS[@]}\"" : "");
   if (te)
     fmt::print(
         "TP overlap settings: this writes {} and a launch script beside it (source it first: "
         "MEGATRON_TP_ARGS and the environment)\n  {}\n",
         plan::shell_word(o.te_config), plan::shell_line(te_export_command(r, best, o)));
-  if (exported && !exported->ok())
-    fmt::print("no TP overlap in this launch: {}\n", exported->error().message);
   if (best.tp < 2) return;
+  if (!te) fmt::print("no TP overlap in this launch: {}\n", win.launch_without_te);
   // What the launch is expected to take: TE cannot run every strategy Compass chooses, and
   // without TE's overlap Megatron-LM runs the TP communication after its GEMMs.
-  const job::StepResult& e = te ? exported->value() : res.best_compass.megatron;
   fmt::print(
       "expected with this launch ({}): iteration {}, {:.0f} tok/s/GPU, MFU {:.1f}% "
       "(Compass's own choices: {})\n",
-      te ? "TE running the exported settings" : "Megatron-LM's sequential TP",
-      format_seconds(e.iteration_s), e.tokens_per_s_per_gpu, e.mfu * 100,
-      format_seconds(res.best_compass.compass.iteration_s));
+      te ? "TE running the exported settings" : "Megatron-LM's sequential TP", format_seconds(mine),
+      win.launch.tokens_per_s_per_gpu, win.launch.mfu * 100,
+      format_seconds(win.compass.iteration_s));
 }
 
 nlohmann::ordered_json refine_json(const study::RefineReport& rep,
@@ -321,10 +345,6 @@ void search(const SearchOptions& o, Spread& spread) {
         plan::Config::compass));
   }
   if (!spread.root()) return;
-  // What the printed launch runs: Compass's best with the settings `compass export te` writes.
-  std::optional<Result<job::StepResult>> exported;
-  if (job::te_overlap_applies(res.best_compass.layout))
-    exported = s.price_as_exported(res.best_compass.layout);
   if (o.json.any()) {
     nlohmann::ordered_json j;
     j["model"] = s.model().name;
@@ -338,22 +358,23 @@ void search(const SearchOptions& o, Spread& spread) {
     for (const job::Candidate& k : res.top) j["top"].push_back(candidate_json(k));
     j["best"] = {{"megatron", candidate_json(res.best_megatron)},
                  {"te-default", candidate_json(res.best_te)},
-                 {"compass", candidate_json(res.best_compass)}};
+                 {"compass", candidate_json(res.best_compass)},
+                 {"launch", candidate_json(res.best_launch)}};
     j["compass_changes_winner"] = res.compass_changes_winner();
-    const job::Layout& best = res.best_compass.layout;
+    const job::Candidate& win = res.best_launch;
+    const job::Layout& best = win.layout;
     j["megatron_args"] = job::megatron_args(best, s.model().layers, plan::Config::compass);
-    const bool te = exported && exported->ok();
-    if (te) j["te_export_command"] = te_export_command(r, best, o);
-    if (exported && !exported->ok()) j["te_export_error"] = exported->error().message;
+    if (win.launch_runs_te()) j["te_export_command"] = te_export_command(r, best, o);
     if (best.tp > 1) {
-      j["launch_overlap"] = te ? "te-export" : "megatron";
-      j["launch_step"] = step_json(te ? exported->value() : res.best_compass.megatron);
+      if (!win.launch_runs_te()) j["te_export_error"] = win.launch_without_te;
+      j["launch_overlap"] = launch_overlap(win);
+      j["launch_step"] = step_json(win.launch);
     }
     if (refined) j["refine"] = refine_json(*refined, settings);
     o.json.emit(j, o.force);
   }
   if (!o.json.to_stdout()) {
-    print_human(s, r, res, o, exported);
+    print_human(s, r, res, o);
     if (refined) print_refine(*refined, settings);
   }
 }

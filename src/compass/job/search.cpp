@@ -66,6 +66,17 @@ Result<Candidate> Searcher::price(const Layout& l) {
                                   options_, pipelines_));
   COMPASS_ASSIGN(c.compass, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::compass,
                                        options_, pipelines_));
+  // The launch: TE's overlap only with TP > 1 and SP (Megatron-LM refuses --tp-comm-overlap
+  // without --sequence-parallel), and only where the export can write settings TE runs.
+  c.launch = c.megatron;
+  if (!te_overlap_applies(l)) {
+    c.launch_without_te = l.tp < 2 ? "TP 1 has no TP communication"
+                                   : "TransformerEngine's TP overlap needs sequence parallelism";
+  } else if (Result<StepResult> e = price_as_exported(l); e.ok()) {
+    c.launch = std::move(e).value();
+  } else {
+    c.launch_without_te = e.error().message;
+  }
   return c;
 }
 
@@ -260,16 +271,18 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
   const Candidate* bm = best_under(plan::Config::megatron);
   const Candidate* bt = best_under(plan::Config::te_default);
   const Candidate* bc = best_under(plan::Config::compass);
-  const Candidate* fallback = bc ? bc : bm ? bm : bt;
+  std::vector<const Candidate*> order;  // by the launch's time, among the layouts it fits
+  for (const Candidate& k : all)
+    if (k.launch.memory.fits() || r.ignore_memory) order.push_back(&k);
+  std::sort(order.begin(), order.end(), [](const Candidate* a, const Candidate* b) {
+    return better(a->launch, a->layout, b->launch, b->layout);
+  });
+  const Candidate* bl = order.empty() ? nullptr : order.front();
+  const Candidate* fallback = bl ? bl : bc ? bc : bm ? bm : bt;
   out.best_megatron = bm ? *bm : *fallback;
   out.best_te = bt ? *bt : *fallback;
   out.best_compass = bc ? *bc : *fallback;
-  std::vector<const Candidate*> order;
-  for (const Candidate& k : all)
-    if (k.compass.memory.fits() || r.ignore_memory) order.push_back(&k);
-  std::sort(order.begin(), order.end(), [](const Candidate* a, const Candidate* b) {
-    return better(a->compass, a->layout, b->compass, b->layout);
-  });
+  out.best_launch = bl ? *bl : *fallback;
   for (int i = 0; i < std::min<int>(std::max(r.top, 1), static_cast<int>(order.size())); ++i)
     out.top.push_back(*order[i]);
   if (out.top.empty()) out.top.push_back(*fallback);

@@ -1,12 +1,13 @@
 #pragma once
 // The layout search: every TP x PP x virtual stages x DP x micro-batch x recomputation x
-// sequence-parallel layout of a model on a cluster, the ones that fit, ranked by iteration time
-// under each of the three TP overlap settings.
+// sequence-parallel layout of a model on a cluster, the ones that fit, priced under each of the
+// three TP overlap settings and as the printed launch runs it, ranked by the launch.
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -35,25 +36,36 @@ struct SearchRequest {
   bool ignore_memory = false;
 };
 
-/// One layout priced under the three TP overlap settings.
+/// One layout priced under the three TP overlap settings, and as the search's printed launch
+/// runs it.
 struct Candidate {
   Layout layout;
   StepResult megatron, te, compass;
+  /// The launch the search prints for this layout: Megatron-LM with `compass export te`'s
+  /// settings (Searcher::price_as_exported) where TransformerEngine can run them, else
+  /// Megatron-LM's own sequential TP (the megatron result).
+  StepResult launch;
+  /// Why the launch runs no TP overlap: empty when it runs the exported TE settings; the
+  /// export's reason (no sequence parallelism, GPUs without peer access, ...) when TE cannot.
+  std::string launch_without_te;
   const StepResult& under(plan::Config c) const {
     return c == plan::Config::megatron ? megatron : c == plan::Config::te_default ? te : compass;
   }
+  bool launch_runs_te() const { return launch_without_te.empty(); }
 };
 
 struct SearchResult {
   long enumerated = 0;         ///< layouts that pass the layout checks
   long fitting = 0;            ///< of those, the ones that fit in memory
-  std::vector<Candidate> top;  ///< best first under Compass's overlap
-  /// The best layout under each setting (index by plan::Config).
-  Candidate best_megatron, best_te, best_compass;
-  /// Whether Compass's best layout differs from the best under Megatron-LM's or TE's overlap.
+  std::vector<Candidate> top;  ///< best first by the launch's time (Candidate::launch)
+  /// The best layout under each setting, and the best launch: the layout the search recommends
+  /// (Compass's own choices can be faster on a layout whose launch is not, where TE cannot run
+  /// them).
+  Candidate best_megatron, best_te, best_compass, best_launch;
+  /// Whether the best launch's layout differs from the best under Megatron-LM's or TE's
+  /// overlap.
   bool compass_changes_winner() const {
-    return !(best_compass.layout == best_megatron.layout) ||
-           !(best_compass.layout == best_te.layout);
+    return !(best_launch.layout == best_megatron.layout) || !(best_launch.layout == best_te.layout);
   }
 };
 
@@ -69,7 +81,7 @@ class Searcher {
   /// or micro-batch no layout of the GPUs can take, a global batch no layout divides, no layout
   /// that fits in memory (with the smallest one's need).
   Result<SearchResult> search(const SearchRequest& r);
-  /// One layout under the three settings.
+  /// One layout under the three settings and as launched.
   Result<Candidate> price(const Layout& l);
   /// `l` under Compass's overlap as TransformerEngine runs it from `compass export te`'s
   /// settings: every TP operator at the predicted time of the setting the export writes for it
