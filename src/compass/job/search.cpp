@@ -82,6 +82,20 @@ Result<Candidate> Searcher::price(const Layout& l) {
 
 Result<StepResult> Searcher::price_as_exported(const Layout& l) {
   COMPASS_TRY(check(l, model_));
+  COMPASS_ASSIGN(const plan::LayerPlan* exported, exported_plan(l));
+  return price_step(cluster_, *comm_, model_, l, *exported, plan::Config::compass, options_,
+                    pipelines_);
+}
+
+Result<const plan::LayerPlan*> Searcher::exported_plan(const Layout& l) {
+  const LayerPlanKey key = layer_plan_key(l);
+  auto it = exported_.find(key);
+  if (it == exported_.end()) it = exported_.emplace(key, export_plan(l)).first;
+  if (!it->second.ok()) return it->second.error();
+  return &it->second.value();
+}
+
+Result<plan::LayerPlan> Searcher::export_plan(const Layout& l) {
   COMPASS_ASSIGN(const plan::LayerPlan* lp, layer_plan(l));
   plan::TeExportOptions eo;
   eo.fp8 = l.fp8;
@@ -99,8 +113,7 @@ Result<StepResult> Searcher::price_as_exported(const Layout& l) {
                         c.op.role);
     c.estimates[c.chosen].total_s = ex.layers[i].exported_s;
   }
-  return price_step(cluster_, *comm_, model_, l, exported, plan::Config::compass, options_,
-                    pipelines_);
+  return exported;
 }
 
 Result<SearchResult> Searcher::search(const SearchRequest& r) {

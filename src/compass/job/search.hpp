@@ -97,6 +97,10 @@ class Searcher {
 
  private:
   Result<const plan::LayerPlan*> layer_plan(const Layout& l);
+  /// The layer plan with each operator at its exported setting's time (kept per layer shape,
+  /// the export's error too).
+  Result<const plan::LayerPlan*> exported_plan(const Layout& l);
+  Result<plan::LayerPlan> export_plan(const Layout& l);
 
   Cluster cluster_;
   workload::ModelConfig model_;
@@ -104,6 +108,7 @@ class Searcher {
   std::unique_ptr<JobComm> comm_;
   plan::LayerPlanner planner_;  // plans on cluster_.node
   std::map<LayerPlanKey, plan::LayerPlan> plans_;
+  std::map<LayerPlanKey, Result<plan::LayerPlan>> exported_;
   PipelineCache pipelines_;
 };
 
