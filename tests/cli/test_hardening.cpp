@@ -319,6 +319,13 @@ struct FlagCase {
 const std::vector<std::string> kRunSmall = {"run", "--op", "ag_gemm", "--m", "64", "--n", "32",
                                             "--k", "16", "--tp", "2", "--strategy", "sequential"};
 
+// A case's arguments, each quoted, for the failure trace.
+std::string quoted(const std::vector<std::string>& args) {
+  std::string line;
+  for (const auto& a : args) line += " '" + a + "'";
+  return line;
+}
+
 std::vector<std::string> with(std::vector<std::string> base, std::initializer_list<std::string> more) {
   base.insert(base.end(), more);
   return base;
@@ -352,9 +359,7 @@ TEST(Validation, FlagsAreCheckedBeforeWork) {
        ""},  // the largest degree at tp 8 is fine (about 300k tasks)
   };
   for (const FlagCase& c : cases) {
-    std::string line;
-    for (const auto& a : c.args) line += " '" + a + "'";
-    SCOPED_TRACE(line);
+    SCOPED_TRACE(quoted(c.args));
     TempDir dir;
     const ProcessResult r = compass_in(dir.path(), c.args, 60);
     if (std::string(c.error).empty()) {
@@ -476,9 +481,7 @@ TEST(IntegerFlags, OverflowEmptyAndSenselessValuesAreRefused) {
        "--links"},
   };
   for (const FlagCase& c : cases) {
-    std::string line;
-    for (const auto& a : c.args) line += " '" + a + "'";
-    SCOPED_TRACE(line);
+    SCOPED_TRACE(quoted(c.args));
     TempDir dir;
     const ProcessResult r = compass_in(dir.path(), c.args, 60);
     expect_usage_error(r, c.error);
@@ -515,9 +518,7 @@ TEST(TimeFlags, HugeOrMalformedTimesAreRefusedWithTheMaximum) {
       {with(kRunSmall, {"--wait-timeout", "5s"}), "--wait-timeout"},
   };
   for (const FlagCase& c : cases) {
-    std::string line;
-    for (const auto& a : c.args) line += " '" + a + "'";
-    SCOPED_TRACE(line);
+    SCOPED_TRACE(quoted(c.args));
     TempDir dir;
     const ProcessResult r = compass_in(dir.path(), c.args, 60);
     expect_usage_error(r, c.error);
@@ -627,9 +628,7 @@ TEST(SearchLimits, ImpossibleAndOversizedRequestsAreOneLineErrors) {
        "--sim-scope cluster simulates every GPU, at most 1024"},
   };
   for (const FlagCase& c : cases) {
-    std::string line;
-    for (const auto& a : c.args) line += " '" + a + "'";
-    SCOPED_TRACE(line);
+    SCOPED_TRACE(quoted(c.args));
     TempDir dir;
     expect_usage_error(compass_in(dir.path(), c.args, 60), c.error);
   }
