@@ -1,6 +1,8 @@
 // The one reader of JSON texts: where a text is malformed, too deep, or names a key twice.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -60,6 +62,22 @@ TEST(JsonText, NestingIsBounded) {
   EXPECT_EQ(error_of(deep), "f.json: malformed JSON: nested deeper than 64 levels");
   // Brackets inside strings do not count.
   EXPECT_EQ(error_of("[\"" + std::string(1000, '[') + "\"]"), "(parsed)");
+}
+
+TEST(JsonText, IntegersMustBeIntegersInRange) {
+  auto as_int = [](const char* text, std::int64_t min, std::int64_t max) {
+    return json_integer(nlohmann::json::parse(text), min, max);
+  };
+  EXPECT_EQ(as_int("7", 0, 10), 7);
+  EXPECT_EQ(as_int("-3", -5, 10), -3);
+  EXPECT_FALSE(as_int("2.5", 0, 10).has_value());
+  EXPECT_FALSE(as_int("\"7\"", 0, 10).has_value());
+  EXPECT_FALSE(as_int("11", 0, 10).has_value());
+  EXPECT_FALSE(as_int("-1", 0, 10).has_value());
+  // Past the signed range: read as a signed value it would wrap to -1.
+  EXPECT_FALSE(as_int("18446744073709551615", -10, 10).has_value());
+  EXPECT_EQ(as_int("9223372036854775807", 0, std::numeric_limits<std::int64_t>::max()),
+            std::numeric_limits<std::int64_t>::max());
 }
 
 TEST(JsonText, TheLibrarysPrefixIsDropped) {

@@ -73,6 +73,8 @@ TEST(Cluster, MisspeltFieldsAndFractionalCountsAreRefused) {
             "x.json: nic: count: expected an integer, got 2.5");
   EXPECT_EQ(error_of(R"({"node": "h100x8", "nodes": 10000000000})"),
             "x.json: nodes: expected an integer, got 10000000000");
+  EXPECT_EQ(error_of(R"({"node": "h100x8", "nodes": 18446744073709551615})"),
+            "x.json: nodes: expected an integer, got 18446744073709551615");
   EXPECT_EQ(error_of(R"({"node": "h100x8", "nodes": 4, "nodes": 2})"),
             "x.json: duplicate key 'nodes'");
   EXPECT_EQ(error_of(R"({"node": "h100x8", "nodes": 4, "nic": {"count": 8, "gbps": 200}})"),

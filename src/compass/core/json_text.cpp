@@ -99,6 +99,21 @@ Result<nlohmann::json> parse_json_text(std::string_view text, std::string_view o
   }
 }
 
+std::optional<std::int64_t> json_integer(const nlohmann::json& v, std::int64_t min,
+                                         std::int64_t max) {
+  if (!v.is_number_integer()) return std::nullopt;
+  if (v.is_number_unsigned()) {
+    const std::uint64_t u = v.get<std::uint64_t>();
+    if (max < 0 || u > static_cast<std::uint64_t>(max)) return std::nullopt;
+    const auto x = static_cast<std::int64_t>(u);
+    if (x < min) return std::nullopt;
+    return x;
+  }
+  const std::int64_t x = v.get<std::int64_t>();
+  if (x < min || x > max) return std::nullopt;
+  return x;
+}
+
 std::string without_json_prefix(const std::string& what) {
   if (what.rfind("[json.exception.", 0) == 0) {
     const auto end = what.find("] ");

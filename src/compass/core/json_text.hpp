@@ -8,7 +8,9 @@
 //    would keep the last one silently, so a value the user wrote would be lost.
 
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,6 +23,11 @@ inline constexpr std::size_t kMaxJsonDepth = 64;
 
 /// `text` parsed, or the error above; `origin` names the text (a path, "schedule JSON").
 Result<nlohmann::json> parse_json_text(std::string_view text, std::string_view origin);
+
+/// `v` as an integer in [min, max]; nullopt when it is not a JSON integer (a fraction, a string)
+/// or lies outside, unsigned values past the signed range included.
+std::optional<std::int64_t> json_integer(const nlohmann::json& v, std::int64_t min,
+                                         std::int64_t max);
 
 /// The text of a JSON library exception (`what()`) without its "[json.exception.KIND.ID] "
 /// prefix, for a message to a user.

@@ -3,7 +3,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -173,8 +172,7 @@ Result<T> field(const nlohmann::json& j, const char* key, T fallback, const std:
   const nlohmann::json& v = j.at(key);
   if constexpr (std::is_same_v<T, int>) {
     // An integer as written: never a fraction cut short, nor a count past int's range.
-    if (!v.is_number_integer() || v.get<std::int64_t>() < std::numeric_limits<int>::min() ||
-        v.get<std::int64_t>() > std::numeric_limits<int>::max())
+    if (!json_integer(v, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()))
       return make_error("{}: {}: expected an integer, got {}", where, key, v.dump());
   }
   try {

@@ -3,6 +3,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -87,16 +88,11 @@ struct Reader {
   static Result<T> integer(const json& v, const std::string& where) {
     if (!v.is_number_integer())
       return make_error("schedule JSON: {} must be an integer, got {}", where, v.dump());
-    if (v.is_number_unsigned()) {
-      if (v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
-        return make_error("schedule JSON: {} is out of range ({})", where, v.dump());
-      return static_cast<T>(v.get<std::uint64_t>());
-    }
-    const std::int64_t x = v.get<std::int64_t>();
-    if (x < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
-        x > static_cast<std::int64_t>(std::numeric_limits<T>::max()))
-      return make_error("schedule JSON: {} is out of range ({})", where, v.dump());
-    return static_cast<T>(x);
+    const std::optional<std::int64_t> x =
+        json_integer(v, static_cast<std::int64_t>(std::numeric_limits<T>::min()),
+                     static_cast<std::int64_t>(std::numeric_limits<T>::max()));
+    if (!x) return make_error("schedule JSON: {} is out of range ({})", where, v.dump());
+    return static_cast<T>(*x);
   }
   template <typename T>
   Result<T> get_or(const json& j, const char* key, T fallback) const {

@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "compass/core/json_text.hpp"
@@ -91,13 +93,11 @@ Result<ModelConfig> model_from_json(const std::string& text, const std::string& 
     if (!v.is_number_integer()) {
       return make_error("{}: field '{}' must be an integer, got {}", origin, field, v.dump());
     }
-    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) {
-      return make_error("{}: field '{}' = {} is too large", origin, field, v.dump());
-    }
-    const std::int64_t x = v.get<std::int64_t>();
-    if (x <= 0) return make_error("{}: field '{}' = {} must be positive", origin, field, x);
-    if (x > max) return make_error("{}: field '{}' = {} is too large", origin, field, x);
-    out = x;
+    const std::optional<std::int64_t> x =
+        json_integer(v, std::numeric_limits<std::int64_t>::min(), max);
+    if (!x) return make_error("{}: field '{}' = {} is too large", origin, field, v.dump());
+    if (*x <= 0) return make_error("{}: field '{}' = {} must be positive", origin, field, *x);
+    out = *x;
     return Status::success();
   };
 
