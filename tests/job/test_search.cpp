@@ -65,6 +65,27 @@ TEST(Search, RanksByTheLaunchNotByChoicesTeCannotRun) {
   EXPECT_FALSE(res->compass_changes_winner());
 }
 
+TEST(Search, PricingsHaveOneNameEach) {
+  for (Pricing p : {Pricing::megatron, Pricing::te_default, Pricing::compass, Pricing::launch}) {
+    const std::optional<Pricing> back = parse_pricing(to_string(p));
+    ASSERT_TRUE(back.has_value()) << to_string(p);
+    EXPECT_EQ(*back, p);
+  }
+  EXPECT_EQ(to_string(Pricing::te_default), "te-default");
+  for (const char* bad : {"", "te", "Launch", "te_default", "launch "})
+    EXPECT_FALSE(parse_pricing(bad).has_value()) << bad;
+  // A candidate's price under each name is the matching result.
+  Candidate c;
+  c.megatron.iteration_s = 1;
+  c.te.iteration_s = 2;
+  c.compass.iteration_s = 3;
+  c.launch.iteration_s = 4;
+  EXPECT_EQ(c.priced(Pricing::megatron).iteration_s, 1);
+  EXPECT_EQ(c.priced(Pricing::te_default).iteration_s, 2);
+  EXPECT_EQ(c.priced(Pricing::compass).iteration_s, 3);
+  EXPECT_EQ(c.priced(Pricing::launch).iteration_s, 4);
+}
+
 TEST(Search, FixedDimensionsPriceOneLayout) {
   Searcher s = searcher("dgx-h100", "llama2-7b");
   SearchRequest r;

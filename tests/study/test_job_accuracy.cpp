@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <optional>
+#include <string>
 
 #include "compass/backends/sim/simulator.hpp"
 #include "compass/schedule/generate.hpp"
@@ -30,7 +31,7 @@ TEST(JobAccuracy, RefineRanksBySimulationAndAgreesWithTheModel) {
   Result<job::SearchResult> res = search_top(s, 6);
   ASSERT_TRUE(res.ok()) << res.error().message;
   Result<RefineReport> r =
-      refine_by_simulation(s.cluster(), s.model(), res->top, plan::Config::compass);
+      refine_by_simulation(s.cluster(), s.model(), res->top, job::Pricing::compass);
   ASSERT_TRUE(r.ok()) << r.error().message;
   ASSERT_EQ(r->rows.size(), res->top.size());
   double sum = 0;
@@ -50,6 +51,78 @@ TEST(JobAccuracy, RefineRanksBySimulationAndAgreesWithTheModel) {
   // The targets: 3% mean error, the model's pick within 1% of the simulated best.
   EXPECT_LT(r->mape, 0.03);
   EXPECT_LE(r->regret, 0.01);
+}
+
+TEST(JobAccuracy, RefineUnderTheLaunchSimulatesWhatTheSearchRecommends) {
+  if (!backends::sim::compiled_in()) GTEST_SKIP() << "built without SimGrid";
+  // H100 PCIe boxes, llama2-13b on 8 GPUs: the search recommends TP 1 (its launch needs no TP
+  // overlap), while Compass's own choices would be fastest at TP 2, where TE cannot run them.
+  Result<job::Cluster> cluster =
+      job::resolve_cluster(std::string(COMPASS_SOURCE_DIR) + "/profiles/h100pcie-x8-gen5.json");
+  ASSERT_TRUE(cluster.ok()) << cluster.error().message;
+  job::Searcher s(*cluster, workload::resolve_model("llama2-13b").value());
+  job::SearchRequest req;
+  req.gpus = 8;
+  req.global_batch = 32;
+  req.seq = 4096;
+  req.top = 4;
+  Result<job::SearchResult> res = s.search(req);
+  ASSERT_TRUE(res.ok()) << res.error().message;
+  Result<RefineReport> launch =
+      refine_by_simulation(s.cluster(), s.model(), res->top, job::Pricing::launch);
+  Result<RefineReport> own =
+      refine_by_simulation(s.cluster(), s.model(), res->top, job::Pricing::compass);
+  ASSERT_TRUE(launch.ok()) << launch.error().message;
+  ASSERT_TRUE(own.ok()) << own.error().message;
+  EXPECT_EQ(launch->under, job::Pricing::launch);
+  for (const SimulatedLayout& row : launch->rows)
+    EXPECT_EQ(row.model_s, row.candidate.launch.iteration_s) << job::describe(row.candidate.layout);
+  // Under the launch the model's best is the layout the search recommends; under Compass's own
+  // choices it is another one.
+  EXPECT_EQ(launch->rows[launch->model_best].candidate.layout, res->best_launch.layout);
+  EXPECT_EQ(own->rows[own->model_best].candidate.layout, res->best_compass.layout);
+  ASSERT_FALSE(res->best_launch.layout == res->best_compass.layout);
+  // The TP 2 layout's launch (TE running the exported settings) simulates longer than its own
+  // choices; TP 1's launch is Megatron-LM's step, the same under both.
+  auto sim_of = [](const RefineReport& r, const job::Layout& l) {
+    for (const SimulatedLayout& row : r.rows)
+      if (row.candidate.layout == l) return row.sim_s;
+    return -1.0;
+  };
+  const double tp2_launch = sim_of(*launch, res->best_compass.layout);
+  const double tp2_own = sim_of(*own, res->best_compass.layout);
+  ASSERT_GT(tp2_launch, 0);
+  ASSERT_GT(tp2_own, 0);
+  EXPECT_GT(tp2_launch, tp2_own);
+  EXPECT_GT(sim_of(*launch, res->best_launch.layout), 0);
+  EXPECT_EQ(sim_of(*launch, res->best_launch.layout), sim_of(*own, res->best_launch.layout));
+}
+
+TEST(JobAccuracy, SimulatedTpOpsRunOnlyCompassOrMegatronSchedules) {
+  JobSimSettings simulated;
+  simulated.tp_ops = TpOpTimes::simulated;
+  for (job::Pricing p : {job::Pricing::compass, job::Pricing::megatron}) {
+    EXPECT_TRUE(check_job_sim(p, simulated).ok()) << job::to_string(p);
+  }
+  for (job::Pricing p : {job::Pricing::launch, job::Pricing::te_default}) {
+    const Status st = check_job_sim(p, simulated);
+    ASSERT_FALSE(st.ok()) << job::to_string(p);
+    EXPECT_NE(st.error().message.find(p == job::Pricing::launch ? "TE's exported settings"
+                                                                : "te-default"),
+              std::string::npos)
+        << st.error().message;
+    // Priced TP operators simulate any of a candidate's prices.
+    EXPECT_TRUE(check_job_sim(p, JobSimSettings{}).ok()) << job::to_string(p);
+  }
+  // simulate_layouts holds to the same rule before it simulates anything.
+  job::Searcher s = compass::testing::builtin_job("dgx-h100", "llama2-7b").searcher();
+  Result<job::SearchResult> res = search_top(s, 2, 2);
+  ASSERT_TRUE(res.ok()) << res.error().message;
+  Result<std::vector<LayoutSimulation>> r =
+      simulate_layouts(s.cluster(), s.model(), res->top, job::Pricing::launch, {}, {}, simulated);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("TE's exported settings"), std::string::npos)
+      << r.error().message;
 }
 
 TEST(JobAccuracy, SimulatedTpOpsAreTheOperatorSimulatorsTimes) {
@@ -108,11 +181,11 @@ TEST(JobAccuracy, SimulatedTpOpsMoveTheSimulatedIterationLittle) {
   Result<job::SearchResult> res = search_top(s, 4, 4);
   ASSERT_TRUE(res.ok()) << res.error().message;
   Result<std::vector<LayoutSimulation>> priced =
-      simulate_layouts(s.cluster(), s.model(), res->top, plan::Config::compass);
+      simulate_layouts(s.cluster(), s.model(), res->top, job::Pricing::compass);
   JobSimSettings settings;
   settings.tp_ops = TpOpTimes::simulated;
   Result<std::vector<LayoutSimulation>> simulated =
-      simulate_layouts(s.cluster(), s.model(), res->top, plan::Config::compass, {}, {}, settings);
+      simulate_layouts(s.cluster(), s.model(), res->top, job::Pricing::compass, {}, {}, settings);
   ASSERT_TRUE(priced.ok()) << priced.error().message;
   ASSERT_TRUE(simulated.ok()) << simulated.error().message;
   ASSERT_EQ(priced->size(), res->top.size());
@@ -130,7 +203,7 @@ TEST(JobAccuracy, SimulatedTpOpsMoveTheSimulatedIterationLittle) {
 
 TEST(JobAccuracy, NoCandidatesIsAnError) {
   const compass::testing::BuiltinJob j = compass::testing::builtin_job("dgx-h100", "llama2-7b");
-  EXPECT_FALSE(refine_by_simulation(j.cluster, j.model, {}, plan::Config::compass).ok());
+  EXPECT_FALSE(refine_by_simulation(j.cluster, j.model, {}, job::Pricing::compass).ok());
 }
 
 }  // namespace

@@ -45,6 +45,7 @@ struct SearchOptions {
   std::string refine;
   std::string sim_scope = "replica";
   std::string sim_tp = "priced";
+  std::string sim_under = "launch";
   bool force = false;
   JsonOutput json;
 };
@@ -250,7 +251,7 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
 nlohmann::ordered_json refine_json(const study::RefineReport& rep,
                                    const study::JobSimSettings& settings) {
   nlohmann::ordered_json j;
-  j["overlap"] = std::string(plan::to_string(rep.overlap));
+  j["under"] = std::string(job::to_string(rep.under));
   j["scope"] = std::string(backends::sim::to_string(settings.scope));
   j["tp_ops"] = std::string(study::to_string(settings.tp_ops));
   j["mape"] = rep.mape;
@@ -268,13 +269,16 @@ nlohmann::ordered_json refine_json(const study::RefineReport& rep,
 }
 
 void print_refine(const study::RefineReport& rep, const study::JobSimSettings& settings) {
-  fmt::print("\nsimulated on SimGrid ({}; TP operators {}; under {}'s overlap), by simulated time\n",
+  const std::string under = rep.under == job::Pricing::launch
+                                ? std::string("each layout as its launch runs")
+                                : fmt::format("under {}'s overlap", job::to_string(rep.under));
+  fmt::print("\nsimulated on SimGrid ({}; TP operators {}; {}), by simulated time\n",
              settings.scope == backends::sim::JobSimScope::cluster
                  ? "every GPU of the cluster, DP collectives with their real ring neighbours"
                  : "one pipeline, DP collectives on the network",
              settings.tp_ops == study::TpOpTimes::simulated ? "simulated alone on the node"
                                                             : "as the step model prices them",
-             plan::to_string(rep.overlap));
+             under);
   fmt::print("{:<4} {:<40} {:>10} {:>10} {:>8} {:>10}\n", "rank", "layout", "model", "simulated",
              "error", "model rank");
   // The model's rank of each row: its position by model time.
@@ -328,6 +332,15 @@ void search(const SearchOptions& o, Spread& spread) {
   settings.tp_ops = o.sim_tp == "simulated" ? study::TpOpTimes::simulated : study::TpOpTimes::priced;
   if (settings.tp_ops == study::TpOpTimes::simulated && o.refine != "sim")
     throw UsageError("--sim-tp simulated needs --refine sim");
+  const std::optional<job::Pricing> under = job::parse_pricing(o.sim_under);
+  if (!under)
+    throw UsageError(fmt::format(
+        "--sim-under: expected launch, compass, te-default or megatron, got '{}'", o.sim_under));
+  if (*under != job::Pricing::launch && o.refine != "sim")
+    throw UsageError("--sim-under needs --refine sim");
+  if (Status st = study::check_job_sim(*under, settings); !st.ok())
+    throw UsageError(fmt::format("--sim-tp simulated with --sim-under {}: {} (--sim-under)",
+                                 o.sim_under, st.error().message));
   const job::SearchRequest r = request_from(o);
   workload::ModelConfig model = unwrap(workload::resolve_model(o.model));
   job::Cluster cluster = unwrap(job::resolve_cluster(o.cluster));
@@ -336,13 +349,13 @@ void search(const SearchOptions& o, Spread& spread) {
   std::optional<study::RefineReport> refined;
   if (o.refine == "sim") {
     const study::Share share = spread.share();
-    const std::vector<study::LayoutSimulation> mine = unwrap(study::simulate_layouts(
-        s.cluster(), s.model(), res.top, plan::Config::compass, {}, share, settings));
+    const std::vector<study::LayoutSimulation> mine = unwrap(
+        study::simulate_layouts(s.cluster(), s.model(), res.top, *under, {}, share, settings));
     const std::vector<std::string> all = spread.gather(study::pack_share(mine, share));
     if (!spread.root()) return;
     refined = unwrap(study::rank_by_simulation(
         res.top, unwrap(study::unpack_shares<study::LayoutSimulation>(all, res.top.size())),
-        plan::Config::compass));
+        *under));
   }
   if (!spread.root()) return;
   if (o.json.any()) {
@@ -435,6 +448,11 @@ void add_search_verb(CLI::App& app) {
   sub->add_option("--sim-tp", o->sim_tp,
                   "With --refine sim: priced (the TP operators take the step model's times) or "
                   "simulated (each distinct TP operator's schedule simulated on the node first)")
+      ->capture_default_str();
+  sub->add_option("--sim-under", o->sim_under,
+                  "With --refine sim: what each layout runs in the simulation: launch (the "
+                  "printed launch, as the ranking prices it), compass (Compass's own choices), "
+                  "te-default or megatron")
       ->capture_default_str();
   sub->add_option("--sim-scope", o->sim_scope,
                   fmt::format("With --refine sim: replica (one pipeline; the other DP replicas' "

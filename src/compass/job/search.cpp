@@ -302,6 +302,26 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
   return out;
 }
 
+std::string_view to_string(Pricing p) {
+  switch (p) {
+    case Pricing::megatron:
+      return "megatron";
+    case Pricing::te_default:
+      return "te-default";
+    case Pricing::compass:
+      return "compass";
+    case Pricing::launch:
+      break;
+  }
+  return "launch";
+}
+
+std::optional<Pricing> parse_pricing(std::string_view name) {
+  for (Pricing p : {Pricing::megatron, Pricing::te_default, Pricing::compass, Pricing::launch})
+    if (to_string(p) == name) return p;
+  return std::nullopt;
+}
+
 std::vector<std::string> megatron_args(const Layout& l, int layers, plan::Config overlap) {
   std::vector<std::string> a;
   const auto flag = [&a](std::string name, auto value) {

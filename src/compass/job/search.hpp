@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -36,6 +37,14 @@ struct SearchRequest {
   bool ignore_memory = false;
 };
 
+/// One of a candidate's prices: under one of the three TP overlap settings, or as its launch
+/// runs.
+enum class Pricing { megatron, te_default, compass, launch };
+/// "megatron", "te-default", "compass" or "launch".
+std::string_view to_string(Pricing p);
+/// The pricing a name above gives; nullopt for any other name.
+std::optional<Pricing> parse_pricing(std::string_view name);
+
 /// One layout priced under the three TP overlap settings, and as the search's printed launch
 /// runs it.
 struct Candidate {
@@ -50,6 +59,19 @@ struct Candidate {
   std::string launch_without_te;
   const StepResult& under(plan::Config c) const {
     return c == plan::Config::megatron ? megatron : c == plan::Config::te_default ? te : compass;
+  }
+  const StepResult& priced(Pricing p) const {
+    switch (p) {
+      case Pricing::megatron:
+        return megatron;
+      case Pricing::te_default:
+        return te;
+      case Pricing::compass:
+        return compass;
+      case Pricing::launch:
+        break;
+    }
+    return launch;
   }
   bool launch_runs_te() const { return launch_without_te.empty(); }
 };

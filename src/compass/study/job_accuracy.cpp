@@ -9,14 +9,19 @@
 
 namespace compass::study {
 
+namespace {
+
+constexpr const char* kTeDefaultNotSimulated =
+    "simulated TP operators: te-default's bulk overlap pairs two operators in a way the "
+    "operator simulator does not run; use compass or megatron";
+
+}  // namespace
+
 const char* to_string(TpOpTimes t) { return t == TpOpTimes::simulated ? "simulated" : "priced"; }
 
 Result<plan::LayerPlan> with_simulated_tp_ops(const hardware::Profile& node, plan::LayerPlan lp,
                                               plan::Config c) {
-  if (c == plan::Config::te_default)
-    return make_error(
-        "simulated TP operators: te-default's bulk overlap pairs two operators in a way the "
-        "operator simulator does not run; use megatron or compass");
+  if (c == plan::Config::te_default) return make_error("{}", kTeDefaultNotSimulated);
   if (lp.parallel.tp < 2) return lp;
   for (plan::PlannedOp& po : lp.ops) {
     model::Estimate& e =
@@ -28,6 +33,16 @@ Result<plan::LayerPlan> with_simulated_tp_ops(const hardware::Profile& node, pla
     e.total_s = *t;
   }
   return lp;
+}
+
+Status check_job_sim(job::Pricing under, const JobSimSettings& settings) {
+  if (settings.tp_ops != TpOpTimes::simulated) return Status::success();
+  if (under == job::Pricing::launch)
+    return make_error(
+        "simulated TP operators: a launch runs TE's exported settings (bulk overlap among "
+        "them), not schedules the operator simulator runs; use compass or megatron");
+  if (under == job::Pricing::te_default) return make_error("{}", kTeDefaultNotSimulated);
+  return Status::success();
 }
 
 namespace {
@@ -61,15 +76,19 @@ class SimulatedPlans {
 
 Result<std::vector<LayoutSimulation>> simulate_layouts(
     const job::Cluster& cluster, const workload::ModelConfig& m,
-    const std::vector<job::Candidate>& candidates, plan::Config overlap,
+    const std::vector<job::Candidate>& candidates, job::Pricing under,
     const job::StepOptions& options, const Share& share, const JobSimSettings& settings) {
+  COMPASS_TRY(check_job_sim(under, settings));
+  // Simulated TP operators exist for these two (check_job_sim).
+  const plan::Config overlap =
+      under == job::Pricing::megatron ? plan::Config::megatron : plan::Config::compass;
   std::vector<LayoutSimulation> out(candidates.size());
   SimulatedPlans plans(cluster, m, overlap);
   job::JobComm comm(cluster);
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (!share.mine(i)) continue;
     const job::Layout& l = candidates[i].layout;
-    job::StepResult step = candidates[i].under(overlap);
+    job::StepResult step = candidates[i].priced(under);
     if (settings.tp_ops == TpOpTimes::simulated) {
       Result<const plan::LayerPlan*> lp = plans.of(l);
       if (!lp.ok()) return make_error("refine: {}: {}", job::describe(l), lp.error().message);
@@ -87,16 +106,16 @@ Result<std::vector<LayoutSimulation>> simulate_layouts(
 
 Result<RefineReport> rank_by_simulation(const std::vector<job::Candidate>& candidates,
                                         const std::vector<LayoutSimulation>& simulations,
-                                        plan::Config overlap) {
+                                        job::Pricing under) {
   if (candidates.empty()) return make_error("refine: no candidates to simulate");
   if (simulations.size() != candidates.size())
     return make_error("refine: {} simulations for {} candidates", simulations.size(),
                       candidates.size());
   RefineReport r;
-  r.overlap = overlap;
+  r.under = under;
   int model_best = 0;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const job::StepResult& st = candidates[i].under(overlap);
+    const job::StepResult& st = candidates[i].priced(under);
     SimulatedLayout row;
     row.candidate = candidates[i];
     row.model_s = st.iteration_s;
@@ -104,7 +123,7 @@ Result<RefineReport> rank_by_simulation(const std::vector<job::Candidate>& candi
     row.error = (row.model_s - row.sim_s) / row.sim_s;
     row.flows = simulations[i].flows;
     r.rows.push_back(std::move(row));
-    if (st.iteration_s < candidates[model_best].under(overlap).iteration_s)
+    if (st.iteration_s < candidates[model_best].priced(under).iteration_s)
       model_best = static_cast<int>(i);
   }
   const job::Layout best_layout = candidates[model_best].layout;
@@ -125,11 +144,11 @@ Result<RefineReport> rank_by_simulation(const std::vector<job::Candidate>& candi
 Result<RefineReport> refine_by_simulation(const job::Cluster& cluster,
                                           const workload::ModelConfig& m,
                                           const std::vector<job::Candidate>& candidates,
-                                          plan::Config overlap, const job::StepOptions& options) {
+                                          job::Pricing under, const job::StepOptions& options) {
   if (candidates.empty()) return make_error("refine: no candidates to simulate");
   COMPASS_ASSIGN(const std::vector<LayoutSimulation> sims,
-                 simulate_layouts(cluster, m, candidates, overlap, options));
-  return rank_by_simulation(candidates, sims, overlap);
+                 simulate_layouts(cluster, m, candidates, under, options));
+  return rank_by_simulation(candidates, sims, under);
 }
 
 }  // namespace compass::study

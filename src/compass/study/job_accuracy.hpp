@@ -12,7 +12,8 @@
 
 namespace compass::study {
 
-/// One candidate: the model's and the simulation's iteration time under one TP overlap setting.
+/// One candidate: the model's and the simulation's iteration time under one of its prices (a
+/// TP overlap setting, or its launch).
 struct SimulatedLayout {
   job::Candidate candidate;
   double model_s = 0;
@@ -22,7 +23,7 @@ struct SimulatedLayout {
 };
 
 struct RefineReport {
-  plan::Config overlap = plan::Config::compass;
+  job::Pricing under = job::Pricing::launch;
   std::vector<SimulatedLayout> rows;  ///< by simulated iteration time, shortest first
   int model_best = 0;                 ///< index in rows of the model's best candidate
   double mape = 0;                    ///< mean |error| over rows
@@ -50,6 +51,12 @@ struct JobSimSettings {
   TpOpTimes tp_ops = TpOpTimes::priced;
 };
 
+/// Whether candidates priced `under` can be simulated as `settings` say. Simulated TP operators
+/// run the schedules of Compass's or Megatron-LM's choices; a launch's TE settings and TE's
+/// defaults (bulk overlap of two operators) are priced, not schedules the operator simulator
+/// runs. Errors: that, in one line.
+Status check_job_sim(job::Pricing under, const JobSimSettings& settings);
+
 /// `lp` with every TP operator's estimate under `c` replaced by the simulated time of its
 /// schedule on `node` (its GEMM work kept, so the rest counts as TP exposure); a plan with TP 1
 /// is returned as it is. Errors: `c` is te-default (TE's bulk overlap of two operators is priced,
@@ -64,13 +71,13 @@ struct LayoutSimulation {
   long flows = 0;    ///< SimGrid communications
 };
 
-/// Simulates the candidates of `share` under `overlap` (priced with `options`) as `settings`
-/// say; the others are left zero. With simulated TP operators each distinct layer plan is made
-/// and simulated once per call. Errors: a build without SimGrid, a simulation error (the layout
-/// is named), simulated TP operators under te-default.
+/// Simulates the candidates of `share` as priced `under` (with `options`) as `settings` say;
+/// the others are left zero. With simulated TP operators each distinct layer plan is made and
+/// simulated once per call. Errors: check_job_sim's, a build without SimGrid, a simulation
+/// error (the layout is named).
 Result<std::vector<LayoutSimulation>> simulate_layouts(
     const job::Cluster& cluster, const workload::ModelConfig& m,
-    const std::vector<job::Candidate>& candidates, plan::Config overlap,
+    const std::vector<job::Candidate>& candidates, job::Pricing under,
     const job::StepOptions& options = {}, const Share& share = {},
     const JobSimSettings& settings = {});
 
@@ -78,15 +85,14 @@ Result<std::vector<LayoutSimulation>> simulate_layouts(
 /// Errors: no candidates, or a different number of simulations.
 Result<RefineReport> rank_by_simulation(const std::vector<job::Candidate>& candidates,
                                         const std::vector<LayoutSimulation>& simulations,
-                                        plan::Config overlap);
+                                        job::Pricing under);
 
-/// Simulates each candidate under `overlap` (priced with `options`, the searcher's) and ranks
-/// them by simulated time. Errors: no candidates, a build without SimGrid, a simulation error
+/// Simulates each candidate as priced `under` (with `options`, the searcher's) and ranks them
+/// by simulated time. Errors: no candidates, a build without SimGrid, a simulation error
 /// (the layout is named).
 Result<RefineReport> refine_by_simulation(const job::Cluster& cluster,
                                           const workload::ModelConfig& m,
                                           const std::vector<job::Candidate>& candidates,
-                                          plan::Config overlap,
-                                          const job::StepOptions& options = {});
+                                          job::Pricing under, const job::StepOptions& options = {});
 
 }  // namespace compass::study

@@ -1,0 +1,1 @@
+search --model llama2-7b --cluster dgx-h100 --gpus 16 --global-batch 64 --seq 2048 --refine sim --sim-tp simulated
