@@ -194,6 +194,9 @@ check bad none "${search[@]}" --top 0
 check bad none "${search[@]}" --sp maybe
 check bad none "${search[@]}" --recompute some
 check bad none "${search[@]}" --refine sim --sim-scope cluster --gpus 65536 --global-batch 65536
+for v in "" te Launch; do check bad none "${search[@]}" --refine sim --sim-under "$v"; done
+check bad none "${search[@]}" --sim-under compass
+for v in launch te-default; do check bad none "${search[@]}" --refine sim --sim-tp simulated --sim-under "$v"; done
 check bad none search --model llama2-7b --cluster a6000x8 --fp8
 check bad none search --model "$inputs/model-dup.json"
 for c in dup typo huge frac; do check bad none search --cluster "$inputs/cluster-$c.json"; done

@@ -11,13 +11,16 @@ layouts:
   --vary tp     `--sim-tp priced` (the step model's TP operator times, the default) against
                 `--sim-tp simulated` (each TP operator's schedule simulated on the node first).
 
+Each layout runs as `--under` prices it (`--sim-under`: compass, Compass's own choices, by
+default; simulated TP operators exist for compass and megatron only).
+
 Prints a row per layout with --rows, and per setting: layouts, the default's error against the
 fuller simulation (mean absolute, largest, signed mean), whether both pick the same best layout,
 the step model's MAPE against each, and the seconds each took.
 
 Usage: tools/job_sim_compare.py [--vary scope|tp] [--compass build/release/compass] [--gpus 32]
                                 [--top 40] [--clusters dgx-h100,dgx-a100,a6000x8-2nic] [--tp N]
-                                [--rows]
+                                [--under compass|megatron|launch|te-default] [--rows]
 """
 import argparse
 import json
@@ -36,7 +39,7 @@ VARY = {
 def search(a, cluster, extra, out):
     cmd = [a.compass, "search", "--model", "llama2-13b", "--cluster", cluster, "--gpus",
            str(a.gpus), "--global-batch", "128", "--seq", "4096", "--top", str(a.top), "--refine",
-           "sim", "--json-out", str(out), "--force"] + extra
+           "sim", "--sim-under", a.under, "--json-out", str(out), "--force"] + extra
     if a.tp:
         cmd += ["--tp", str(a.tp)]
     start = time.monotonic()
@@ -60,6 +63,8 @@ def main():
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--clusters", default="dgx-h100,dgx-a100,a6000x8-2nic")
     ap.add_argument("--tp", type=int, help="search only layouts of this TP degree")
+    ap.add_argument("--under", choices=["compass", "megatron", "launch", "te-default"],
+                    default="compass", help="what each layout runs (compass search --sim-under)")
     ap.add_argument("--rows", action="store_true", help="print every layout")
     a = ap.parse_args()
     if not Path(a.compass).is_file():
