@@ -4,17 +4,15 @@
 
 #include "compass/backends/launch/session.hpp"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include "support/ports.hpp"
 
 namespace compass::backends::launch {
 namespace {
@@ -172,25 +170,15 @@ class FakeRanks final : public Collectives {
   }
 };
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // A session of one process started from torchrun's variables (rank 0 serves the store).
 std::unique_ptr<Session> env_session() {
   ::setenv("RANK", "0", 1);
   ::setenv("WORLD_SIZE", "1", 1);
   ::setenv("LOCAL_RANK", "0", 1);
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-  ::setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  const int port = compass::testing::free_port();
+  EXPECT_NE(port, 0) << "no free loopback port";
+  ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   SessionOptions o;
   o.kind = LaunchKind::env;
   o.start_timeout_s = 10;

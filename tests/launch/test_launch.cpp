@@ -7,11 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <future>
@@ -20,6 +15,7 @@
 #include <vector>
 
 #include "cli/subprocess.hpp"
+#include "support/ports.hpp"
 #include "test_files.hpp"
 
 namespace compass::testing {
@@ -254,25 +250,12 @@ TEST(MpiDisagreement, ADifferentStrategyIsRefusedInsteadOfHanging) {
 
 // ---- --launch env: processes started as torchrun starts them, on loopback ---------------------
 
-// A TCP port that was free a moment ago.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // Starts `world` processes with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (through
 // env(1), since run_process passes no environment), skipping ranks in `absent`.
 std::vector<Timed> run_env_each(int world, const std::vector<std::vector<std::string>>& per_rank,
                                 const std::vector<int>& absent = {}, double timeout_s = 240) {
   const int port = free_port();
+  EXPECT_NE(port, 0) << "no free loopback port";
   std::vector<std::future<Timed>> procs;
   for (int r = 0; r < world; ++r) {
     if (std::find(absent.begin(), absent.end(), r) != absent.end()) continue;

@@ -6,11 +6,6 @@
 // NCCL loads); with an older NCCL on one GPU the sequential cases skip with that reason.
 // Times of two processes sharing one GPU mean nothing: only the checks are asserted.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +16,7 @@
 #include <vector>
 
 #include "cli/subprocess.hpp"
+#include "support/ports.hpp"
 
 namespace compass::testing {
 namespace {
@@ -59,18 +55,6 @@ const Runtime& runtime() {
     if (runtime().gpus == 0) GTEST_SKIP() << "no GPU (compass doctor)"; \
   } while (0)
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 struct Timed {
   ProcessResult result;
   double seconds = 0;
@@ -80,6 +64,7 @@ struct Timed {
 // gets LOCAL_RANK=r, so with one GPU every process uses it.
 std::vector<Timed> run_world(int world, const std::vector<std::string>& args, double timeout_s) {
   const int port = free_port();
+  EXPECT_NE(port, 0) << "no free loopback port";
   std::vector<std::future<Timed>> procs;
   for (int r = 0; r < world; ++r) {
     std::vector<std::string> argv{"/usr/bin/env", "RANK=" + std::to_string(r),
@@ -217,6 +202,7 @@ TEST(CudaProcessFailure, ARankThatNeverStartsIsATimeoutNotAHang) {
   auto args = shape("ag_gemm", "fuse:ring");
   args.insert(args.end(), {"--launch-timeout", "3"});  // rank 1 is never started
   const int port = free_port();
+  EXPECT_NE(port, 0) << "no free loopback port";
   TempDir dir;
   const auto start = Clock::now();
   std::vector<std::string> argv{"/usr/bin/env", "RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0",
