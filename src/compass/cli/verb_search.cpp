@@ -33,7 +33,8 @@ struct SearchOptions {
   int global_batch = 8;
   std::int64_t seq = 4096;
   int top = 3;
-  std::optional<int> tp, pp, vpp, mbs;
+  std::optional<int> tp, cp, pp, vpp, mbs;
+  int max_cp = 1;
   std::string sp = "any";
   std::string recompute = "any";
   bool no_dist_opt = false;
@@ -56,6 +57,8 @@ job::SearchRequest request_from(const SearchOptions& o) {
   r.global_batch = o.global_batch;
   r.seq = o.seq;
   r.tp = o.tp;
+  r.cp = o.cp;
+  r.max_cp = o.max_cp;
   r.pp = o.pp;
   r.vpp = o.vpp;
   r.micro_batch = o.mbs;
@@ -90,6 +93,7 @@ nlohmann::ordered_json step_json(const job::StepResult& s) {
           {"mfu", s.mfu},
           {"compute_s", s.breakdown.compute_s},
           {"tp_exposed_s", s.breakdown.tp_exposed_s},
+          {"cp_exposed_s", s.breakdown.cp_exposed_s},
           {"bubble_s", s.breakdown.bubble_s},
           {"dp_exposed_s", s.breakdown.dp_exposed_s},
           {"optimizer_s", s.breakdown.optimizer_s},
@@ -108,6 +112,7 @@ nlohmann::ordered_json step_json(const job::StepResult& s) {
 
 nlohmann::ordered_json layout_json(const job::Layout& l) {
   return {{"tp", l.tp},
+          {"cp", l.cp},
           {"pp", l.pp},
           {"vpp", l.vpp},
           {"dp", l.dp},
@@ -155,6 +160,7 @@ std::vector<std::string> te_export_command(const job::SearchRequest& r, const jo
                                   std::to_string(r.seq),
                                   "--mbs",
                                   std::to_string(best.micro_batch)};
+  if (best.cp > 1) cmd.insert(cmd.end(), {"--cp", std::to_string(best.cp)});
   if (best.fp8) cmd.push_back("--fp8");
   cmd.insert(cmd.end(), {"--out", o.te_config});
   return cmd;
@@ -168,21 +174,29 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
   fmt::print("layouts   {} valid, {} fit in {:.1f} GiB per GPU, {} distinct layer plans\n\n",
              res.enumerated, res.fitting, c.node.gpu_device(0).memory_bytes / kGiB,
              s.planned_layers());
-  fmt::print(
-      "{:<4} {:<40} {:<10} {:>10} {:>9} {:>6} {:>7} | {:>9} {:>9} {:>9} {:>9} {:>9} | {:>8}\n",
-      "rank", "layout", "overlap", "iteration", "tok/s/GPU", "MFU", "TFLOP/s", "compute", "TP exp",
-      "bubble", "DP exp", "optim", "mem GiB");
-  auto row = [](const std::string& rank, const std::string& layout, std::string_view overlap,
-                const job::StepResult& st) {
+  // The CP column only where a listed layout has context parallelism.
+  const bool cp_column = std::any_of(res.top.begin(), res.top.end(),
+                                     [](const job::Candidate& k) { return k.layout.cp > 1; });
+  auto breakdown = [cp_column](std::string_view compute, std::string_view tp, std::string_view cp,
+                               std::string_view bubble, std::string_view dp,
+                               std::string_view optim) {
+    return cp_column ? fmt::format("{:>9} {:>9} {:>9} {:>9} {:>9} {:>9}", compute, tp, cp, bubble,
+                                   dp, optim)
+                     : fmt::format("{:>9} {:>9} {:>9} {:>9} {:>9}", compute, tp, bubble, dp, optim);
+  };
+  fmt::print("{:<4} {:<40} {:<10} {:>10} {:>9} {:>6} {:>7} | {} | {:>8}\n", "rank", "layout",
+             "overlap", "iteration", "tok/s/GPU", "MFU", "TFLOP/s",
+             breakdown("compute", "TP exp", "CP exp", "bubble", "DP exp", "optim"), "mem GiB");
+  auto row = [&breakdown](const std::string& rank, const std::string& layout,
+                          std::string_view overlap, const job::StepResult& st) {
     const job::StepBreakdown& b = st.breakdown;
-    fmt::print(
-        "{:<4} {:<40} {:<10} {:>10} {:>9.0f} {:>5.1f}% {:>7.1f} | {:>9} {:>9} {:>9} {:>9} {:>9} "
-        "| {:>7.1f}{}\n",
-        rank, layout, overlap, format_seconds(st.iteration_s), st.tokens_per_s_per_gpu,
-        st.mfu * 100, st.model_tflops_per_gpu, format_seconds(b.compute_s),
-        format_seconds(b.tp_exposed_s), format_seconds(b.bubble_s), format_seconds(b.dp_exposed_s),
-        format_seconds(b.optimizer_s), st.memory.peak_bytes / kGiB,
-        st.memory.fits() ? "" : " (over)");
+    fmt::print("{:<4} {:<40} {:<10} {:>10} {:>9.0f} {:>5.1f}% {:>7.1f} | {} | {:>7.1f}{}\n", rank,
+               layout, overlap, format_seconds(st.iteration_s), st.tokens_per_s_per_gpu,
+               st.mfu * 100, st.model_tflops_per_gpu,
+               breakdown(format_seconds(b.compute_s), format_seconds(b.tp_exposed_s),
+                         format_seconds(b.cp_exposed_s), format_seconds(b.bubble_s),
+                         format_seconds(b.dp_exposed_s), format_seconds(b.optimizer_s)),
+               st.memory.peak_bytes / kGiB, st.memory.fits() ? "" : " (over)");
   };
   int rank = 0;
   for (const job::Candidate& k : res.top) {
@@ -332,6 +346,10 @@ void search(const SearchOptions& o, Spread& spread) {
   settings.tp_ops = o.sim_tp == "simulated" ? study::TpOpTimes::simulated : study::TpOpTimes::priced;
   if (settings.tp_ops == study::TpOpTimes::simulated && o.refine != "sim")
     throw UsageError("--sim-tp simulated needs --refine sim");
+  if (o.refine == "sim" && ((o.cp && *o.cp > 1) || o.max_cp > 1))
+    throw UsageError(
+        "--refine sim does not simulate context parallelism (the job simulation runs one sequence "
+        "per rank); drop --cp / --max-cp");
   const std::optional<job::Pricing> under = job::parse_pricing(o.sim_under);
   if (!under)
     throw UsageError(fmt::format(
@@ -406,7 +424,7 @@ void add_search_verb(CLI::App& app) {
   auto o = std::make_shared<SearchOptions>();
   auto* sub = app.add_subcommand(
       "search",
-      "Search the training layouts of a model on a cluster (TP, PP, DP, micro-batch, "
+      "Search the training layouts of a model on a cluster (TP, CP, PP, DP, micro-batch, "
       "recomputation) and rank them under three TP overlap settings");
   sub->add_option("--model", o->model, "Built-in model name or model JSON file")
       ->capture_default_str();
@@ -421,6 +439,10 @@ void add_search_verb(CLI::App& app) {
   add_integer_option(sub, "--top", o->top, "Layouts to show", 1, 1000)->capture_default_str();
   sub->add_option("--tp", o->tp, "Fix the tensor-parallel size")
       ->transform(integer_in(1, 1 << 20));
+  sub->add_option("--cp", o->cp,
+                  "Fix the context-parallel size (ranks sharing each sequence; default: 1 unless "
+                  "--max-cp)")
+      ->transform(integer_in(1, 1 << 20));
   sub->add_option("--pp", o->pp, "Fix the pipeline-parallel size")
       ->transform(integer_in(1, 1 << 20));
   sub->add_option("--vpp", o->vpp, "Fix the model chunks per pipeline stage (1: plain 1F1B)")
@@ -432,6 +454,9 @@ void add_search_verb(CLI::App& app) {
       ->capture_default_str();
   add_integer_option(sub, "--max-vpp", o->max_vpp,
                      "Largest number of model chunks per stage to try", 1, 64)
+      ->capture_default_str();
+  add_integer_option(sub, "--max-cp", o->max_cp,
+                     "Largest context-parallel size to try (powers of two; 1: none)", 1, 1 << 20)
       ->capture_default_str();
   sub->add_flag("--no-dist-opt", o->no_dist_opt, "Without the distributed optimizer");
   sub->add_flag("--no-dp-overlap", o->no_dp_overlap,

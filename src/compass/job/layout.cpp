@@ -31,7 +31,9 @@ bool te_overlap_applies(const Layout& l) {
 }
 
 std::string describe(const Layout& l) {
-  std::string s = fmt::format("tp{} pp{}", l.tp, l.pp);
+  std::string s = fmt::format("tp{}", l.tp);
+  if (l.cp > 1) s += fmt::format(" cp{}", l.cp);
+  s += fmt::format(" pp{}", l.pp);
   if (l.vpp > 1) s += fmt::format(" vpp{}", l.vpp);
   s += fmt::format(" dp{} mbs{}", l.dp, l.micro_batch);
   if (l.sequence_parallel && l.tp > 1) s += " sp";
@@ -41,8 +43,8 @@ std::string describe(const Layout& l) {
 }
 
 Status check(const Layout& l, const workload::ModelConfig& m) {
-  if (l.tp < 1 || l.pp < 1 || l.vpp < 1 || l.dp < 1 || l.micro_batch < 1 || l.global_batch < 1 ||
-      l.seq < 1)
+  if (l.tp < 1 || l.cp < 1 || l.pp < 1 || l.vpp < 1 || l.dp < 1 || l.micro_batch < 1 ||
+      l.global_batch < 1 || l.seq < 1)
     return make_error("layout {}: every size must be positive", describe(l));
   if (l.global_batch % (std::int64_t{l.micro_batch} * l.dp) != 0)
     return make_error("global batch {} is not a multiple of micro-batch {} x DP {}", l.global_batch,
@@ -69,8 +71,14 @@ Status check(const Layout& l, const workload::ModelConfig& m) {
     return make_error("TP {} does not divide the heads ({}), KV heads ({}) and FFN ({}) of {}",
                       l.tp, m.heads, m.kv_heads, m.ffn, m.name);
   if (l.sequence_parallel && l.tp == 1) return make_error("sequence parallel needs TP > 1");
-  if (l.sequence_parallel && l.seq % l.tp != 0)
-    return make_error("sequence parallel: sequence {} is not a multiple of TP {}", l.seq, l.tp);
+  if (l.cp > 1 && l.seq % (2 * std::int64_t{l.cp}) != 0)
+    return make_error(
+        "context parallel: sequence {} is not a multiple of 2 x CP = {} (Megatron-LM splits each "
+        "sequence into 2 x CP chunks)",
+        l.seq, 2 * std::int64_t{l.cp});
+  if (l.sequence_parallel && l.local_seq() % l.tp != 0)
+    return make_error("sequence parallel: {} {} is not a multiple of TP {}",
+                      l.cp > 1 ? "each CP rank's sequence share" : "sequence", l.local_seq(), l.tp);
   return Status::success();
 }
 
@@ -90,13 +98,14 @@ std::vector<int> layers_per_virtual_stage(int layers, int pp, int vpp) {
 Placement place(const Layout& l, int gpus_per_node) {
   Placement p;
   p.gpus_per_node = gpus_per_node;
+  const int group = l.grad_group();
   if (l.tp >= gpus_per_node) {
     p.dp_per_node = 1;
   } else {
-    p.dp_per_node = std::min(l.dp, std::max(1, gpus_per_node / l.tp));
+    p.dp_per_node = std::min(group, std::max(1, gpus_per_node / l.tp));
   }
-  p.dp_nodes = (l.dp + p.dp_per_node - 1) / p.dp_per_node;
-  const std::int64_t stage_stride = std::int64_t{l.tp} * l.dp;
+  p.dp_nodes = (group + p.dp_per_node - 1) / p.dp_per_node;
+  const std::int64_t stage_stride = std::int64_t{l.tp} * group;
   p.pp_crosses_nodes = l.pp > 1 && stage_stride >= gpus_per_node;
   p.pp_peer_offset = (l.pp == 1 || p.pp_crosses_nodes) ? 0 : static_cast<int>(stage_stride);
   return p;

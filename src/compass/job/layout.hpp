@@ -19,6 +19,7 @@ std::optional<Recompute> parse_recompute(std::string_view s);
 
 struct Layout {
   int tp = 1;   ///< tensor parallel
+  int cp = 1;   ///< context parallel: ranks sharing each sequence (ring attention)
   int pp = 1;   ///< pipeline stages
   int vpp = 1;  ///< model chunks per stage (interleaved 1F1B when > 1)
   int dp = 1;   ///< data parallel
@@ -33,12 +34,16 @@ struct Layout {
   bool fp8 = false;                  ///< FP8 GEMMs (needs an FP8 peak on the GPU)
   bool operator==(const Layout&) const = default;
 
-  std::int64_t gpus() const { return std::int64_t{tp} * pp * dp; }
+  std::int64_t gpus() const { return std::int64_t{tp} * cp * pp * dp; }
+  /// Each rank's tokens of a sequence: seq / cp.
+  std::int64_t local_seq() const { return seq / cp; }
+  /// The ranks a gradient is reduced over (and the distributed optimizer shards over): DP x CP.
+  int grad_group() const { return dp * cp; }
   /// Micro-batches per pipeline per iteration: global / (micro × dp).
   int microbatches() const { return global_batch / (micro_batch * dp); }
 };
 
-/// "tp8 pp4 vpp2 dp16 mbs1 sp sel" style one-word-per-knob summary.
+/// "tp8 cp2 pp4 vpp2 dp16 mbs1 sp sel" style one-word-per-knob summary (cp only above 1).
 std::string describe(const Layout& l);
 
 /// Whether Megatron-LM runs the layout's TP communication through TransformerEngine's
@@ -48,7 +53,8 @@ bool te_overlap_applies(const Layout& l);
 /// Checks the layout on its own and against the model: positive sizes, global batch a
 /// multiple of micro-batch x dp, vpp > 1 only with pp > 1, micro-batches a multiple of pp and
 /// layers a multiple of pp x vpp, a layer split layers_per_virtual_stage can make, heads, kv heads
-/// and FFN divisible by tp, SP only with tp > 1.
+/// and FFN divisible by tp, SP only with tp > 1, a sequence of 2 x cp equal chunks with CP (the
+/// causal balance Megatron-LM needs) whose share a multiple of tp with SP.
 Status check(const Layout& l, const workload::ModelConfig& m);
 
 /// Layers of each virtual stage (chunk c of stage s is entry c * pp + s). Even when pp x vpp
@@ -57,12 +63,13 @@ Status check(const Layout& l, const workload::ModelConfig& m);
 /// rest (the first the smaller half). Empty when that leaves the first or last stage no layer.
 std::vector<int> layers_per_virtual_stage(int layers, int pp, int vpp);
 
-/// Where ranks sit: rank = tp_rank + tp * (dp_rank + dp * pp_rank) (Megatron-LM's default
-/// order), consecutive ranks fill a node.
+/// Where ranks sit: rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank))
+/// (Megatron-LM's default order, tp-cp-dp-pp), consecutive ranks fill a node. The DP fields
+/// describe the gradient group (DP x CP ranks, tp apart).
 struct Placement {
   int gpus_per_node = 8;
-  int dp_per_node = 1;            ///< members of one DP group inside one node
-  int dp_nodes = 1;               ///< nodes one DP group spans
+  int dp_per_node = 1;            ///< members of one gradient group inside one node
+  int dp_nodes = 1;               ///< nodes one gradient group spans
   bool pp_crosses_nodes = false;  ///< adjacent stages sit on different nodes
   int pp_peer_offset = 0;         ///< within a node: GPU distance between adjacent stages (0: none)
 };

@@ -15,7 +15,9 @@ ParamCounts param_counts(const workload::ModelConfig& m) {
 
 double layer_activation_bytes(const workload::ModelConfig& m, const Layout& l,
                               bool flash_attention) {
-  const double s = static_cast<double>(l.seq), b = l.micro_batch, h = static_cast<double>(m.hidden);
+  // Each rank holds its share of the sequence (context parallelism).
+  const double s = static_cast<double>(l.local_seq()), b = l.micro_batch,
+               h = static_cast<double>(m.hidden);
   const double a = m.heads, t = l.tp;
   const bool sp = l.sequence_parallel && l.tp > 1;
   if (l.recompute == Recompute::full) return 2 * s * b * h / (sp ? t : 1);
@@ -42,7 +44,8 @@ MemoryReport memory_per_gpu(const workload::ModelConfig& m, const Layout& l, pla
   const ParamCounts pc = param_counts(m);
   const std::vector<int> layers = layers_per_virtual_stage(m.layers, l.pp, l.vpp);
   const double t = l.tp;
-  const double s = static_cast<double>(l.seq), b = l.micro_batch, h = static_cast<double>(m.hidden);
+  const double s = static_cast<double>(l.local_seq()), b = l.micro_batch,
+               h = static_cast<double>(m.hidden);
   const double per_layer_act = layer_activation_bytes(m, l, o.flash_attention);
   // Full recomputation re-creates one layer's activations during its backward.
   Layout no_rc = l;
@@ -61,7 +64,8 @@ MemoryReport memory_per_gpu(const workload::ModelConfig& m, const Layout& l, pla
     params /= t;
     sm.weights_bytes = params * (o.weight_bytes + (l.fp8 ? 1 : 0));
     sm.grads_bytes = params * o.grad_bytes;
-    sm.optimizer_bytes = params * o.optimizer_bytes / (l.distributed_optimizer ? l.dp : 1);
+    sm.optimizer_bytes =
+        params * o.optimizer_bytes / (l.distributed_optimizer ? l.grad_group() : 1);
     sm.microbatches_in_flight = in_flight(l, st);
     // A chunk holds stage_layers / vpp layers on average.
     sm.activations_bytes =

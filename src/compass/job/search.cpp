@@ -99,6 +99,7 @@ Result<plan::LayerPlan> Searcher::export_plan(const Layout& l) {
   COMPASS_ASSIGN(const plan::LayerPlan* lp, layer_plan(l));
   plan::TeExportOptions eo;
   eo.fp8 = l.fp8;
+  eo.cp = l.cp;
   COMPASS_ASSIGN(const plan::TeExport ex, plan::export_te(cluster_.node, *lp, eo));
   // The report lists the plan's operators in order: each one's chosen estimate takes the
   // exported setting's time (its GEMM work, and so what counts as exposed, stays).
@@ -147,14 +148,37 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
   std::vector<int> tps;
   for (int t = 1; t <= std::min<std::int64_t>(g, r.gpus); t *= 2) tps.push_back(t);
   tps = fixed_or(r.tp, tps);
+  if (r.cp) {
+    if (*r.cp < 1) return make_error("CP {} must be positive", *r.cp);
+    if (r.gpus % *r.cp != 0) return make_error("CP {} does not divide the {} GPUs", *r.cp, r.gpus);
+    if (r.tp && r.gpus % (std::int64_t{*r.tp} * *r.cp) != 0)
+      return make_error("TP {} x CP {} does not divide the {} GPUs", *r.tp, *r.cp, r.gpus);
+    if (r.seq % (2 * std::int64_t{*r.cp}) != 0)
+      return make_error(
+          "CP {}: sequence {} is not a multiple of 2 x CP = {} (Megatron-LM splits each sequence "
+          "into 2 x CP chunks)",
+          *r.cp, r.seq, 2 * std::int64_t{*r.cp});
+  }
+  if (r.max_cp < 1) return make_error("the largest CP {} must be positive", r.max_cp);
+  std::vector<int> cps;
+  for (std::int64_t c = 1; c <= std::min<std::int64_t>(r.max_cp, r.gpus); c *= 2)
+    cps.push_back(static_cast<int>(c));
+  cps = fixed_or(r.cp, cps);
   if (r.pp) {
     if (*r.pp < 1 || *r.pp > model_.layers)
       return make_error("PP {} is not in 1..{} (the layers of {})", *r.pp, model_.layers,
                         model_.name);
-    auto divides = [&](int t) { return r.gpus % (std::int64_t{t} * *r.pp) == 0; };
-    if (r.tp && !divides(*r.tp))
+    auto divides = [&](int t) {
+      return std::any_of(cps.begin(), cps.end(),
+                         [&](int c) { return r.gpus % (std::int64_t{t} * c * *r.pp) == 0; });
+    };
+    if (r.tp && !divides(*r.tp)) {
+      if (r.cp && *r.cp > 1)
+        return make_error("PP {} does not divide the {} GPUs left by TP {} x CP {}", *r.pp,
+                          r.gpus / (std::int64_t{*r.tp} * *r.cp), *r.tp, *r.cp);
       return make_error("PP {} does not divide the {} GPUs left by TP {}", *r.pp, r.gpus / *r.tp,
                         *r.tp);
+    }
     if (std::none_of(tps.begin(), tps.end(), divides))
       return make_error("PP {} does not divide {} GPUs / TP for any TP ({})", *r.pp, r.gpus,
                         fmt::join(tps, ", "));
@@ -163,10 +187,14 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
     // Interleaving needs PP > 1 stages that split the layers into PP x VPP equal chunks.
     std::vector<int> stages;  // the pipeline sizes these GPUs allow, above 1
     for (int t : tps)
-      for (std::int64_t p = 2; p <= std::min<std::int64_t>(r.gpus / t, model_.layers); ++p)
-        if ((r.gpus / t) % p == 0 && (!r.pp || *r.pp == p) &&
-            std::find(stages.begin(), stages.end(), p) == stages.end())
-          stages.push_back(static_cast<int>(p));
+      for (int c : cps) {
+        const std::int64_t left = r.gpus / (std::int64_t{t} * c);
+        if (r.gpus % (std::int64_t{t} * c) != 0) continue;
+        for (std::int64_t p = 2; p <= std::min<std::int64_t>(left, model_.layers); ++p)
+          if (left % p == 0 && (!r.pp || *r.pp == p) &&
+              std::find(stages.begin(), stages.end(), p) == stages.end())
+            stages.push_back(static_cast<int>(p));
+      }
     std::sort(stages.begin(), stages.end());
     if (stages.empty())
       return make_error("VPP {} needs a pipeline of more than one stage, and these GPUs allow none",
@@ -194,63 +222,65 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
   std::string smallest_layout;
   Status first_error = Status::success();
   std::vector<Candidate> all;
-  for (int tp : tps) {
-    if (tp < 1 || r.gpus % tp != 0) continue;
-    const std::int64_t rest = r.gpus / tp;
-    std::vector<int> pps;
-    for (std::int64_t p = 1; p <= std::min<std::int64_t>(rest, model_.layers); ++p)
-      if (rest % p == 0) pps.push_back(static_cast<int>(p));
-    for (int pp : fixed_or(r.pp, pps)) {
-      if (pp < 1 || rest % pp != 0) continue;
-      const std::int64_t dp64 = rest / pp;
-      if (dp64 > std::numeric_limits<int>::max()) continue;
-      const int dp = static_cast<int>(dp64);
-      for (int mbs : mbss) {
-        if (mbs < 1 || r.global_batch % (std::int64_t{mbs} * dp) != 0) continue;
-        batch_divides = true;
-        for (int vpp : vpps)
-          for (bool sp : fixed_or(r.sequence_parallel, tp > 1 ? std::vector<bool>{true, false}
-                                                              : std::vector<bool>{false}))
-            for (Recompute rc : rcs) {
-              Layout l;
-              l.tp = tp;
-              l.pp = pp;
-              l.vpp = vpp;
-              l.dp = dp;
-              l.micro_batch = mbs;
-              l.global_batch = r.global_batch;
-              l.seq = r.seq;
-              l.sequence_parallel = sp;
-              l.recompute = rc;
-              l.distributed_optimizer = r.distributed_optimizer;
-              l.overlap_grad_reduce = l.overlap_param_gather = r.dp_overlap;
-              l.fp8 = r.fp8;
-              if (Status s = check(l, model_); !s.ok()) {
-                if (first_error.ok()) first_error = s;
-                continue;
+  for (int tp : tps)
+    for (int cp : cps) {
+      if (tp < 1 || r.gpus % (std::int64_t{tp} * cp) != 0) continue;
+      const std::int64_t rest = r.gpus / (std::int64_t{tp} * cp);
+      std::vector<int> pps;
+      for (std::int64_t p = 1; p <= std::min<std::int64_t>(rest, model_.layers); ++p)
+        if (rest % p == 0) pps.push_back(static_cast<int>(p));
+      for (int pp : fixed_or(r.pp, pps)) {
+        if (pp < 1 || rest % pp != 0) continue;
+        const std::int64_t dp64 = rest / pp;
+        if (dp64 > std::numeric_limits<int>::max()) continue;
+        const int dp = static_cast<int>(dp64);
+        for (int mbs : mbss) {
+          if (mbs < 1 || r.global_batch % (std::int64_t{mbs} * dp) != 0) continue;
+          batch_divides = true;
+          for (int vpp : vpps)
+            for (bool sp : fixed_or(r.sequence_parallel, tp > 1 ? std::vector<bool>{true, false}
+                                                                : std::vector<bool>{false}))
+              for (Recompute rc : rcs) {
+                Layout l;
+                l.tp = tp;
+                l.cp = cp;
+                l.pp = pp;
+                l.vpp = vpp;
+                l.dp = dp;
+                l.micro_batch = mbs;
+                l.global_batch = r.global_batch;
+                l.seq = r.seq;
+                l.sequence_parallel = sp;
+                l.recompute = rc;
+                l.distributed_optimizer = r.distributed_optimizer;
+                l.overlap_grad_reduce = l.overlap_param_gather = r.dp_overlap;
+                l.fp8 = r.fp8;
+                if (Status s = check(l, model_); !s.ok()) {
+                  if (first_error.ok()) first_error = s;
+                  continue;
+                }
+                ++out.enumerated;
+                if (2L * pp * vpp * l.microbatches() > kMaxPipelineTasks) {
+                  ++too_many_tasks;
+                  continue;
+                }
+                const double capacity = cluster_.node.gpu_device(0).memory_bytes;
+                double need = std::numeric_limits<double>::infinity();
+                for (plan::Config c : kConfigs)
+                  need = std::min(
+                      need, memory_per_gpu(model_, l, c, capacity, options_.memory).peak_bytes);
+                if (need < smallest_need) {
+                  smallest_need = need;
+                  smallest_layout = describe(l);
+                }
+                if (need > capacity && !r.ignore_memory) continue;
+                if (need <= capacity) ++out.fitting;
+                COMPASS_ASSIGN(Candidate cand, price(l));
+                all.push_back(std::move(cand));
               }
-              ++out.enumerated;
-              if (2L * pp * vpp * l.microbatches() > kMaxPipelineTasks) {
-                ++too_many_tasks;
-                continue;
-              }
-              const double capacity = cluster_.node.gpu_device(0).memory_bytes;
-              double need = std::numeric_limits<double>::infinity();
-              for (plan::Config c : kConfigs)
-                need = std::min(need,
-                                memory_per_gpu(model_, l, c, capacity, options_.memory).peak_bytes);
-              if (need < smallest_need) {
-                smallest_need = need;
-                smallest_layout = describe(l);
-              }
-              if (need > capacity && !r.ignore_memory) continue;
-              if (need <= capacity) ++out.fitting;
-              COMPASS_ASSIGN(Candidate cand, price(l));
-              all.push_back(std::move(cand));
-            }
+        }
       }
     }
-  }
   if (!batch_divides)
     return make_error(
         "global batch {} is not a multiple of micro-batch x DP for any layout with "
@@ -329,6 +359,7 @@ std::vector<std::string> megatron_args(const Layout& l, int layers, plan::Config
     a.push_back(fmt::format("{}", value));
   };
   flag("--tensor-model-parallel-size", l.tp);
+  if (l.cp > 1) flag("--context-parallel-size", l.cp);
   flag("--pipeline-model-parallel-size", l.pp);
   if (l.vpp > 1) flag("--num-layers-per-virtual-pipeline-stage", layers / (l.pp * l.vpp));
   const std::vector<int> split = layers_per_virtual_stage(layers, l.pp, l.vpp);
@@ -347,8 +378,9 @@ std::vector<std::string> megatron_args(const Layout& l, int layers, plan::Config
     flag("--recompute-num-layers", 1);
   }
   if (l.distributed_optimizer) a.push_back("--use-distributed-optimizer");
-  if (l.overlap_grad_reduce && l.dp > 1) a.push_back("--overlap-grad-reduce");
-  if (l.overlap_param_gather && l.distributed_optimizer && l.dp > 1)
+  // The gradients are reduced over DP x CP.
+  if (l.overlap_grad_reduce && l.grad_group() > 1) a.push_back("--overlap-grad-reduce");
+  if (l.overlap_param_gather && l.distributed_optimizer && l.grad_group() > 1)
     a.push_back("--overlap-param-gather");
   if (overlap == plan::Config::te_default && te_overlap_applies(l))
     a.push_back("--tp-comm-overlap");

@@ -1,5 +1,5 @@
 #pragma once
-// The layout search: every TP x PP x virtual stages x DP x micro-batch x recomputation x
+// The layout search: every TP x CP x PP x virtual stages x DP x micro-batch x recomputation x
 // sequence-parallel layout of a model on a cluster, the ones that fit, priced under each of the
 // three TP overlap settings and as the printed launch runs it, ranked by the launch.
 
@@ -24,13 +24,15 @@ struct SearchRequest {
   std::int64_t gpus = 8;
   int global_batch = 8;
   std::int64_t seq = 2048;
-  std::optional<int> tp, pp, vpp, micro_batch;
+  std::optional<int> tp, cp, pp, vpp, micro_batch;
   std::optional<bool> sequence_parallel;
   std::optional<Recompute> recompute;
   bool distributed_optimizer = true;
   bool dp_overlap = true;
   bool fp8 = false;
   int max_vpp = 4;
+  /// Context-parallel sizes tried when cp is not fixed: the powers of two up to this (1: none).
+  int max_cp = 1;
   std::vector<int> micro_batches = {1, 2, 4, 8};
   int top = 5;
   /// Price and rank layouts that do not fit in memory too (their reports say by how much).

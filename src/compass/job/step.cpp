@@ -36,6 +36,26 @@ LayerTimes layer_times(const plan::LayerPlan& lp, plan::Config c) {
   return t;
 }
 
+CpExposure cp_exposure(JobComm& comm, const workload::ModelConfig& m, const Layout& l,
+                       const plan::LayerPlan& lp) {
+  CpExposure e;
+  if (l.cp <= 1) return e;
+  // Keys and values of the rank's tokens for its heads, in BF16 (attention runs in BF16 in an
+  // FP8 run too).
+  const double kv_bytes = 2.0 * static_cast<double>(l.local_seq()) * l.micro_batch *
+                          static_cast<double>(m.kv_heads) / l.tp * m.head_dim() * 2;
+  double forward_hop = 0, backward_hop = 0;
+  for (int i = 0; i < l.cp; ++i) {
+    const std::int64_t from = std::int64_t{i} * l.tp, to = std::int64_t{(i + 1) % l.cp} * l.tp;
+    forward_hop = std::max(forward_hop, comm.p2p_ranks_s(from, to, kv_bytes));
+    backward_hop = std::max(backward_hop, comm.p2p_ranks_s(from, to, 2 * kv_bytes));
+  }
+  const double steps = l.cp - 1;
+  e.forward_s = steps * std::max(0.0, forward_hop - lp.other.attention_fwd_s / l.cp);
+  e.backward_s = steps * std::max(0.0, backward_hop - lp.other.attention_bwd_s / l.cp);
+  return e;
+}
+
 namespace {
 
 // The embedding (first stage) and the LM head with the loss (last stage), per micro-batch.
@@ -48,7 +68,7 @@ EdgeTimes edge_times(const Cluster& cl, JobComm& comm, const workload::ModelConf
   const hardware::Profile& node = cl.node;
   const double bw = node.gpu_device(0).memory_bandwidth_bytes_per_s;
   const double launch = node.overheads.kernel_launch_s;
-  const double tokens = static_cast<double>(l.seq) * l.micro_batch;
+  const double tokens = static_cast<double>(l.local_seq()) * l.micro_batch;
   const double act_bytes = tokens * static_cast<double>(m.hidden) * 2;
   const bool sp = l.sequence_parallel && l.tp > 1;
   EdgeTimes e;
@@ -73,7 +93,7 @@ EdgeTimes edge_times(const Cluster& cl, JobComm& comm, const workload::ModelConf
 }  // namespace
 
 LayerPlanKey layer_plan_key(const Layout& l) {
-  return {l.tp, l.seq, l.micro_batch, l.sequence_parallel && l.tp > 1, l.fp8};
+  return {l.tp, l.seq, l.cp, l.micro_batch, l.sequence_parallel && l.tp > 1, l.fp8};
 }
 
 Result<plan::LayerPlan> plan_for(const Cluster& cluster, const workload::ModelConfig& m,
@@ -86,7 +106,8 @@ Result<plan::LayerPlan> plan_for(plan::LayerPlanner& planner, const Cluster& clu
                                  const workload::ModelConfig& m, const Layout& l) {
   workload::ParallelConfig pc;
   pc.tp = l.tp;
-  pc.seq = l.seq;
+  pc.seq = l.local_seq();
+  pc.cp = l.cp;
   pc.micro_batch = l.micro_batch;
   pc.sequence_parallel = l.sequence_parallel && l.tp > 1;
   pc.dtype = DType::bf16;
@@ -119,16 +140,23 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
                       std::int64_t{cl.max_nodes} * g);
   if (l.gpus() > g && l.gpus() % g != 0)
     return make_error("{} GPUs do not fill whole nodes of {}", l.gpus(), g);
-  if (lp.parallel.tp != l.tp || lp.parallel.seq != l.seq ||
+  if (lp.parallel.tp != l.tp || lp.parallel.seq != l.local_seq() || lp.parallel.cp != l.cp ||
       lp.parallel.micro_batch != l.micro_batch)
-    return make_error("the layer plan is for tp {}, seq {}, micro-batch {}, not the layout's",
-                      lp.parallel.tp, lp.parallel.seq, lp.parallel.micro_batch);
+    return make_error(
+        "the layer plan is for tp {}, seq {} per rank, cp {}, micro-batch {}, not the layout's",
+        lp.parallel.tp, lp.parallel.seq, lp.parallel.cp, lp.parallel.micro_batch);
 
   const Placement pl = place(l, g);
-  const LayerTimes lt = layer_times(lp, c);
+  LayerTimes lt = layer_times(lp, c);
+  // Context parallelism's exposed exchange lengthens each layer's passes; recomputing attention
+  // exchanges the keys and values again.
+  const CpExposure cpx = cp_exposure(comm, m, l, lp);
+  lt.forward_s += cpx.forward_s;
+  lt.backward_s += cpx.backward_s;
   double recompute_s = 0;
   if (l.recompute == Recompute::full) recompute_s = lt.forward_s;
-  if (l.recompute == Recompute::selective) recompute_s = lt.attention_forward_s;
+  if (l.recompute == Recompute::selective) recompute_s = lt.attention_forward_s + cpx.forward_s;
+  const double recompute_cp_s = l.recompute == Recompute::none ? 0.0 : cpx.forward_s;
   const EdgeTimes edge = edge_times(cl, comm, m, l, lp);
 
   StepResult r;
@@ -140,22 +168,23 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
   spec.stages = p;
   spec.chunks = v;
   spec.microbatches = l.microbatches();
-  std::vector<double> tp_exposed(vs);
+  std::vector<double> tp_exposed(vs), cp_exposed(vs);
   for (int u = 0; u < vs; ++u) {
     double f = layers[u] * lt.forward_s, b = layers[u] * (lt.backward_s + recompute_s);
     tp_exposed[u] = layers[u] * (lt.tp_exposed_forward_s + lt.tp_exposed_backward_s +
                                  (l.recompute == Recompute::full ? lt.tp_exposed_forward_s : 0));
+    cp_exposed[u] = layers[u] * (cpx.forward_s + cpx.backward_s + recompute_cp_s);
     if (u == 0) f += edge.embed_fwd_s, b += edge.embed_bwd_s;
     if (u == vs - 1) f += edge.head_fwd_s, b += edge.head_bwd_s;
     spec.forward_s.push_back(f);
     spec.backward_s.push_back(b);
   }
   const bool sp = l.sequence_parallel && l.tp > 1;
-  const double send_bytes = static_cast<double>(l.seq) * l.micro_batch *
+  const double send_bytes = static_cast<double>(l.local_seq()) * l.micro_batch *
                             static_cast<double>(m.hidden) * 2 / (sp ? l.tp : 1);
-  // Each boundary on the link its two stages' GPUs sit on: stages tp x dp ranks apart can share
-  // a node while the next boundary crosses to another node.
-  const std::int64_t stage_stride = std::int64_t{l.tp} * l.dp;
+  // Each boundary on the link its two stages' GPUs sit on: stages tp x cp x dp ranks apart can
+  // share a node while the next boundary crosses to another node.
+  const std::int64_t stage_stride = std::int64_t{l.tp} * l.grad_group();
   for (int u = 0; u + 1 < vs; ++u)
     spec.send_s.push_back(
         comm.p2p_ranks_s(stage_stride * (u % p), stage_stride * ((u + 1) % p), send_bytes));
@@ -167,7 +196,8 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
   // DP: per stage, chunk by chunk, buckets of the chunk's gradients ready during the chunk's
   // last backward; parameters needed from the chunk's first forward on.
   const ParamCounts pc = param_counts(m);
-  const double bucket_params = std::max(o.min_bucket_params, 1e6 * l.dp);
+  // Gradients are reduced over DP x CP (Megatron-LM's data-parallel group with CP).
+  const double bucket_params = std::max(o.min_bucket_params, 1e6 * l.grad_group());
   const Collective reduce =
       l.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce;
   std::vector<double> rs_exposed(p, 0), ag_exposed(p, 0), opt_s(p, 0);
@@ -194,7 +224,7 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
       if (u == vs - 1) params += pc.lm_head;
       params /= l.tp;
       stage_params += params;
-      if (l.dp == 1) continue;
+      if (l.grad_group() == 1) continue;
       const int nb = std::max(1, static_cast<int>(std::ceil(params / bucket_params)));
       const double rs = comm.dp_collective_s(pl, l.tp, params / nb * o.memory.grad_bytes, reduce);
       const double ag = l.distributed_optimizer
@@ -222,7 +252,7 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
     } else {
       for (const Bucket& b : needed) ag_exposed[s] += b.comm_s;
     }
-    const double local = stage_params / (l.distributed_optimizer ? l.dp : 1);
+    const double local = stage_params / (l.distributed_optimizer ? l.grad_group() : 1);
     opt_s[s] = local * o.optimizer_bytes_per_param / bw + 10 * cl.node.overheads.kernel_launch_s;
   }
 
@@ -233,10 +263,14 @@ Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::
   const double opt = *std::max_element(opt_s.begin(), opt_s.end());
   r.critical_stage = crit;
   r.iteration_s = fl.resource_end_s[crit] + rs_exposed[crit] + ag + opt;
-  double crit_tp = 0;
-  for (int ch = 0; ch < v; ++ch) crit_tp += tp_exposed[ch * p + crit] * spec.microbatches;
+  double crit_tp = 0, crit_cp = 0;
+  for (int ch = 0; ch < v; ++ch) {
+    crit_tp += tp_exposed[ch * p + crit] * spec.microbatches;
+    crit_cp += cp_exposed[ch * p + crit] * spec.microbatches;
+  }
   r.breakdown.tp_exposed_s = crit_tp;
-  r.breakdown.compute_s = fl.busy_s[crit] - crit_tp;
+  r.breakdown.cp_exposed_s = crit_cp;
+  r.breakdown.compute_s = fl.busy_s[crit] - crit_tp - crit_cp;
   r.breakdown.bubble_s = fl.resource_end_s[crit] - fl.busy_s[crit];
   r.breakdown.dp_exposed_s = rs_exposed[crit] + ag;
   r.breakdown.optimizer_s = opt;

@@ -17,6 +17,19 @@
 
 namespace compass::job {
 
+/// Context parallelism's exposed time per layer and micro-batch: each of the cp - 1 ring steps
+/// sends this rank's keys and values to the next CP rank (the backward their gradients too:
+/// twice the bytes) while the attention of the block received before runs; a step's transfer
+/// beyond that block's attention (1/cp of the rank's attention) is exposed. Each hop is priced
+/// alone on the link its two ranks (tp apart) sit on, and the ring waits for the slowest.
+struct CpExposure {
+  double forward_s = 0;
+  double backward_s = 0;
+};
+/// Zero for CP 1.
+CpExposure cp_exposure(JobComm& comm, const workload::ModelConfig& m, const Layout& l,
+                       const plan::LayerPlan& lp);
+
 /// One layer, one micro-batch, on one GPU, under one TP overlap configuration.
 struct LayerTimes {
   double forward_s = 0;
@@ -45,6 +58,9 @@ struct StepBreakdown {
   double bubble_s = 0;      ///< idle time in the pipeline schedule (sends included)
   double dp_exposed_s = 0;  ///< DP collectives not hidden
   double optimizer_s = 0;
+  /// Context parallelism's key/value exchange not hidden under attention (in compute_s's
+  /// passes, counted apart like tp_exposed_s).
+  double cp_exposed_s = 0;
 };
 
 struct StepResult {
@@ -62,10 +78,11 @@ struct StepResult {
   std::vector<double> stage_end_s;  ///< per stage, the pipeline part only
 };
 
-/// Prices one iteration of `l` with the layer plan `lp` (planned for l.tp, l.seq, l.micro_batch,
-/// SP and dtype) under overlap `c`. The memory report is filled; a layout that does not fit is
-/// still priced (the caller decides). Errors: the layout's own checks (layout.hpp), TP larger
-/// than a node, more GPUs than the cluster has, a plan for another shape.
+/// Prices one iteration of `l` with the layer plan `lp` (planned for l.tp, the rank's sequence
+/// share l.local_seq() with l.cp, l.micro_batch, SP and dtype) under overlap `c`. The memory report
+/// is filled; a layout that does not fit is still priced (the caller decides). Errors: the layout's
+/// own checks (layout.hpp), TP larger than a node, more GPUs than the cluster has, a plan for
+/// another shape.
 Result<StepResult> price_step(const Cluster& cluster, JobComm& comm, const workload::ModelConfig& m,
                               const Layout& l, const plan::LayerPlan& lp, plan::Config c,
                               const StepOptions& o = {});
@@ -75,9 +92,9 @@ Result<StepResult> price_step(const Cluster& cluster, JobComm& comm, const workl
                               const Layout& l, const plan::LayerPlan& lp, plan::Config c,
                               const StepOptions& o, PipelineCache& pipelines);
 
-/// What of a layout decides its layer plan (plan_for): TP, sequence, micro-batch, sequence
+/// What of a layout decides its layer plan (plan_for): TP, sequence, CP, micro-batch, sequence
 /// parallel (with TP > 1) and FP8. Layouts with equal keys share one plan.
-using LayerPlanKey = std::tuple<int, std::int64_t, int, bool, bool>;
+using LayerPlanKey = std::tuple<int, std::int64_t, int, int, bool, bool>;
 LayerPlanKey layer_plan_key(const Layout& l);
 
 /// The layer plan a layout needs (plans with FP8 when l.fp8): what the step reads, so each

@@ -85,10 +85,13 @@ OtherWork other_work(const hardware::Profile& p, const workload::ModelConfig& mc
   const double e = dtype_bytes(pc.dtype);
   const hardware::DeviceSpec& dev = p.gpu_device(0);
   const double launch = p.overheads.kernel_launch_s;
-  // FlashAttention (causal: half of the score matrix), heads split across ranks.
+  // FlashAttention (causal: half of the score matrix), heads split across ranks; with context
+  // parallelism the rank's queries meet the keys of the whole sequence (Megatron-LM balances
+  // the causal work over the ranks, so each does 1/cp of it).
   const double heads_per_rank = static_cast<double>(mc.heads) / tp;
   const double attn_fwd_flops = 0.5 * 4.0 * static_cast<double>(pc.micro_batch) * pc.seq *
-                                pc.seq * mc.head_dim() * heads_per_rank;
+                                static_cast<double>(pc.seq) * pc.cp * mc.head_dim() *
+                                heads_per_rank;
   const double attn_rate =
       hardware::peak_flops(p, pc.dtype) * hardware::large_gemm_efficiency(p) * kAttentionEfficiencyRatio;
   w.attention_fwd_s = attn_fwd_flops / attn_rate + launch;
@@ -158,6 +161,7 @@ Result<LayerPlan> LayerPlanner::plan(const workload::ModelConfig& model,
   if (breakdown == model::Breakdown::none)
     return make_error("plan_layer: a layer plan needs at least the chosen breakdowns");
   if (parallel.tp < 1) return make_error("tp={} must be at least 1", parallel.tp);
+  if (parallel.cp < 1) return make_error("cp={} must be at least 1", parallel.cp);
   if (parallel.tp > p.gpu_count())
     return make_error("tp={} exceeds the {} GPUs of '{}'", parallel.tp, p.gpu_count(), p.name);
   COMPASS_TRY(hardware::check_peak_flops(p, parallel.dtype));

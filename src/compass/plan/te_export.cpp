@@ -639,8 +639,7 @@ Status report_layers(const LayerPlan& lp, const Choices& ch, TeExport& ex) {
 // node's GPUs in ordinal order, tp at a time, each in its own topology-aware ring order (a
 // local rank drives the visible device of its index, and Megatron-LM makes each tp
 // consecutive ranks a TP group). Errors: a group whose GPUs lack peer access.
-Result<std::vector<std::vector<int>>> tp_groups(const hardware::Profile& p, const LayerPlan& lp,
-                                                int cp) {
+Result<std::vector<std::vector<int>>> tp_groups(const hardware::Profile& p, const LayerPlan& lp) {
   const int tp = lp.parallel.tp;
   std::vector<std::vector<int>> groups;
   std::vector<int> first;
@@ -656,9 +655,6 @@ Result<std::vector<std::vector<int>>> tp_groups(const hardware::Profile& p, cons
     COMPASS_ASSIGN(const hardware::Ring ring, hardware::find_ring(p, members));
     groups.push_back(ring.order);
   }
-  if (static_cast<int>(groups.size()) < cp)
-    return make_error("--cp {}: tp {} x cp {} needs {} GPUs, '{}' has {}", cp, tp, cp, tp * cp,
-                      lp.profile, p.gpu_count());
   for (const std::vector<int>& grp : groups)
     for (std::size_t i = 0; i < grp.size(); ++i)
       for (std::size_t j = i + 1; j < grp.size(); ++j)
@@ -676,7 +672,14 @@ Result<std::vector<std::vector<int>>> tp_groups(const hardware::Profile& p, cons
 Status launch_settings(const hardware::Profile& p, const LayerPlan& lp,
                        const TeExportOptions& opt, TeExport& ex) {
   const int tp = lp.parallel.tp;
-  COMPASS_ASSIGN(ex.groups, tp_groups(p, lp, opt.cp));
+  COMPASS_ASSIGN(ex.groups, tp_groups(p, lp));
+  // Userbuffers work within a TP group; the context-parallel ranks (the next TP groups in
+  // Megatron-LM's rank order) may sit on other machines.
+  if (opt.cp > 1 && static_cast<std::int64_t>(tp) * opt.cp > p.gpu_count())
+    ex.notes.push_back(fmt::format(
+        "CP {}: tp {} x cp {} = {} GPUs span more than one '{}' machine; this launch holds the "
+        "TP groups of one machine (source it on each)",
+        opt.cp, tp, opt.cp, std::int64_t{tp} * opt.cp, lp.profile));
   for (const std::vector<int>& grp : ex.groups)
     ex.device_order.insert(ex.device_order.end(), grp.begin(), grp.end());
   ex.multicast = te_cuda_multicast(p, ex.device_order);

@@ -11,10 +11,14 @@ namespace compass::workload {
 
 struct ParallelConfig {
   int tp = 1;
+  /// This rank's tokens of each sequence: the whole sequence over the context-parallel size.
   std::int64_t seq = 2048;
   std::int64_t micro_batch = 1;
   bool sequence_parallel = true;
   DType dtype = DType::bf16;
+  /// Context-parallel ranks sharing each sequence (Megatron-LM's --context-parallel-size): the
+  /// TP operators hold `seq` tokens, and attention reads the keys of all cp shares.
+  int cp = 1;
 };
 
 /// Whether the operator runs in the forward or the backward pass.

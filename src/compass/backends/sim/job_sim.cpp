@@ -573,6 +573,11 @@ Result<JobSimResult> decode(const std::string& bytes) {
 Result<JobSimResult> simulate_job(const job::Cluster& cl, const workload::ModelConfig& m,
                                   const job::StepResult& step, const job::StepOptions& o,
                                   JobSimScope scope) {
+  if (step.layout.cp > 1)
+    return make_error(
+        "context parallelism (CP {}) is not simulated: the job simulation runs one sequence per "
+        "rank",
+        step.layout.cp);
   if (scope == JobSimScope::cluster && step.layout.gpus() > kMaxClusterScopeGpus)
     return make_error(
         "the cluster scope simulates every GPU, at most {}; {} GPUs take the replica "
