@@ -209,8 +209,10 @@ class StepTest : public ::testing::Test {
 TEST_F(StepTest, BreakdownAddsUpToTheIteration) {
   const StepResult r = price(layout, plan::Config::compass);
   const StepBreakdown& b = r.breakdown;
-  EXPECT_NEAR(b.compute_s + b.tp_exposed_s + b.bubble_s + b.dp_exposed_s + b.optimizer_s,
-              r.iteration_s, 1e-9 * r.iteration_s);
+  EXPECT_NEAR(
+      b.compute_s + b.tp_exposed_s + b.cp_exposed_s + b.bubble_s + b.dp_exposed_s + b.optimizer_s,
+      r.iteration_s, 1e-9 * r.iteration_s);
+  EXPECT_EQ(b.cp_exposed_s, 0);  // no context parallelism
   EXPECT_GT(b.bubble_s, 0);
   EXPECT_GT(r.mfu, 0);
   EXPECT_LT(r.mfu, 1);

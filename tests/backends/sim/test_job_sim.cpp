@@ -156,5 +156,20 @@ TEST(JobSimScope, ClusterScopeRefusesMoreGpusThanItsLimit) {
             "scope");
 }
 
+TEST(JobSim, ContextParallelismIsRefusedNotApproximated) {
+  // The job simulation runs one sequence per rank; a CP layout is refused in one line rather
+  // than simulated without its key/value exchange.
+  job::Layout l = compass::testing::layout_of(2, 1, 2, 8, 8192);
+  l.cp = 2;
+  Priced p = price("dgx-h100", l);
+  for (JobSimScope scope : {JobSimScope::replica, JobSimScope::cluster}) {
+    Result<JobSimResult> r = simulate_job(p.cluster, p.model, p.step, {}, scope);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message,
+              "context parallelism (CP 2) is not simulated: the job simulation runs one sequence "
+              "per rank");
+  }
+}
+
 }  // namespace
 }  // namespace compass::backends::sim
