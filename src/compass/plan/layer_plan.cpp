@@ -92,8 +92,11 @@ OtherWork other_work(const hardware::Profile& p, const workload::ModelConfig& mc
   const double attn_fwd_flops = 0.5 * 4.0 * static_cast<double>(pc.micro_batch) * pc.seq *
                                 static_cast<double>(pc.seq) * pc.cp * mc.head_dim() *
                                 heads_per_rank;
-  const double attn_rate =
-      hardware::peak_flops(p, pc.dtype) * hardware::large_gemm_efficiency(p) * kAttentionEfficiencyRatio;
+  // Attention runs in BF16 in an FP8 run too (TransformerEngine's FP8 recipes keep the
+  // dot-product attention in BF16 unless asked otherwise).
+  const DType attn_dtype = pc.dtype == DType::fp8 ? DType::bf16 : pc.dtype;
+  const double attn_rate = hardware::peak_flops(p, attn_dtype) *
+                           hardware::large_gemm_efficiency(p) * kAttentionEfficiencyRatio;
   w.attention_fwd_s = attn_fwd_flops / attn_rate + launch;
   w.attention_bwd_s = kAttentionBackwardRatio * attn_fwd_flops / attn_rate + launch;
   // Memory-bound kernels: 2 norms (read + write h), 2 residual adds (read 2, write 1), the
