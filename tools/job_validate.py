@@ -4,8 +4,9 @@ layout fixed, memory not enforced) and prints source, layout, measured, predicte
 
     python3 tools/job_validate.py [--compass build/release/compass] [--runs FILE] [--markdown]
 
-Rows whose layout Compass cannot express (context parallelism, a missing micro-batch or
-interleaving size, a GPU without a built-in cluster) are listed with the reason. Nothing is
+Rows whose layout Compass cannot express (a missing micro-batch or interleaving size,
+interleaved stages of unequal layers, a GPU without a built-in cluster) are listed with the
+reason. Nothing is
 fitted to these rows."""
 
 import argparse
@@ -19,7 +20,10 @@ CLUSTERS = {"A100-80GB-SXM": "dgx-a100", "H100-SXM": "dgx-h100"}
 
 
 def layout_text(r):
-    s = f"tp{r['tp']} pp{r['pp']}"
+    s = f"tp{r['tp']}"
+    if (r.get("cp") or 1) > 1:
+        s += f" cp{r['cp']}"
+    s += f" pp{r['pp']}"
     if r.get("vpp") and r["vpp"] > 1:
         s += f" vpp{r['vpp']}"
     s += f" dp{r['dp']} mbs{r['micro_batch']} gbs{r['global_batch']}"
@@ -35,16 +39,18 @@ def layout_text(r):
 def skip_reason(r):
     if r["gpu"] not in CLUSTERS:
         return f"no built-in cluster for {r['gpu']}"
-    if (r.get("cp") or 1) != 1:
-        return f"context parallel {r['cp']} (not modelled)"
     for key in ("tp", "pp", "dp", "micro_batch", "global_batch", "seq"):
         if r.get(key) is None:
             return f"{key} not published"
     for key in ("hidden", "ffn", "heads", "layers", "vocab"):
         if r["model"].get(key) is None:
             return f"model {key} not published"
-    if r["tp"] * r["pp"] * r["dp"] != r["gpus"]:
-        return "tp x pp x dp != gpus"
+    if r["tp"] * (r.get("cp") or 1) * r["pp"] * r["dp"] != r["gpus"]:
+        return "tp x cp x pp x dp != gpus"
+    vpp = r.get("vpp") or 1
+    if vpp > 1 and r["model"]["layers"] % (r["pp"] * vpp) != 0:
+        return (f"{r['model']['layers']} layers over pp {r['pp']} x vpp {vpp} "
+                "(unequal interleaved stages not modelled)")
     return None
 
 
@@ -58,7 +64,8 @@ def predict(compass, r, tmp):
         json.dump(model, f)
     cmd = [compass, "search", "--model", path, "--cluster", CLUSTERS[r["gpu"]],
            "--gpus", str(r["gpus"]), "--global-batch", str(r["global_batch"]),
-           "--seq", str(r["seq"]), "--tp", str(r["tp"]), "--pp", str(r["pp"]),
+           "--seq", str(r["seq"]), "--tp", str(r["tp"]), "--cp", str(r.get("cp") or 1),
+           "--pp", str(r["pp"]),
            "--vpp", str(r.get("vpp") or 1), "--mbs", str(r["micro_batch"]),
            "--sp", "on" if r.get("sequence_parallel") and r["tp"] > 1 else "off",
            "--recompute", r.get("recompute") or "none", "--ignore-memory", "--json", "--top", "1"]
