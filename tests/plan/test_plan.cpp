@@ -39,6 +39,39 @@ TEST(LayerPlan, Llama13bOnA6000) {
   EXPECT_EQ(j["ops"].size(), 10u);
 }
 
+TEST(LayerPlan, AttentionRunsInBf16InAnFp8Plan) {
+  // TransformerEngine's FP8 recipes keep dot-product attention in BF16: an FP8 plan's GEMMs run
+  // at the FP8 rate, its attention at the BF16 one.
+  const hardware::Profile p = *hardware::make_preset("h100x8");
+  workload::ParallelConfig pc;
+  pc.tp = 4;
+  pc.seq = 8192;
+  const workload::ModelConfig m = *workload::resolve_model("llama2-13b");
+  const Result<LayerPlan> bf16 = plan_layer(p, m, pc);
+  pc.dtype = DType::fp8;
+  const Result<LayerPlan> fp8 = plan_layer(p, m, pc);
+  ASSERT_TRUE(bf16.ok()) << bf16.error().message;
+  ASSERT_TRUE(fp8.ok()) << fp8.error().message;
+  EXPECT_EQ(fp8->other.attention_fwd_s, bf16->other.attention_fwd_s);
+  EXPECT_EQ(fp8->other.attention_bwd_s, bf16->other.attention_bwd_s);
+  EXPECT_LT(fp8->lm_head_s, bf16->lm_head_s);
+  // Context parallelism: the rank's 4096 queries meet 8192 keys, twice the work of a plan of a
+  // 4096-token sequence (one launch each).
+  pc.dtype = DType::bf16;
+  pc.seq = 4096;
+  const Result<LayerPlan> share = plan_layer(p, m, pc);
+  pc.cp = 2;
+  const Result<LayerPlan> cp2 = plan_layer(p, m, pc);
+  ASSERT_TRUE(share.ok() && cp2.ok());
+  const double launch = p.overheads.kernel_launch_s;
+  EXPECT_NEAR(cp2->other.attention_fwd_s - launch, 2 * (share->other.attention_fwd_s - launch),
+              1e-12);
+  EXPECT_NEAR(bf16->other.attention_fwd_s - launch, 2 * (cp2->other.attention_fwd_s - launch),
+              1e-12);
+  pc.cp = 0;
+  EXPECT_FALSE(plan_layer(p, m, pc).ok());
+}
+
 TEST(LayerPlan, WithoutSequenceParallelism) {
   workload::ParallelConfig pc;
   pc.tp = 4;
