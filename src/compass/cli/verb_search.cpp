@@ -171,9 +171,14 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
   const job::Cluster& c = s.cluster();
   fmt::print("search    {} on {} GPUs of {} ({} per node), global batch {}, sequence {}\n",
              s.model().name, r.gpus, c.name, c.gpus_per_node(), r.global_batch, r.seq);
-  fmt::print("layouts   {} valid, {} fit in {:.1f} GiB per GPU, {} distinct layer plans\n\n",
+  fmt::print("layouts   {} valid, {} fit in {:.1f} GiB per GPU, {} distinct layer plans\n",
              res.enumerated, res.fitting, c.node.gpu_device(0).memory_bytes / kGiB,
              s.planned_layers());
+  // Long sequences are where context parallelism pays; it is tried only when asked.
+  constexpr std::int64_t kLongSequence = 8192;
+  if (!r.cp && r.max_cp == 1 && r.seq >= kLongSequence)
+    fmt::print("note      context parallelism not tried (--max-cp 8 tries CP 2, 4 and 8)\n");
+  fmt::print("\n");
   // The CP column only where a listed layout has context parallelism.
   const bool cp_column = std::any_of(res.top.begin(), res.top.end(),
                                      [](const job::Candidate& k) { return k.layout.cp > 1; });
