@@ -200,7 +200,6 @@ for v in launch te-default; do check bad none "${search[@]}" --refine sim --sim-
 for v in 0 3 1048577 x; do check bad none "${search[@]}" --gpus 16 --global-batch 16 --cp "$v"; done
 check bad none "${search[@]}" --max-cp 0
 check bad none "${search[@]}" --gpus 16 --global-batch 16 --seq 2050 --cp 2
-check bad none "${search[@]}" --gpus 16 --global-batch 16 --cp 2 --refine sim
 check bad none search --model llama2-7b --cluster a6000x8 --fp8
 check bad none search --model "$inputs/model-dup.json"
 for c in dup typo huge frac; do check bad none search --cluster "$inputs/cluster-$c.json"; done

@@ -351,10 +351,6 @@ void search(const SearchOptions& o, Spread& spread) {
   settings.tp_ops = o.sim_tp == "simulated" ? study::TpOpTimes::simulated : study::TpOpTimes::priced;
   if (settings.tp_ops == study::TpOpTimes::simulated && o.refine != "sim")
     throw UsageError("--sim-tp simulated needs --refine sim");
-  if (o.refine == "sim" && ((o.cp && *o.cp > 1) || o.max_cp > 1))
-    throw UsageError(
-        "--refine sim does not simulate context parallelism (the job simulation runs one sequence "
-        "per rank); drop --cp / --max-cp");
   const std::optional<job::Pricing> under = job::parse_pricing(o.sim_under);
   if (!under)
     throw UsageError(fmt::format(

@@ -156,19 +156,28 @@ TEST(JobSimScope, ClusterScopeRefusesMoreGpusThanItsLimit) {
             "scope");
 }
 
-TEST(JobSim, ContextParallelismIsRefusedNotApproximated) {
-  // The job simulation runs one sequence per rank; a CP layout is refused in one line rather
-  // than simulated without its key/value exchange.
-  job::Layout l = compass::testing::layout_of(2, 1, 2, 8, 8192);
+TEST(JobSim, ContextParallelRanksJoinTheGradientGroup) {
+  // CP's exchange is in the passes as priced; its ranks are members of the gradient group. A CP
+  // layout simulates like the layout whose DP is DP x CP with the same passes, and the model
+  // agrees with it as it does without CP.
+  job::Layout l = compass::testing::layout_of(2, 2, 2, 16, 8192);
   l.cp = 2;
   Priced p = price("dgx-h100", l);
-  for (JobSimScope scope : {JobSimScope::replica, JobSimScope::cluster}) {
-    Result<JobSimResult> r = simulate_job(p.cluster, p.model, p.step, {}, scope);
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.error().message,
-              "context parallelism (CP 2) is not simulated: the job simulation runs one sequence "
-              "per rank");
-  }
+  Result<JobSimResult> cp = simulate_job(p.cluster, p.model, p.step);
+  ASSERT_TRUE(cp.ok()) << cp.error().message;
+  EXPECT_NEAR(cp->iteration_s / p.step.iteration_s, 1.0, 0.03);
+  job::StepResult as_dp = p.step;
+  as_dp.layout.cp = 1;
+  as_dp.layout.dp = 4;
+  as_dp.layout.seq = 4096;         // the same send bytes
+  as_dp.layout.global_batch = 32;  // the same micro-batches per pipeline
+  Result<JobSimResult> dp = simulate_job(p.cluster, p.model, as_dp);
+  ASSERT_TRUE(dp.ok()) << dp.error().message;
+  EXPECT_EQ(cp->iteration_s, dp->iteration_s);
+  EXPECT_EQ(cp->flows, dp->flows);
+  Result<JobSimResult> whole = simulate_job(p.cluster, p.model, p.step, {}, JobSimScope::cluster);
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_NEAR(whole->iteration_s / cp->iteration_s, 1.0, 0.01);
 }
 
 }  // namespace

@@ -179,18 +179,22 @@ Result<JobSimResult> simulate_here(const job::Cluster& cl, const workload::Model
   const job::Placement pl = job::place(l, g);
   const int p = l.pp, v = l.vpp, vs = p * v;
   const bool whole = scope == JobSimScope::cluster;
-  if (whole && l.dp % pl.dp_per_node != 0)
-    return make_error("the cluster scope needs DP groups that fill their nodes evenly (DP {} "
-                      "with {} members per node)",
-                      l.dp, pl.dp_per_node);
+  // Context parallelism's exchange is in the pass durations, as the step model prices it; its
+  // ranks are members of the gradient group (DP x CP ranks, tp apart), simulated as DP members.
+  const int group = l.grad_group();
+  if (whole && group % pl.dp_per_node != 0)
+    return make_error(
+        "the cluster scope needs DP groups that fill their nodes evenly ({} {} "
+        "with {} members per node)",
+        l.cp > 1 ? "DP x CP" : "DP", group, pl.dp_per_node);
 
-  // The simulated pipelines: (TP rank, DP replica) pairs; the replica scope simulates (0, 0).
-  // Rank order as Megatron's: TP fastest, then DP, then the stage.
-  const int copies_tp = whole ? l.tp : 1, copies_dp = whole ? l.dp : 1;
+  // The simulated pipelines: (TP rank, gradient-group member) pairs; the replica scope
+  // simulates (0, 0). Rank order as Megatron's: TP fastest, then CP and DP, then the stage.
+  const int copies_tp = whole ? l.tp : 1, copies_dp = whole ? group : 1;
   const int pipes = copies_tp * copies_dp;
   auto rank_of = [&](int pipe, int s) {
     const int t = pipe % copies_tp, d = pipe / copies_tp;
-    return t + std::int64_t{l.tp} * (d + std::int64_t{l.dp} * s);
+    return t + std::int64_t{l.tp} * (d + std::int64_t{group} * s);
   };
   // Where each simulated rank sits: a node copy and a GPU in it.
   std::vector<std::vector<int>> at_node(pipes, std::vector<int>(p)),
@@ -217,9 +221,9 @@ Result<JobSimResult> simulate_here(const job::Cluster& cl, const workload::Model
     if (u == vs - 1) params += pc.lm_head;
     chunk_params[u] = params / l.tp;
   }
-  const double bucket_params = std::max(o.min_bucket_params, 1e6 * l.dp);
+  const double bucket_params = std::max(o.min_bucket_params, 1e6 * group);
   const bool sp = l.sequence_parallel && l.tp > 1;
-  const double send_bytes = static_cast<double>(l.seq) * l.micro_batch *
+  const double send_bytes = static_cast<double>(l.local_seq()) * l.micro_batch *
                             static_cast<double>(m.hidden) * 2 / (sp ? l.tp : 1);
   const Collective reduce =
       l.distributed_optimizer ? Collective::reduce_scatter : Collective::all_reduce;
@@ -328,7 +332,7 @@ Result<JobSimResult> simulate_here(const job::Cluster& cl, const workload::Model
   // DP rings. The replica scope: the stage GPU drives its node's ring and exchanges with
   // stand-ins for its neighbours on other nodes, behind their own NIC shares. The cluster scope:
   // every member runs its own ring steps with its real neighbours.
-  const bool dp_on = l.dp > 1;
+  const bool dp_on = group > 1;
   std::vector<sg4::Host*> dp_next(p, nullptr), dp_prev(p, nullptr);
   if (dp_on && !whole && pl.dp_nodes > 1)
     for (int s = 0; s < p; ++s) {
@@ -521,7 +525,7 @@ Result<JobSimResult> simulate_here(const job::Cluster& cl, const workload::Model
         }
         double stage_params = 0;
         for (int ch = 0; ch < v; ++ch) stage_params += chunk_params[ch * p + s];
-        const double local = stage_params / (l.distributed_optimizer ? l.dp : 1);
+        const double local = stage_params / (l.distributed_optimizer ? group : 1);
         sleep_s(local * o.optimizer_bytes_per_param / mem_bw + 10 * prof.overheads.kernel_launch_s);
         res.done_s[s] = std::max(res.done_s[s], sg4::Engine::get_clock() - t0);
       });
@@ -573,11 +577,6 @@ Result<JobSimResult> decode(const std::string& bytes) {
 Result<JobSimResult> simulate_job(const job::Cluster& cl, const workload::ModelConfig& m,
                                   const job::StepResult& step, const job::StepOptions& o,
                                   JobSimScope scope) {
-  if (step.layout.cp > 1)
-    return make_error(
-        "context parallelism (CP {}) is not simulated: the job simulation runs one sequence per "
-        "rank",
-        step.layout.cp);
   if (scope == JobSimScope::cluster && step.layout.gpus() > kMaxClusterScopeGpus)
     return make_error(
         "the cluster scope simulates every GPU, at most {}; {} GPUs take the replica "

@@ -42,8 +42,8 @@ struct JobSimResult {
 /// Simulates one iteration of `step.layout` (priced by job::price_step with options `o`, whose
 /// PipelineSpec supplies the compute durations), over `scope`. Errors: built without SimGrid, a
 /// layout the cluster cannot place, a pipeline spec that does not match the layout, the cluster
-/// scope over more than kMaxClusterScopeGpus GPUs, a layout with context parallelism (not
-/// simulated).
+/// scope over more than kMaxClusterScopeGpus GPUs. Context parallelism's key/value exchange is
+/// in the pass durations as the step model prices it; its ranks join the gradient group.
 Result<JobSimResult> simulate_job(const job::Cluster& cluster, const workload::ModelConfig& m,
                                   const job::StepResult& step, const job::StepOptions& o = {},
                                   JobSimScope scope = JobSimScope::replica);
