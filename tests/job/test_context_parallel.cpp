@@ -88,7 +88,7 @@ TEST(ContextParallel, LayerPlanHoldsTheSharesAttentionOverTheWholeSequence) {
 
 TEST(ContextParallel, ExposedExchangeByHand) {
   // PCIe boxes: llama2-7b's keys and values (32 KV heads of 128) for 2048 tokens per rank are
-  // 64 MiB a step, longer than half a layer's attention.
+  // 32 MiB a step, longer than half a layer's attention.
   const BuiltinJob j = builtin_job("a6000x8-2nic", "llama2-7b");
   const Layout l = with_cp(layout_of(1, 1, 1, 8, 4096), 2);
   Result<plan::LayerPlan> lp = plan_for(j.cluster, j.model, l);
@@ -108,17 +108,18 @@ TEST(ContextParallel, ExposedExchangeByHand) {
   const CpExposure none = cp_exposure(comm, j.model, layout_of(1, 1, 1, 8, 4096), *one);
   EXPECT_EQ(none.forward_s, 0);
   EXPECT_EQ(none.backward_s, 0);
-  // Four CP ranks 2 apart on two nodes: the ring waits for its slowest hop, the one between
-  // nodes (ranks 6 and 0 are on one node, 8 GPUs per node; 2 x 4 x 2 = 16 GPUs).
-  const Layout wide = with_cp(layout_of(2, 1, 2, 8, 8192), 4);
+  // Four CP ranks 4 apart (TP 4) on two 8-GPU nodes: ranks 0 and 4 on one, 8 and 12 on the
+  // other. The ring waits for its slowest hop, one between the nodes.
+  const Layout wide = with_cp(layout_of(4, 1, 1, 8, 8192), 4);
   Result<plan::LayerPlan> wlp = plan_for(j.cluster, j.model, wide);
   ASSERT_TRUE(wlp.ok()) << wlp.error().message;
   const CpExposure w = cp_exposure(comm, j.model, wide, *wlp);
-  const double wkv = 2.0 * 2048 * 16 * 128 * 2;
-  double slowest = 0;
-  for (int i = 0; i < 4; ++i)
-    slowest = std::max(slowest, comm.p2p_ranks_s(2 * i, 2 * ((i + 1) % 4), wkv));
-  EXPECT_DOUBLE_EQ(w.forward_s, 3 * std::max(0.0, slowest - wlp->other.attention_fwd_s / 4));
+  const double wkv = 2.0 * 2048 * 8 * 128 * 2;
+  const double inside = comm.p2p_ranks_s(0, 4, wkv), across = comm.p2p_ranks_s(4, 8, wkv);
+  ASSERT_GT(across, inside);
+  EXPECT_EQ(comm.p2p_ranks_s(12, 0, wkv), across);
+  EXPECT_DOUBLE_EQ(w.forward_s, 3 * std::max(0.0, across - wlp->other.attention_fwd_s / 4));
+  EXPECT_GT(w.forward_s, 0);
 }
 
 TEST(ContextParallel, StepCountsTheExchangeAndSharesTheOptimizer) {
@@ -205,6 +206,11 @@ TEST(ContextParallel, TheSearchTriesItWhenAsked) {
   ASSERT_FALSE(odd.ok());
   EXPECT_NE(odd.error().message.find("not a multiple of 2 x CP = 4"), std::string::npos)
       << odd.error().message;
+  // CP 1 is no context parallelism: any sequence.
+  r.cp = 1;
+  r.seq = 4097;
+  Result<SearchResult> one = s.search(r);
+  ASSERT_TRUE(one.ok()) << one.error().message;
 }
 
 }  // namespace

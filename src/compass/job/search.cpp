@@ -153,7 +153,7 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
     if (r.gpus % *r.cp != 0) return make_error("CP {} does not divide the {} GPUs", *r.cp, r.gpus);
     if (r.tp && r.gpus % (std::int64_t{*r.tp} * *r.cp) != 0)
       return make_error("TP {} x CP {} does not divide the {} GPUs", *r.tp, *r.cp, r.gpus);
-    if (r.seq % (2 * std::int64_t{*r.cp}) != 0)
+    if (*r.cp > 1 && r.seq % (2 * std::int64_t{*r.cp}) != 0)
       return make_error(
           "CP {}: sequence {} is not a multiple of 2 x CP = {} (Megatron-LM splits each sequence "
           "into 2 x CP chunks)",
