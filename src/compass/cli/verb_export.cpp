@@ -24,6 +24,7 @@
 #include "compass/model/selector.hpp"
 #include "compass/plan/te_compare.hpp"
 #include "compass/plan/te_export.hpp"
+#include "compass/workload/layer_ops.hpp"
 
 namespace compass::cli {
 
@@ -184,7 +185,7 @@ void run(const ExportOptions& o) {
   // and the TP operators hold seq / cp tokens per rank.
   LayerPlanFlags layer = o.layer;
   if (o.cp > 1) {
-    if (layer.seq % (2 * o.cp) != 0)
+    if (!workload::check_context_split(layer.seq, o.cp).ok())
       throw UsageError(fmt::format("--cp {}: --seq {} is not divisible by 2 x cp = {} (Megatron-LM "
                                    "splits each sequence into 2 x cp chunks)",
                                    o.cp, layer.seq, 2 * o.cp));

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "compass/workload/layer_ops.hpp"
+
 namespace compass::job {
 
 std::string_view to_string(Recompute r) {
@@ -71,11 +73,8 @@ Status check(const Layout& l, const workload::ModelConfig& m) {
     return make_error("TP {} does not divide the heads ({}), KV heads ({}) and FFN ({}) of {}",
                       l.tp, m.heads, m.kv_heads, m.ffn, m.name);
   if (l.sequence_parallel && l.tp == 1) return make_error("sequence parallel needs TP > 1");
-  if (l.cp > 1 && l.seq % (2 * std::int64_t{l.cp}) != 0)
-    return make_error(
-        "context parallel: sequence {} is not a multiple of 2 x CP = {} (Megatron-LM splits each "
-        "sequence into 2 x CP chunks)",
-        l.seq, 2 * std::int64_t{l.cp});
+  if (Status st = workload::check_context_split(l.seq, l.cp); !st.ok())
+    return make_error("context parallel: {}", st.error().message);
   if (l.sequence_parallel && l.local_seq() % l.tp != 0)
     return make_error("sequence parallel: {} {} is not a multiple of TP {}",
                       l.cp > 1 ? "each CP rank's sequence share" : "sequence", l.local_seq(), l.tp);

@@ -9,6 +9,7 @@
 
 #include "compass/core/units.hpp"
 #include "compass/plan/te_export.hpp"
+#include "compass/workload/layer_ops.hpp"
 
 namespace compass::job {
 
@@ -153,11 +154,8 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
     if (r.gpus % *r.cp != 0) return make_error("CP {} does not divide the {} GPUs", *r.cp, r.gpus);
     if (r.tp && r.gpus % (std::int64_t{*r.tp} * *r.cp) != 0)
       return make_error("TP {} x CP {} does not divide the {} GPUs", *r.tp, *r.cp, r.gpus);
-    if (*r.cp > 1 && r.seq % (2 * std::int64_t{*r.cp}) != 0)
-      return make_error(
-          "CP {}: sequence {} is not a multiple of 2 x CP = {} (Megatron-LM splits each sequence "
-          "into 2 x CP chunks)",
-          *r.cp, r.seq, 2 * std::int64_t{*r.cp});
+    if (Status st = workload::check_context_split(r.seq, *r.cp); !st.ok())
+      return make_error("CP {}: {}", *r.cp, st.error().message);
   }
   if (r.max_cp < 1) return make_error("the largest CP {} must be positive", r.max_cp);
   std::vector<int> cps;

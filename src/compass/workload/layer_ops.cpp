@@ -39,6 +39,15 @@ Status check_model_split(const ModelConfig& m, int tp) {
 
 }  // namespace
 
+Status check_context_split(std::int64_t seq, int cp) {
+  if (cp > 1 && seq % (2 * std::int64_t{cp}) != 0)
+    return make_error(
+        "sequence {} is not a multiple of 2 x CP = {} (Megatron-LM splits each sequence into 2 x "
+        "CP chunks)",
+        seq, 2 * std::int64_t{cp});
+  return Status::success();
+}
+
 Result<std::vector<LayerOp>> layer_operators(const ModelConfig& m, const ParallelConfig& pc) {
   COMPASS_TRY(validate(m));
   if (pc.tp < 1) return make_error("tp={} must be at least 1", pc.tp);

@@ -33,6 +33,11 @@ struct LayerOp {
 /// fc1_fprop, fc2_fprop, *_dgrad, *_wgrad). Errors on shapes not divisible by tp.
 Result<std::vector<LayerOp>> layer_operators(const ModelConfig& m, const ParallelConfig& pc);
 
+/// Context parallelism: Megatron-LM splits each sequence into 2 x cp equal chunks (two per
+/// rank, for the causal balance). An error naming the sequence and 2 x cp where `seq` does not
+/// divide into them; none for cp 1.
+Status check_context_split(std::int64_t seq, int cp);
+
 /// One row of the paper grid.
 struct GridEntry {
   std::string model;   ///< model name
