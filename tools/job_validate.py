@@ -47,10 +47,6 @@ def skip_reason(r):
             return f"model {key} not published"
     if r["tp"] * (r.get("cp") or 1) * r["pp"] * r["dp"] != r["gpus"]:
         return "tp x cp x pp x dp != gpus"
-    vpp = r.get("vpp") or 1
-    if vpp > 1 and r["model"]["layers"] % (r["pp"] * vpp) != 0:
-        return (f"{r['model']['layers']} layers over pp {r['pp']} x vpp {vpp} "
-                "(unequal interleaved stages not modelled)")
     return None
 
 
@@ -111,7 +107,8 @@ def main():
                 measured, predicted, unit = meas["tflops_per_gpu"], pred["model_tflops_per_gpu"], "TFLOP/s/GPU"
             err = (predicted - measured) / measured
             errors.append(abs(err))
-            note = cfg + ("" if pred["memory_fits"] else ", over memory")
+            note = cfg + ("" if pred["memory_fits"] else
+                          f", over memory ({pred['memory_peak_bytes'] / 2**30:.1f} GiB)")
             rows.append((i + 1, src, name, r["gpus"], layout_text(r), f"{measured:.4g} {unit}",
                          f"{predicted:.4g}", f"{err * 100:+.1f}%", note))
     if a.markdown:

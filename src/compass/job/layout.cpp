@@ -59,16 +59,17 @@ Status check(const Layout& l, const workload::ModelConfig& m) {
   if (std::int64_t{l.pp} * l.vpp > m.layers)
     return make_error("PP {} x virtual stages {} exceeds the {} layers of {}", l.pp, l.vpp,
                       m.layers, m.name);
-  if (l.vpp > 1 && m.layers % (l.pp * l.vpp) != 0)
-    return make_error(
-        "interleaved schedule: PP {} x virtual stages {} does not divide the {} "
-        "layers of {}",
-        l.pp, l.vpp, m.layers, m.name);
-  if (layers_per_virtual_stage(m.layers, l.pp, l.vpp).empty())
+  if (!split_layers(m.layers, l.pp, l.vpp)) {
+    if (l.vpp > 1)
+      return make_error(
+          "interleaved schedule: PP {} x virtual stages {} divides neither the {} layers of {} "
+          "nor the {} that count the embedding and the loss as layers",
+          l.pp, l.vpp, m.layers, m.name, m.layers + 2);
     return make_error(
         "PP {} cannot split the {} layers of {} (middle stages of ceil(layers / PP) "
         "leave the first and last stage none)",
         l.pp, m.layers, m.name);
+  }
   if (m.heads % l.tp != 0 || m.kv_heads % l.tp != 0 || m.ffn % l.tp != 0)
     return make_error("TP {} does not divide the heads ({}), KV heads ({}) and FFN ({}) of {}",
                       l.tp, m.heads, m.kv_heads, m.ffn, m.name);
@@ -81,17 +82,34 @@ Status check(const Layout& l, const workload::ModelConfig& m) {
   return Status::success();
 }
 
+std::optional<LayerSplit> split_layers(int layers, int pp, int vpp) {
+  if (layers < 1 || pp < 1 || vpp < 1) return std::nullopt;
+  const std::int64_t v = std::int64_t{pp} * vpp;
+  if (layers % v == 0)
+    return LayerSplit{SplitRule::even, std::vector<int>(v, static_cast<int>(layers / v))};
+  if (pp < 2) return std::nullopt;
+  if (vpp == 1) {
+    const int middle = (layers + pp - 1) / pp;
+    const int rest = layers - (pp - 2) * middle;
+    if (rest < 2) return std::nullopt;
+    std::vector<int> out(pp, middle);
+    out.front() = rest / 2;
+    out.back() = rest - rest / 2;
+    return LayerSplit{SplitRule::first_last, std::move(out)};
+  }
+  // Megatron-LM counts the embedding (first virtual stage) and the loss (last) as a layer each.
+  if ((std::int64_t{layers} + 2) % v != 0) return std::nullopt;
+  const int n = static_cast<int>((std::int64_t{layers} + 2) / v);
+  if (n < 2) return std::nullopt;
+  std::vector<int> out(v, n);
+  out.front() = n - 1;
+  out.back() = n - 1;
+  return LayerSplit{SplitRule::embedding_and_loss, std::move(out)};
+}
+
 std::vector<int> layers_per_virtual_stage(int layers, int pp, int vpp) {
-  const int v = pp * vpp;
-  if (layers % v == 0) return std::vector<int>(v, layers / v);
-  if (vpp != 1 || pp < 2) return {};
-  const int middle = (layers + pp - 1) / pp;
-  const int rest = layers - (pp - 2) * middle;
-  if (rest < 2) return {};
-  std::vector<int> out(pp, middle);
-  out.front() = rest / 2;
-  out.back() = rest - rest / 2;
-  return out;
+  std::optional<LayerSplit> s = split_layers(layers, pp, vpp);
+  return s ? std::move(s->layers) : std::vector<int>{};
 }
 
 Placement place(const Layout& l, int gpus_per_node) {

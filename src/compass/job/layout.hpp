@@ -51,16 +51,35 @@ std::string describe(const Layout& l);
 bool te_overlap_applies(const Layout& l);
 
 /// Checks the layout on its own and against the model: positive sizes, global batch a
-/// multiple of micro-batch x dp, vpp > 1 only with pp > 1, micro-batches a multiple of pp and
-/// layers a multiple of pp x vpp, a layer split layers_per_virtual_stage can make, heads, kv heads
+/// multiple of micro-batch x dp, vpp > 1 only with pp > 1, micro-batches a multiple of pp with
+/// vpp > 1, a layer split split_layers can make, heads, kv heads
 /// and FFN divisible by tp, SP only with tp > 1, a sequence of 2 x cp equal chunks with CP (the
 /// causal balance Megatron-LM needs) whose share a multiple of tp with SP.
 Status check(const Layout& l, const workload::ModelConfig& m);
 
-/// Layers of each virtual stage (chunk c of stage s is entry c * pp + s). Even when pp x vpp
-/// divides the layers; else (vpp 1 only) as Megatron-LM's --decoder-first/last-pipeline-num-layers
-/// allow: the middle stages take ceil(layers / pp) each and the first and last stage split the
-/// rest (the first the smaller half). Empty when that leaves the first or last stage no layer.
+/// How the layers are split over the virtual stages, as Megatron-LM names the split.
+enum class SplitRule {
+  even,        ///< pp x vpp divides the layers: no flag
+  first_last,  ///< vpp 1: --decoder-first/last-pipeline-num-layers
+  /// vpp > 1: --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split,
+  /// the embedding and the loss counted as one layer each
+  embedding_and_loss,
+};
+
+struct LayerSplit {
+  SplitRule rule = SplitRule::even;
+  std::vector<int> layers;  ///< per virtual stage; chunk c of stage s is entry c * pp + s
+};
+
+/// The split of `layers` over pp x vpp virtual stages. Even when pp x vpp divides the layers;
+/// else with vpp 1 as Megatron-LM's --decoder-first/last-pipeline-num-layers allow: the middle
+/// stages take ceil(layers / pp) each and the first and last stage split the rest (the first
+/// the smaller half); else (vpp > 1) as Megatron-LM splits with the embedding and the loss
+/// counted as layers: when pp x vpp divides layers + 2 into n each, every virtual stage takes
+/// n, the first and the last n - 1 (n >= 2, so that each holds a layer). Nullopt when none of
+/// these applies.
+std::optional<LayerSplit> split_layers(int layers, int pp, int vpp);
+/// split_layers(...)->layers, or empty when there is no split.
 std::vector<int> layers_per_virtual_stage(int layers, int pp, int vpp);
 
 /// Where ranks sit: rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank))

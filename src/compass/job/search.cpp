@@ -182,7 +182,7 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
                         fmt::join(tps, ", "));
   }
   if (r.vpp && *r.vpp > 1) {
-    // Interleaving needs PP > 1 stages that split the layers into PP x VPP equal chunks.
+    // Interleaving needs PP > 1 stages that split the layers into PP x VPP chunks (split_layers).
     std::vector<int> stages;  // the pipeline sizes these GPUs allow, above 1
     for (int t : tps)
       for (int c : cps) {
@@ -198,7 +198,7 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
       return make_error("VPP {} needs a pipeline of more than one stage, and these GPUs allow none",
                         *r.vpp);
     if (std::none_of(stages.begin(), stages.end(),
-                     [&](int p) { return model_.layers % (std::int64_t{p} * *r.vpp) == 0; }))
+                     [&](int p) { return split_layers(model_.layers, p, *r.vpp).has_value(); }))
       return make_error("VPP {}: no PP among {} splits the {} layers of {} into PP x {} chunks",
                         *r.vpp, fmt::join(stages, ", "), model_.layers, model_.name, *r.vpp);
   }
@@ -359,11 +359,17 @@ std::vector<std::string> megatron_args(const Layout& l, int layers, plan::Config
   flag("--tensor-model-parallel-size", l.tp);
   if (l.cp > 1) flag("--context-parallel-size", l.cp);
   flag("--pipeline-model-parallel-size", l.pp);
-  if (l.vpp > 1) flag("--num-layers-per-virtual-pipeline-stage", layers / (l.pp * l.vpp));
-  const std::vector<int> split = layers_per_virtual_stage(layers, l.pp, l.vpp);
-  if (l.vpp == 1 && l.pp > 1 && !split.empty() && layers % l.pp != 0) {
-    flag("--decoder-first-pipeline-num-layers", split.front());
-    flag("--decoder-last-pipeline-num-layers", split.back());
+  const std::optional<LayerSplit> split = split_layers(layers, l.pp, l.vpp);
+  // A chunk's layers as Megatron-LM counts them: the middle chunks' (the embedding and the loss
+  // count as a layer of the first and last chunk with SplitRule::embedding_and_loss).
+  if (l.vpp > 1 && split) flag("--num-layers-per-virtual-pipeline-stage", split->layers[1]);
+  if (split && split->rule == SplitRule::first_last) {
+    flag("--decoder-first-pipeline-num-layers", split->layers.front());
+    flag("--decoder-last-pipeline-num-layers", split->layers.back());
+  }
+  if (split && split->rule == SplitRule::embedding_and_loss) {
+    a.push_back("--account-for-embedding-in-pipeline-split");
+    a.push_back("--account-for-loss-in-pipeline-split");
   }
   flag("--micro-batch-size", l.micro_batch);
   flag("--global-batch-size", l.global_batch);
