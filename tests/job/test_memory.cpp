@@ -59,6 +59,22 @@ TEST(Memory, KorthikantiActivationsPerLayer) {
   EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l, true), 4096.0 * 34);
 }
 
+TEST(Memory, Fp8KeepsTheGemmInputsInOneByte) {
+  const workload::ModelConfig m = tiny();
+  Layout l = tiny_layout();
+  l.fp8 = true;
+  // s b h = 4096: 29 sbh/t with TP + SP (QKV and FC1 inputs 1 byte each, the FC2 input 4, an
+  // FP8 copy of the attention output beside the BF16 one), 8 + 21/t without SP, 29 on one rank.
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l, true), 4096.0 / 2 * 29);
+  l.sequence_parallel = false;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l, true), 4096.0 * (8 + 21.0 / 2));
+  l.tp = 1;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l, true), 4096.0 * 29);
+  // Full recomputation keeps the layer input in BF16 either way.
+  l.recompute = Recompute::full;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, l, true), 2 * 4096.0);
+}
+
 TEST(Memory, StagesWithDistributedOptimizer) {
   const workload::ModelConfig m = tiny();
   MemoryOptions o;

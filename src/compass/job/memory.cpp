@@ -23,9 +23,16 @@ double layer_activation_bytes(const workload::ModelConfig& m, const Layout& l,
   if (l.recompute == Recompute::full) return 2 * s * b * h / (sp ? t : 1);
   const double attention =
       (flash_attention || l.recompute == Recompute::selective) ? 0 : 5 * a * s / h;
-  if (l.tp == 1) return s * b * h * (34 + attention);
-  if (sp) return s * b * h / t * (34 + attention);
-  return s * b * h * (10 + 24 / t + attention / t);
+  // Korthikanti's sbh(10 + 24/t): 10 held by every TP rank without SP (the two norms' inputs,
+  // two dropout masks, the QKV and FC1 inputs), 24 split over TP (Q, K, V, the projection's
+  // input, the FC1 output, the FC2 input). TransformerEngine's FP8 GEMMs keep the input their
+  // weight gradient needs in FP8, one byte: the QKV and FC1 inputs (2 -> 1 each) and the FC2
+  // input (8 -> 4); the attention keeps its output in BF16 for its own backward and the
+  // projection keeps an FP8 copy of it (+1): 8 + 21/t, 29 in all.
+  const double replicated = l.fp8 ? 8 : 10, split = l.fp8 ? 21 : 24;
+  if (l.tp == 1) return s * b * h * (replicated + split + attention);
+  if (sp) return s * b * h / t * (replicated + split + attention);
+  return s * b * h * (replicated + split / t + attention / t);
 }
 
 namespace {
