@@ -190,6 +190,8 @@ for v in 0 9223372036854775807; do check bad none "${search[@]}" --seq "$v"; don
 for flag in --tp --pp --vpp --mbs; do
   for v in 0 3 1048577; do check bad none "${search[@]}" --gpus 8 --global-batch 8 "$flag" "$v"; done
 done
+# 40 layers on PP 4 x VPP 3: neither 40 nor 42 (the embedding and the loss counted) is a multiple of 12.
+check bad none search --model llama2-13b --cluster dgx-h100 --gpus 8 --global-batch 8 --pp 4 --vpp 3
 check bad none "${search[@]}" --top 0
 check bad none "${search[@]}" --sp maybe
 check bad none "${search[@]}" --recompute some
