@@ -1,14 +1,15 @@
 #include "compass/plan/te_export.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
 
-#include <fmt/format.h>
-
 #include "compass/hardware/rings.hpp"
 #include "compass/model/estimate.hpp"
 #include "compass/model/selector.hpp"
+#include "compass/plan/megatron_flags.hpp"
 #include "compass/plan/te_model.hpp"
 
 namespace compass::plan {
@@ -715,6 +716,9 @@ Status launch_settings(const hardware::Profile& p, const LayerPlan& lp,
   if (opt.first_last_layers_bf16) args.push_back("--first-last-layers-bf16");
   args.insert(args.end(), ex.megatron_args.begin(), ex.megatron_args.end());
   ex.megatron_args = std::move(args);
+  if (const MegatronCoreNeed need = megatron_core_needed(ex.megatron_args);
+      need.minor > kMegatronCoreBaseMinor)
+    ex.requirements.push_back(describe(need) + "; compass doctor prints the installed version");
   const int listed = static_cast<int>(ex.device_order.size());
   if (p.gpu_count() > listed)
     ex.notes.push_back(fmt::format(
