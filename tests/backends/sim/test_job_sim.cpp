@@ -18,9 +18,10 @@ struct Priced {
   job::StepResult step;
 };
 
-Priced price(const std::string& cluster, const job::Layout& l) {
+Priced price(const std::string& cluster, const job::Layout& l,
+             const std::string& model = "llama2-7b") {
   Priced p;
-  compass::testing::BuiltinJob j = compass::testing::builtin_job(cluster, "llama2-7b");
+  compass::testing::BuiltinJob j = compass::testing::builtin_job(cluster, model);
   p.cluster = std::move(j.cluster);
   p.model = std::move(j.model);
   job::JobComm comm(p.cluster);
@@ -79,6 +80,29 @@ TEST(JobSim, ModelAgreesOnAFewLayouts) {
     // The target for the mean error, here on each layout.
     EXPECT_LT(err, 0.03) << k.cluster << " " << job::describe(l);
   }
+}
+
+TEST(JobSim, UnevenInterleavedChunksAgreeWithTheModel) {
+  // llama2-13b's 40 layers on PP 2 x VPP 3: chunks of 6, 7, 7, 7, 7, 6 layers (the embedding and
+  // the loss counted as layers, job::split_layers).
+  job::Layout l;
+  l.tp = 2;
+  l.pp = 2;
+  l.vpp = 3;
+  l.dp = 2;
+  l.global_batch = 32;
+  l.seq = 2048;
+  l.sequence_parallel = true;
+  Priced p = price("dgx-h100", l, "llama2-13b");
+  ASSERT_EQ(job::layers_per_virtual_stage(p.model.layers, l.pp, l.vpp),
+            (std::vector<int>{6, 7, 7, 7, 7, 6}));
+  Result<JobSimResult> r = simulate_job(p.cluster, p.model, p.step);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_LT(std::abs(p.step.iteration_s - r->iteration_s) / r->iteration_s, 0.03);
+  // Each stage ends where the model's pipeline ends it.
+  ASSERT_EQ(r->stage_end_s.size(), p.step.stage_end_s.size());
+  for (std::size_t s = 0; s < r->stage_end_s.size(); ++s)
+    EXPECT_NEAR(r->stage_end_s[s] / p.step.stage_end_s[s], 1.0, 0.03) << "stage " << s;
 }
 
 job::Layout layout(int tp, int pp, int dp, int gb) { return compass::testing::layout_of(tp, pp, dp, gb); }
