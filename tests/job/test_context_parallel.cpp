@@ -109,17 +109,44 @@ TEST(ContextParallel, ExposedExchangeByHand) {
   EXPECT_EQ(none.forward_s, 0);
   EXPECT_EQ(none.backward_s, 0);
   // Four CP ranks 4 apart (TP 4) on two 8-GPU nodes: ranks 0 and 4 on one, 8 and 12 on the
-  // other. The ring waits for its slowest hop, one between the nodes.
+  // other. The step waits for its slowest hop: the four TP ranks' hops from socket 0 to socket 1
+  // (0 -> 4, ..., 3 -> 7) at once, or a hop between the nodes.
   const Layout wide = with_cp(layout_of(4, 1, 1, 8, 8192), 4);
   Result<plan::LayerPlan> wlp = plan_for(j.cluster, j.model, wide);
   ASSERT_TRUE(wlp.ok()) << wlp.error().message;
   const CpExposure w = cp_exposure(comm, j.model, wide, *wlp);
   const double wkv = 2.0 * 2048 * 8 * 128 * 2;
-  const double inside = comm.p2p_ranks_s(0, 4, wkv), across = comm.p2p_ranks_s(4, 8, wkv);
-  ASSERT_GT(across, inside);
-  EXPECT_EQ(comm.p2p_ranks_s(12, 0, wkv), across);
-  EXPECT_DOUBLE_EQ(w.forward_s, 3 * std::max(0.0, across - wlp->other.attention_fwd_s / 4));
+  const double across = comm.p2p_ranks_s(4, 8, wkv);
+  const double inside = model::concurrent_flows_time(
+                            j.cluster.node, {{0, 4, wkv}, {1, 5, wkv}, {2, 6, wkv}, {3, 7, wkv}})
+                            .time_s;
+  EXPECT_GT(inside, comm.p2p_ranks_s(0, 4, wkv));  // the four share the link between the sockets
+  EXPECT_EQ(comm.cp_ring_step_s(4, 4, 1, wkv), std::max(inside, across));
+  EXPECT_DOUBLE_EQ(w.forward_s,
+                   3 * std::max(0.0, std::max(inside, across) - wlp->other.attention_fwd_s / 4));
   EXPECT_GT(w.forward_s, 0);
+}
+
+TEST(ContextParallel, TheRingsOfAStageStepTogether) {
+  // TP 4 x CP 2 on one 8-GPU node: the CP rings 0 <-> 4, 1 <-> 5, 2 <-> 6, 3 <-> 7 step at once.
+  const double bytes = 64e6;
+  const std::vector<hardware::Flow> hops = {{0, 4, bytes}, {4, 0, bytes}, {1, 5, bytes},
+                                            {5, 1, bytes}, {2, 6, bytes}, {6, 2, bytes},
+                                            {3, 7, bytes}, {7, 3, bytes}};
+  // PCIe: the eight hops cross the link between the sockets, four each way.
+  const BuiltinJob pcie = builtin_job("a6000x8-2nic", "llama2-7b");
+  JobComm pc(pcie.cluster);
+  const double shared = model::concurrent_flows_time(pcie.cluster.node, hops).time_s;
+  EXPECT_EQ(pc.cp_ring_step_s(4, 2, 1, bytes), shared);
+  EXPECT_GT(shared, 2 * pc.p2p_ranks_s(0, 4, bytes));
+  // TP 1 x CP 8: one hop crosses the sockets each way (3 -> 4, 7 -> 0), the others stay under
+  // their socket; the step is a crossing hop alone.
+  EXPECT_NEAR(pc.cp_ring_step_s(1, 8, 1, bytes) / pc.p2p_ranks_s(3, 4, bytes), 1.0, 1e-12);
+  // NVSwitch: every GPU has its own ports; the step is one hop alone.
+  const BuiltinJob nvs = builtin_job("dgx-h100", "llama2-7b");
+  JobComm nv(nvs.cluster);
+  EXPECT_DOUBLE_EQ(nv.cp_ring_step_s(4, 2, 1, bytes), nv.p2p_ranks_s(0, 4, bytes));
+  EXPECT_EQ(nv.cp_ring_step_s(4, 1, 1, bytes), 0);
 }
 
 TEST(ContextParallel, StepCountsTheExchangeAndSharesTheOptimizer) {

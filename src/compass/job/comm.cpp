@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 namespace compass::job {
@@ -84,6 +85,30 @@ double JobComm::p2p_ranks_s(std::int64_t from, std::int64_t to, double bytes) co
   if (from / g != to / g) return model::transfer_time_s(rail_, 0, 1, bytes);
   return model::transfer_time_s(cluster_->node, static_cast<int>(from % g),
                                 static_cast<int>(to % g), bytes);
+}
+
+double JobComm::cp_ring_step_s(int tp, int cp, std::int64_t replicas, double bytes) const {
+  if (cp <= 1 || bytes <= 0 || tp < 1 || replicas < 1) return 0;
+  const std::int64_t g = cluster_->gpus_per_node();
+  const std::int64_t group = std::int64_t{tp} * cp;
+  // The hops repeat every lcm(g, group) ranks: the nodes of one period are every kind of node.
+  const std::int64_t ranks = std::min(std::lcm(g, group), group * replicas);
+  double slowest = 0;
+  std::vector<hardware::Flow> inside;
+  for (std::int64_t first = 0; first < ranks; first += g) {
+    inside.clear();
+    for (std::int64_t r = first; r < std::min(first + g, ranks); ++r) {
+      const std::int64_t base = r - r % group, c = (r % group) / tp;
+      const std::int64_t to = base + r % tp + tp * ((c + 1) % cp);
+      if (to / g == r / g)
+        inside.push_back({static_cast<int>(r % g), static_cast<int>(to % g), bytes});
+      else
+        slowest = std::max(slowest, model::transfer_time_s(rail_, 0, 1, bytes));
+    }
+    if (!inside.empty())
+      slowest = std::max(slowest, model::concurrent_flows_time(cluster_->node, inside).time_s);
+  }
+  return slowest;
 }
 
 }  // namespace compass::job

@@ -41,6 +41,12 @@ class JobComm {
   /// route when both sit on one node, the NIC share across nodes; 0 for the same GPU.
   double p2p_ranks_s(std::int64_t from, std::int64_t to, double bytes) const;
 
+  /// One step of a stage's context-parallel rings: each of the stage's `replicas` x tp x cp ranks
+  /// (tp-cp-dp order, consecutive ranks filling a node) passes `bytes` to the next rank of its
+  /// CP ring (cp ranks tp apart) at the same time, every TP rank's ring and every DP replica's.
+  /// The hops inside a node share its links (max-min, model::concurrent_flows_time); a hop
+  /// across nodes takes its NIC share. The slowest hop; 0 for cp 1.
+  double cp_ring_step_s(int tp, int cp, std::int64_t replicas, double bytes) const;
   /// The two-GPU profile that stands for one rail between nodes: GPU - NIC share - network -
   /// NIC share - GPU (for reports and tests).
   const hardware::Profile& rail() const { return rail_; }

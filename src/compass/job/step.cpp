@@ -44,12 +44,9 @@ CpExposure cp_exposure(JobComm& comm, const workload::ModelConfig& m, const Layo
   // FP8 run too).
   const double kv_bytes = 2.0 * static_cast<double>(l.local_seq()) * l.micro_batch *
                           static_cast<double>(m.kv_heads) / l.tp * m.head_dim() * 2;
-  double forward_hop = 0, backward_hop = 0;
-  for (int i = 0; i < l.cp; ++i) {
-    const std::int64_t from = std::int64_t{i} * l.tp, to = std::int64_t{(i + 1) % l.cp} * l.tp;
-    forward_hop = std::max(forward_hop, comm.p2p_ranks_s(from, to, kv_bytes));
-    backward_hop = std::max(backward_hop, comm.p2p_ranks_s(from, to, 2 * kv_bytes));
-  }
+  // Every CP ring of the stage steps at once (each TP rank's, each DP replica's).
+  const double forward_hop = comm.cp_ring_step_s(l.tp, l.cp, l.dp, kv_bytes);
+  const double backward_hop = comm.cp_ring_step_s(l.tp, l.cp, l.dp, 2 * kv_bytes);
   const double steps = l.cp - 1;
   e.forward_s = steps * std::max(0.0, forward_hop - lp.other.attention_fwd_s / l.cp);
   e.backward_s = steps * std::max(0.0, backward_hop - lp.other.attention_bwd_s / l.cp);

@@ -20,8 +20,8 @@ namespace compass::job {
 /// Context parallelism's exposed time per layer and micro-batch: each of the cp - 1 ring steps
 /// sends this rank's keys and values to the next CP rank (the backward their gradients too:
 /// twice the bytes) while the attention of the block received before runs; a step's transfer
-/// beyond that block's attention (1/cp of the rank's attention) is exposed. Each hop is priced
-/// alone on the link its two ranks (tp apart) sit on, and the ring waits for the slowest.
+/// beyond that block's attention (1/cp of the rank's attention) is exposed. A step is every CP
+/// ring of the stage passing its block at once (JobComm::cp_ring_step_s).
 struct CpExposure {
   double forward_s = 0;
   double backward_s = 0;
