@@ -84,7 +84,7 @@ def main():
     a = ap.parse_args()
     with open(a.runs) as f:
         runs = json.load(f)
-    rows, errors = [], []
+    rows, errors, over = [], [], 0
     with tempfile.TemporaryDirectory() as tmp:
         for i, r in enumerate(runs):
             why = skip_reason(r)
@@ -107,6 +107,7 @@ def main():
                 measured, predicted, unit = meas["tflops_per_gpu"], pred["model_tflops_per_gpu"], "TFLOP/s/GPU"
             err = (predicted - measured) / measured
             errors.append(abs(err))
+            over += 0 if pred["memory_fits"] else 1
             note = cfg + ("" if pred["memory_fits"] else
                           f", over memory ({pred['memory_peak_bytes'] / 2**30:.1f} GiB)")
             rows.append((i + 1, src, name, r["gpus"], layout_text(r), f"{measured:.4g} {unit}",
@@ -123,7 +124,8 @@ def main():
         errors.sort()
         mape = sum(errors) / len(errors)
         print(f"\n{len(errors)} rows predicted; mean absolute error {mape * 100:.1f}%, "
-              f"median {errors[len(errors) // 2] * 100:.1f}%")
+              f"median {errors[len(errors) // 2] * 100:.1f}%; {over} of them over memory in "
+              "the model although they ran")
     return 0
 
 
