@@ -261,6 +261,34 @@ TEST(TeExport, AtomicGemmKeepsPairsConsistent) {
   int atomic = 0;
   for (const TeEntry& t : e->entries) atomic += t.atomic_gemm;
   EXPECT_GT(atomic, 0);
+  // atomic_gemm is read since TransformerEngine 1.6; --fp8-recipe since megatron-core 0.12.
+  const auto& req = e->requirements;
+  EXPECT_NE(std::find(req.begin(), req.end(), te_release_requirement(e->entries)), req.end());
+  EXPECT_EQ(te_release_requirement(e->entries),
+            "TransformerEngine 1.6 or newer (atomic_gemm: a key older releases do not read); "
+            "compass doctor prints the installed version");
+  EXPECT_NE(std::find(req.begin(), req.end(),
+                      "megatron-core 0.12 or newer (Megatron-LM's --fp8-recipe); compass doctor "
+                      "prints the installed version"),
+            req.end());
+}
+
+TEST(TeExport, Fp8BuffersNeedTe16) {
+  std::vector<TeEntry> es = defaults();
+  EXPECT_EQ(te_release_requirement(es), "");
+  entry(es, "proj_fprop").fp8_buf = true;
+  entry(es, "fc2_fprop").fp8_buf = true;
+  entry(es, "fc2_fprop").atomic_gemm = true;
+  EXPECT_EQ(te_release_requirement(es),
+            "TransformerEngine 1.6 or newer (fp8_buf, atomic_gemm: keys older releases do not "
+            "read); compass doctor prints the installed version");
+}
+
+TEST(TeExport, ABf16ExportNeedsNoNewerRelease) {
+  const Result<TeExport> e = export_for("h100x8", "llama2-70b", 8, 4096);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  for (const TeEntry& t : e->entries) EXPECT_FALSE(t.fp8_buf || t.atomic_gemm) << t.name;
+  EXPECT_TRUE(e->requirements.empty());
 }
 
 // The backward blocks pair like the forward ones: an atomic ring-exchange all-gather of the

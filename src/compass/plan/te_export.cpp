@@ -1,6 +1,7 @@
 #include "compass/plan/te_export.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -716,9 +717,6 @@ Status launch_settings(const hardware::Profile& p, const LayerPlan& lp,
   if (opt.first_last_layers_bf16) args.push_back("--first-last-layers-bf16");
   args.insert(args.end(), ex.megatron_args.begin(), ex.megatron_args.end());
   ex.megatron_args = std::move(args);
-  if (const MegatronCoreNeed need = megatron_core_needed(ex.megatron_args);
-      need.minor > kMegatronCoreBaseMinor)
-    ex.requirements.push_back(describe(need) + "; compass doctor prints the installed version");
   const int listed = static_cast<int>(ex.device_order.size());
   if (p.gpu_count() > listed)
     ex.notes.push_back(fmt::format(
@@ -743,6 +741,35 @@ Status launch_settings(const hardware::Profile& p, const LayerPlan& lp,
 
 }  // namespace
 
+std::string te_release_requirement(const std::vector<TeEntry>& entries) {
+  std::vector<std::string> keys;
+  for (const TeEntry& e : entries) {
+    if (e.fp8_buf && std::find(keys.begin(), keys.end(), "fp8_buf") == keys.end())
+      keys.push_back("fp8_buf");
+    if (e.atomic_gemm && std::find(keys.begin(), keys.end(), "atomic_gemm") == keys.end())
+      keys.push_back("atomic_gemm");
+  }
+  if (keys.empty()) return "";
+  return fmt::format(
+      "TransformerEngine 1.6 or newer ({}: {} older releases do not read); compass doctor prints "
+      "the installed version",
+      fmt::join(keys, ", "), keys.size() == 1 ? "a key" : "keys");
+}
+
+namespace {
+
+// The releases the launch needs beyond those every export needs: megatron-core for the flags
+// (megatron_flags.hpp) and TransformerEngine for the entries' keys (te_release_requirement).
+void add_release_requirements(TeExport& ex) {
+  if (const MegatronCoreNeed need = megatron_core_needed(ex.megatron_args);
+      need.minor > kMegatronCoreBaseMinor)
+    ex.requirements.push_back(describe(need) + "; compass doctor prints the installed version");
+  if (std::string te = te_release_requirement(ex.entries); !te.empty())
+    ex.requirements.push_back(std::move(te));
+}
+
+}  // namespace
+
 Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
                            const TeExportOptions& opt) {
   COMPASS_ASSIGN(TeExport ex, export_header(lp, opt));
@@ -762,6 +789,7 @@ Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
   direction_args.insert(direction_args.end(), ex.megatron_args.begin(), ex.megatron_args.end());
   ex.megatron_args = std::move(direction_args);
   COMPASS_TRY(config_entries(ch, ex.tp, opt, ex));
+  add_release_requirements(ex);
   COMPASS_TRY(report_layers(lp, ch, ex));
   return ex;
 }

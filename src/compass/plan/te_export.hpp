@@ -39,6 +39,13 @@ struct TeEntry {
   bool fp8_buf = false;  ///< pipeline reduce-scatter: FP8 buffer (else BF16 in an FP8 run)
 };
 
+/// The TransformerEngine release `entries` need, as a requirement line: 1.6 or newer where an
+/// entry sets fp8_buf or atomic_gemm, keys TE reads since 1.6
+/// (transformer_engine/pytorch/module/base.py): an older TE ignores them, keeping those
+/// reduce-scatter buffers in BF16 and those GEMMs not atomic, so the run starts but is not the
+/// one priced. Empty when every release since the overlap's configuration file (0.9) reads them.
+std::string te_release_requirement(const std::vector<TeEntry>& entries);
+
 /// TE's default entry for `name` at TP degree `tp` (method, SMs, cluster size, margin, splits);
 /// nullopt for a name this export does not know.
 std::optional<TeEntry> te_default_entry(std::string_view name, int tp);
