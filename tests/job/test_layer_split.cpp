@@ -9,6 +9,7 @@
 #include "compass/job/memory.hpp"
 #include "compass/job/search.hpp"
 #include "compass/job/step.hpp"
+#include "support/job_builders.hpp"
 
 namespace compass::job {
 namespace {
@@ -59,15 +60,8 @@ TEST(LayerSplit, NoneWhereNoRuleApplies) {
 }
 
 Layout interleaved_13b() {
-  Layout l;
-  l.tp = 2;
-  l.pp = 2;
+  Layout l = compass::testing::layout_of(2, 2, 2, 32, 4096);
   l.vpp = 3;
-  l.dp = 2;
-  l.micro_batch = 1;
-  l.global_batch = 32;
-  l.seq = 4096;
-  l.sequence_parallel = true;
   return l;
 }
 

@@ -85,14 +85,8 @@ TEST(JobSim, ModelAgreesOnAFewLayouts) {
 TEST(JobSim, UnevenInterleavedChunksAgreeWithTheModel) {
   // llama2-13b's 40 layers on PP 2 x VPP 3: chunks of 6, 7, 7, 7, 7, 6 layers (the embedding and
   // the loss counted as layers, job::split_layers).
-  job::Layout l;
-  l.tp = 2;
-  l.pp = 2;
+  job::Layout l = compass::testing::layout_of(2, 2, 2, 32);
   l.vpp = 3;
-  l.dp = 2;
-  l.global_batch = 32;
-  l.seq = 2048;
-  l.sequence_parallel = true;
   Priced p = price("dgx-h100", l, "llama2-13b");
   ASSERT_EQ(job::layers_per_virtual_stage(p.model.layers, l.pp, l.vpp),
             (std::vector<int>{6, 7, 7, 7, 7, 6}));
