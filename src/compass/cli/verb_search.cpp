@@ -251,9 +251,8 @@ void print_human(const job::Searcher& s, const job::SearchRequest& r, const job:
   const bool te = win.launch_runs_te();
   fmt::print("\nmegatron-lm arguments (the best launch)\n  {}{}\n", plan::shell_line(args),
              te ? " \"${MEGATRON_TP_ARGS[@]}\"" : "");
-  if (const plan::MegatronCoreNeed need = plan::megatron_core_needed(args);
-      need.minor > plan::kMegatronCoreBaseMinor)
-    fmt::print("requires: {}; compass doctor prints the installed version\n", plan::describe(need));
+  if (const std::string req = plan::megatron_core_requirement(args); !req.empty())
+    fmt::print("requires: {}\n", req);
   if (te)
     fmt::print(
         "TP overlap settings: this writes {} and a launch script beside it (source it first: "
@@ -399,10 +398,10 @@ void search(const SearchOptions& o, Spread& spread) {
     j["compass_changes_winner"] = res.compass_changes_winner();
     const job::Candidate& win = res.best_launch;
     const job::Layout& best = win.layout;
-    j["megatron_args"] = job::megatron_args(best, s.model().layers, plan::Config::compass);
-    j["megatron_core_min"] = fmt::format(
-        "0.{}",
-        plan::megatron_core_needed(j["megatron_args"].get<std::vector<std::string>>()).minor);
+    const std::vector<std::string> args =
+        job::megatron_args(best, s.model().layers, plan::Config::compass);
+    j["megatron_args"] = args;
+    j["megatron_core_min"] = fmt::format("0.{}", plan::megatron_core_needed(args).minor);
     if (win.launch_runs_te()) j["te_export_command"] = te_export_command(r, best, o);
     if (best.tp > 1) {
       if (!win.launch_runs_te()) j["te_export_error"] = win.launch_without_te;

@@ -39,4 +39,10 @@ std::string describe(const MegatronCoreNeed& need) {
   return fmt::format("megatron-core 0.{} or newer (Megatron-LM's {})", need.minor, need.flag);
 }
 
+std::string megatron_core_requirement(std::span<const std::string> args) {
+  const MegatronCoreNeed need = megatron_core_needed(args);
+  if (need.minor <= kMegatronCoreBaseMinor) return "";
+  return describe(need) + "; compass doctor prints the installed version";
+}
+
 }  // namespace compass::plan

@@ -29,4 +29,8 @@ MegatronCoreNeed megatron_core_needed(std::span<const std::string> args);
 /// "megatron-core 0.8 or newer" for the base release.
 std::string describe(const MegatronCoreNeed& need);
 
+/// The requirement line a launch of `args` carries (describe() and where to read the installed
+/// version); empty when the base release takes every flag.
+std::string megatron_core_requirement(std::span<const std::string> args);
+
 }  // namespace compass::plan

@@ -761,9 +761,8 @@ namespace {
 // The releases the launch needs beyond those every export needs: megatron-core for the flags
 // (megatron_flags.hpp) and TransformerEngine for the entries' keys (te_release_requirement).
 void add_release_requirements(TeExport& ex) {
-  if (const MegatronCoreNeed need = megatron_core_needed(ex.megatron_args);
-      need.minor > kMegatronCoreBaseMinor)
-    ex.requirements.push_back(describe(need) + "; compass doctor prints the installed version");
+  if (std::string mc = megatron_core_requirement(ex.megatron_args); !mc.empty())
+    ex.requirements.push_back(std::move(mc));
   if (std::string te = te_release_requirement(ex.entries); !te.empty())
     ex.requirements.push_back(std::move(te));
 }
