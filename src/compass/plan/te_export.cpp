@@ -742,13 +742,13 @@ Status launch_settings(const hardware::Profile& p, const LayerPlan& lp,
 }  // namespace
 
 std::string te_release_requirement(const std::vector<TeEntry>& entries) {
+  const bool fp8_buf =
+      std::any_of(entries.begin(), entries.end(), [](const TeEntry& e) { return e.fp8_buf; });
+  const bool atomic =
+      std::any_of(entries.begin(), entries.end(), [](const TeEntry& e) { return e.atomic_gemm; });
   std::vector<std::string> keys;
-  for (const TeEntry& e : entries) {
-    if (e.fp8_buf && std::find(keys.begin(), keys.end(), "fp8_buf") == keys.end())
-      keys.push_back("fp8_buf");
-    if (e.atomic_gemm && std::find(keys.begin(), keys.end(), "atomic_gemm") == keys.end())
-      keys.push_back("atomic_gemm");
-  }
+  if (fp8_buf) keys.push_back("fp8_buf");
+  if (atomic) keys.push_back("atomic_gemm");
   if (keys.empty()) return "";
   return fmt::format(
       "TransformerEngine 1.6 or newer ({}: {} older releases do not read); compass doctor prints "
