@@ -260,7 +260,8 @@ PreparedCollective prepare_collective(schedule::CollectiveProgram program,
 namespace {
 
 // AG-GEMM's breakdown: the compute stream's work on the slowest rank (the GEMMs and the staged
-// output's copies) and the communication alone (every part's p - 1 ring steps).
+// output's copies, without their issue: the work alone under any knobs) and the communication
+// alone (every part's p - 1 ring steps).
 Outcome ag_breakdown(const Ctx& c, int d) {
   Outcome o;
   const workload::GemmShape s = workload::local_gemm(c.op);
@@ -268,7 +269,7 @@ Outcome ag_breakdown(const Ctx& c, int d) {
   const std::int64_t part_rows = c.op.m / d;  // all ranks' rows of one part
   const bool staged = d > 1 && p > 1;
   const double g = c.gemm(part_rows, s.n, s.k);
-  const double out_copy = staged ? c.copies(p, static_cast<double>(part_rows) * s.n * c.e) : 0;
+  const double out_copy = staged ? c.copy_work(static_cast<double>(part_rows) * s.n * c.e) : 0;
   o.compute_s = d * (g + out_copy);
   if (c.details) {
     const CollectiveCosts cc = collective_costs(c, part_rows);
@@ -279,8 +280,8 @@ Outcome ag_breakdown(const Ctx& c, int d) {
 }
 
 // GEMM-RS's and GEMM-AR's breakdown: the compute stream's work on the slowest rank (GEMMs,
-// staged input's copies, the own block's copy and the adds) and the communication alone (the
-// reduce-scatter, and GEMM-AR's all-gather, of every part).
+// staged input's copies, the own block's copy and the adds; the copies without their issue)
+// and the communication alone (the reduce-scatter, and GEMM-AR's all-gather, of every part).
 Outcome rs_breakdown(const Ctx& c, int d) {
   Outcome o;
   const workload::GemmShape s = workload::local_gemm(c.op);
@@ -289,11 +290,11 @@ Outcome rs_breakdown(const Ctx& c, int d) {
   const bool staged = d > 1 && p > 1;
   const bool ar = c.op.kind == OpKind::gemm_ar;
   const double g = c.gemm(part_rows, s.n, s.k);
-  const double in_copy = staged ? c.copies(p, static_cast<double>(part_rows) * s.k * c.e) : 0;
+  const double in_copy = staged ? c.copy_work(static_cast<double>(part_rows) * s.k * c.e) : 0;
   const double block = static_cast<double>(part_rows) / p * c.op.n * c.e;
   // The own block's partial is copied into the output unless it is computed there (unstaged
   // GEMM-AR computes its partials in the output).
-  const double own_copy = p > 1 && (staged || !ar) ? c.copies(1, block) : 0;
+  const double own_copy = p > 1 && (staged || !ar) ? c.copy_work(block) : 0;
   const double add = p > 1 ? c.add(block) : 0;  // a received block into the local one
   o.compute_s = d * (g + in_copy + own_copy + (p - 1) * add);
   if (c.details) {

@@ -1,7 +1,7 @@
 // The strategy estimates (estimate.hpp): the fused strategies follow their program
 // (schedule/program.hpp, model/program.hpp), the tree patterns through tree_estimate.cpp,
-// sequential and decompose:d in decompose.cpp; the breakdown from three evaluations under the
-// knobs.
+// sequential and decompose:d in decompose.cpp; the compute work and the communication alone
+// from one evaluation, the split of the rest from two more under the knobs.
 
 #include "compass/model/estimate.hpp"
 
@@ -228,21 +228,27 @@ Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSp
 Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSpec& op,
                           const schedule::Strategy& strategy, const schedule::CommPlan& plan,
                           Caches& caches) {
+  COMPASS_ASSIGN(Estimate e, estimate_without_split(p, op, strategy, plan, caches));
+  const double no_interf = evaluate(Ctx(p, op, plan, {false, true}, caches), strategy).total_s;
+  const double bare = evaluate(Ctx(p, op, plan, {false, false}, caches), strategy).total_s;
+  e.interference_s = e.total_s - no_interf;
+  e.overhead_s = no_interf - bare;
+  e.exposed_comm_s = std::max(0.0, bare - e.compute_s);
+  return e;
+}
+
+Result<Estimate> estimate_without_split(const hardware::Profile& p,
+                                        const workload::OperatorSpec& op,
+                                        const schedule::Strategy& strategy,
+                                        const schedule::CommPlan& plan, Caches& caches) {
   COMPASS_TRY(check_inputs(p, op, strategy, plan));
   Ctx full_ctx(p, op, plan, {true, true}, caches);
   full_ctx.details = true;
   const Outcome full = evaluate(full_ctx, strategy);
-  const double no_interf = evaluate(Ctx(p, op, plan, {false, true}, caches), strategy).total_s;
-  const Outcome bare = evaluate(Ctx(p, op, plan, {false, false}, caches), strategy);
   Estimate e;
   e.strategy = strategy;
   e.total_s = full.total_s;
-  e.compute_s = bare.compute_s;
-  e.interference_s = full.total_s - no_interf;
-  e.overhead_s = no_interf - bare.total_s;
-  e.exposed_comm_s = std::max(0.0, bare.total_s - bare.compute_s);
-  // Rounding can leave a sliver; keep the parts summing to the total.
-  e.compute_s = e.total_s - e.interference_s - e.overhead_s - e.exposed_comm_s;
+  e.compute_s = full.compute_s;  // the work alone, whatever the knobs (Outcome)
   e.comm_s = full.comm_s;
   e.bottleneck = full.bottleneck;
   e.congested = full.congested;

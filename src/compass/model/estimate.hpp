@@ -21,7 +21,8 @@ struct ModelKnobs {
   bool overheads = true;     ///< launches, flag waits, copy issue
 };
 
-/// A predicted time with its breakdown. total = compute + exposed_comm + overhead + interference.
+/// A predicted time with its breakdown. total = compute + exposed_comm + overhead + interference
+/// (to rounding: each part is worked out on its own).
 struct Estimate {
   schedule::Strategy strategy;
   double total_s = 0;
@@ -44,6 +45,14 @@ Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSp
 /// The same with caches of its own (a cold start).
 Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSpec& op,
                           const schedule::Strategy& strategy, const schedule::CommPlan& plan);
+
+/// The estimate without the split of what is not compute: total_s, compute_s, comm_s,
+/// bottleneck and congested as estimate() gives them (exposed_comm_s, overhead_s and
+/// interference_s stay 0), from one evaluation where estimate() makes three. Same errors.
+Result<Estimate> estimate_without_split(const hardware::Profile& p,
+                                        const workload::OperatorSpec& op,
+                                        const schedule::Strategy& strategy,
+                                        const schedule::CommPlan& plan, Caches& caches);
 
 /// The total time only, under the given knobs (same errors as estimate()).
 Result<double> estimate_time_s(const hardware::Profile& p, const workload::OperatorSpec& op,

@@ -70,9 +70,9 @@ struct Ctx {
   double add(double bytes) const { return hardware::add_s(prof, gpus.front(), bytes); }
   // `count` local copy tasks moving `bytes` in all (staging, own shard): each is one issued
   // copy (hardware::copy_issue_s, as the executors issue them and the simulator charges them).
-  double copies(int count, double bytes) const {
-    return count * copy_issue + hardware::copy_s(prof, gpus.front(), bytes);
-  }
+  double copies(int count, double bytes) const { return count * copy_issue + copy_work(bytes); }
+  // The same copies' work alone, without their issue (what copies() is with overheads off).
+  double copy_work(double bytes) const { return hardware::copy_s(prof, gpus.front(), bytes); }
   // One step of the one-way ring: every rank sends `bytes` to its successor.
   StepTime ring_step(double bytes) const {
     return cached_ring_step_time(prof, ring, nullptr, bytes, caches);
@@ -114,7 +114,8 @@ struct Ctx {
 
 struct Outcome {
   double total_s = 0;
-  double compute_s = 0;  // the compute stream's work (GEMMs, adds, copies) on the slowest rank
+  double compute_s = 0;  // the compute stream's work (GEMMs, adds, copies) on the slowest rank,
+                         // without overheads or interference whatever the knobs
   double comm_s = 0;     // the communication alone
   std::string bottleneck;
   std::vector<std::string> congested;

@@ -130,7 +130,7 @@ Result<OperatorChoice> choose_strategy(const hardware::Profile& p, const workloa
   if (breakdown == Breakdown::none) return oc;
   if (breakdown == Breakdown::chosen) {
     COMPASS_ASSIGN(oc.estimates[oc.chosen],
-                   estimate(p, op, oc.estimates[oc.chosen].strategy, plan, caches));
+                   estimate_without_split(p, op, oc.estimates[oc.chosen].strategy, plan, caches));
   }
   for (const Estimate& e : oc.estimates)
     for (double v : {e.total_s, e.compute_s, e.exposed_comm_s, e.overhead_s, e.interference_s,

@@ -119,7 +119,7 @@ OtherWork other_work(const hardware::Profile& p, const workload::ModelConfig& mc
 // backward pair overlaps in bulk (te_bulk_pairs; TE's default SMs and margin), and in an FP8 run
 // every other reduce-scatter moves BF16 (TE's defaults set no fp8_buf). The export prices TE's
 // defaults from these (te_export.hpp).
-Status price_te_defaults(const hardware::Profile& p, LayerPlan& lp) {
+Status price_te_defaults(const hardware::Profile& p, LayerPlan& lp, model::Caches& caches) {
   auto find = [&lp](const std::string& role) -> PlannedOp* {
     for (PlannedOp& po : lp.ops)
       if (po.choice.op.role == role) return &po;
@@ -130,17 +130,19 @@ Status price_te_defaults(const hardware::Profile& p, LayerPlan& lp) {
     PlannedOp* d = find(dgrad);
     PlannedOp* w = find(wgrad);
     if (d == nullptr || w == nullptr || d->choice.op.tp < 2) continue;
-    COMPASS_ASSIGN(const TeBulkPhase rs, te_bulk_phase(p, w->choice.op, d->choice.op, lp.te_plan,
-                                                       kTeDefaultSm, kTeDefaultSmMargin, true));
-    COMPASS_ASSIGN(const TeBulkPhase ag, te_bulk_phase(p, d->choice.op, w->choice.op, lp.te_plan,
-                                                       kTeDefaultSm, kTeDefaultSmMargin, false));
+    COMPASS_ASSIGN(const TeBulkPhase rs,
+                   te_bulk_phase(p, w->choice.op, d->choice.op, lp.te_plan, kTeDefaultSm,
+                                 kTeDefaultSmMargin, true, caches));
+    COMPASS_ASSIGN(const TeBulkPhase ag,
+                   te_bulk_phase(p, d->choice.op, w->choice.op, lp.te_plan, kTeDefaultSm,
+                                 kTeDefaultSmMargin, false, caches));
     d->te.total_s = rs.total_s;
     w->te.total_s = ag.total_s;
     bulk.insert({dgrad, wgrad});
   }
   for (PlannedOp& po : lp.ops) {
     if (bulk.count(po.choice.op.role) || po.choice.op.kind != workload::OpKind::gemm_rs) continue;
-    COMPASS_ASSIGN(const double extra, te_bf16_buffer_extra_s(p, po.choice.op, lp.te_plan));
+    COMPASS_ASSIGN(const double extra, te_bf16_buffer_extra_s(p, po.choice.op, lp.te_plan, caches));
     po.te.total_s += extra;
   }
   return {};
@@ -201,15 +203,12 @@ Result<LayerPlan> LayerPlanner::plan(const workload::ModelConfig& model,
     } else {
       model::Estimate& c = po.choice.estimates[po.choice.chosen];
       if (po.choice.chosen != chosen) {
-        COMPASS_ASSIGN(c, model::estimate(p, lo.op, c.strategy, lp.plan, caches));
+        COMPASS_ASSIGN(c, model::estimate_without_split(p, lo.op, c.strategy, lp.plan, caches));
       }
-      if (c.strategy.kind == StrategyKind::sequential) {
-        po.megatron = c;
-      } else {
-        COMPASS_ASSIGN(po.megatron,
-                       model::estimate(p, lo.op, schedule::Strategy{StrategyKind::sequential, 0},
-                                       lp.plan, caches));
-      }
+      // Megatron-LM's estimate with its whole breakdown: the TE pricing reads its overheads.
+      COMPASS_ASSIGN(po.megatron,
+                     model::estimate(p, lo.op, schedule::Strategy{StrategyKind::sequential, 0},
+                                     lp.plan, caches));
     }
     if (lo.op.kind == workload::OpKind::gemm_ar) {
       // Megatron-LM runs it as without TE (te_default_strategy): its NCCL all-reduce on the
@@ -222,7 +221,7 @@ Result<LayerPlan> LayerPlanner::plan(const workload::ModelConfig& model,
     roles.insert(lo.op.role);
     lp.ops.push_back(std::move(po));
   }
-  COMPASS_TRY(price_te_defaults(p, lp));
+  COMPASS_TRY(price_te_defaults(p, lp, caches));
   for (const PlannedOp& po : lp.ops) {
     lp.compass.tp_ops_s += po.compass().total_s;
     lp.megatron.tp_ops_s += po.megatron.total_s;

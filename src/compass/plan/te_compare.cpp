@@ -75,13 +75,14 @@ const TeEntry* find_entry(const std::vector<TeEntry>& es, const std::string& nam
 // A reduce-scatter operator under a TE entry's overlapped method; the buffer is BF16 in an FP8
 // run unless the entry pipelines with fp8_buf.
 Result<double> rs_time_s(const hardware::Profile& p, const workload::OperatorSpec& op,
-                         const schedule::CommPlan& plan, const TeEntry& e) {
+                         const schedule::CommPlan& plan, const TeEntry& e, model::Caches& caches) {
   const Strategy s = e.method == TeMethod::pipeline ? Strategy{StrategyKind::decompose, e.num_splits}
                                                     : Strategy{StrategyKind::fuse_all2all, 0};
-  COMPASS_ASSIGN(const double t, model::estimate_time_s(p, op, s, plan, model::ModelKnobs{}));
+  COMPASS_ASSIGN(const double t,
+                 model::estimate_time_s(p, op, s, plan, model::ModelKnobs{}, caches));
   double extra = 0;
   if (!(e.method == TeMethod::pipeline && e.fp8_buf)) {
-    COMPASS_ASSIGN(extra, te_bf16_buffer_extra_s(p, op, plan));
+    COMPASS_ASSIGN(extra, te_bf16_buffer_extra_s(p, op, plan, caches));
   }
   return t + extra;
 }
@@ -175,6 +176,7 @@ Result<TeComparison> compare_te(const hardware::Profile& p, const LayerPlan& lp,
   std::map<std::string, const PlannedOp*> ops;
   for (const PlannedOp& po : lp.ops) ops[po.choice.op.role] = &po;
   const schedule::CommPlan& plan = lp.plan;
+  model::Caches caches;  // shared by every estimate below
 
   // The preset's setting and time per Compass operator.
   std::map<std::string, std::pair<std::string, double>> priced;
@@ -182,12 +184,12 @@ Result<TeComparison> compare_te(const hardware::Profile& p, const LayerPlan& lp,
     const TeEntry& e = *find_entry(preset.entries, r);
     const Strategy s{StrategyKind::fuse_ring, 0};
     COMPASS_ASSIGN(const double t, model::estimate_time_s(p, ops.at(r)->choice.op, s, plan,
-                                                          model::ModelKnobs{}));
+                                                          model::ModelKnobs{}, caches));
     priced[r] = {describe(e, fp8), t};
   }
   for (const char* r : {"proj_fprop", "fc2_fprop"}) {
     const TeEntry& e = *find_entry(preset.entries, r);
-    COMPASS_ASSIGN(const double t, rs_time_s(p, ops.at(r)->choice.op, plan, e));
+    COMPASS_ASSIGN(const double t, rs_time_s(p, ops.at(r)->choice.op, plan, e, caches));
     priced[r] = {describe(e, fp8), t};
   }
   for (const char* d : {"qkv_dgrad", "fc1_dgrad"}) {
@@ -201,17 +203,19 @@ Result<TeComparison> compare_te(const hardware::Profile& p, const LayerPlan& lp,
       const TeEntry* ew = find_entry(preset.entries, w);
       const TeEntry wdef = *te_default_entry(w, tp);
       const TeEntry& wcfg = ew != nullptr ? *ew : wdef;
-      COMPASS_ASSIGN(const TeBulkPhase ag, te_bulk_phase(p, od.choice.op, ow.choice.op, plan,
-                                                         ed.num_sm, ed.set_sm_margin, false));
-      COMPASS_ASSIGN(const TeBulkPhase rs, te_bulk_phase(p, ow.choice.op, od.choice.op, plan,
-                                                         wcfg.num_sm, wcfg.set_sm_margin, true));
+      COMPASS_ASSIGN(const TeBulkPhase ag,
+                     te_bulk_phase(p, od.choice.op, ow.choice.op, plan, ed.num_sm, ed.set_sm_margin,
+                                   false, caches));
+      COMPASS_ASSIGN(const TeBulkPhase rs,
+                     te_bulk_phase(p, ow.choice.op, od.choice.op, plan, wcfg.num_sm,
+                                   wcfg.set_sm_margin, true, caches));
       priced[w] = {fmt::format("{} ({})", describe(ed, fp8), d), ag.total_s};
       priced[d] = {fmt::format("{} ({})", describe(wcfg, fp8), w), rs.total_s};
     } else {
-      COMPASS_ASSIGN(const double t, rs_time_s(p, od.choice.op, plan, ed));
+      COMPASS_ASSIGN(const double t, rs_time_s(p, od.choice.op, plan, ed, caches));
       double extra = 0;
       if (!(ed.method == TeMethod::pipeline && ed.fp8_buf)) {
-        COMPASS_ASSIGN(extra, te_bf16_buffer_extra_s(p, od.choice.op, plan));
+        COMPASS_ASSIGN(extra, te_bf16_buffer_extra_s(p, od.choice.op, plan, caches));
       }
       priced[d] = {describe(ed, fp8), t};
       priced[w] = {"nccl", te_rs_dgrad_wgrad_s(p, ow.megatron, t, od.megatron.comm_s + extra)};

@@ -309,9 +309,11 @@ std::string strategy_label_for_te_default(const Strategy& s) {
 }
 
 Result<Candidate> make_candidate(const hardware::Profile& p, const workload::OperatorSpec& op,
-                                 const schedule::CommPlan& plan, std::string label,
-                                 TeMethod method, int splits, Strategy as, double extra_s = 0) {
-  COMPASS_ASSIGN(const double t, model::estimate_time_s(p, op, as, plan, model::ModelKnobs{}));
+                                 const schedule::CommPlan& plan, std::string label, TeMethod method,
+                                 int splits, Strategy as, model::Caches& caches,
+                                 double extra_s = 0) {
+  COMPASS_ASSIGN(const double t,
+                 model::estimate_time_s(p, op, as, plan, model::ModelKnobs{}, caches));
   Candidate c{std::move(label), method, splits, as, t + extra_s, true};
   c.bf16_extra_s = extra_s;
   return c;
@@ -322,11 +324,11 @@ Result<Candidate> make_candidate(const hardware::Profile& p, const workload::Ope
 // export sets where `fp8_buf_ok` (the forward reduce-scatter layers).
 Result<std::vector<Candidate>> rs_candidates(const hardware::Profile& p, const PlannedOp& po,
                                              const schedule::CommPlan& plan, int tp,
-                                             bool fp8_buf_ok) {
+                                             bool fp8_buf_ok, model::Caches& caches) {
   const workload::OperatorSpec& op = po.choice.op;
   const std::int64_t rows = workload::rows_per_rank(op);
   const bool fp8 = op.dtype == DType::fp8;
-  COMPASS_ASSIGN(const double bf16_extra, te_bf16_buffer_extra_s(p, op, plan));
+  COMPASS_ASSIGN(const double bf16_extra, te_bf16_buffer_extra_s(p, op, plan, caches));
   std::set<int> degrees;
   const Strategy& chosen = po.compass().strategy;
   if (chosen.kind == StrategyKind::decompose) degrees.insert(chosen.parts);
@@ -336,20 +338,19 @@ Result<std::vector<Candidate>> rs_candidates(const hardware::Profile& p, const P
   for (int d : degrees) {
     if (rows % d != 0) continue;
     const bool buf8 = fp8 && fp8_buf_ok;
-    COMPASS_ASSIGN(Candidate c, make_candidate(p, op, plan, fmt::format("pipeline:{}", d),
-                                               TeMethod::pipeline, d,
-                                               Strategy{StrategyKind::decompose, d},
-                                               buf8 ? 0.0 : bf16_extra));
+    COMPASS_ASSIGN(
+        Candidate c,
+        make_candidate(p, op, plan, fmt::format("pipeline:{}", d), TeMethod::pipeline, d,
+                       Strategy{StrategyKind::decompose, d}, caches, buf8 ? 0.0 : bf16_extra));
     c.fp8_buf = buf8;
     c.faithful = buf8 || !fp8;
     out.push_back(std::move(c));
   }
   // TE's reduce-scatter ring exchange sends each GEMM chunk straight to the rank that owns it
   // (step i: to the rank i places ahead) and sums at the end: Compass's fuse:all2all pattern.
-  COMPASS_ASSIGN(Candidate ring, make_candidate(p, op, plan, "ring_exchange",
-                                                TeMethod::ring_exchange, tp,
-                                                Strategy{StrategyKind::fuse_all2all, 0},
-                                                bf16_extra));
+  COMPASS_ASSIGN(Candidate ring,
+                 make_candidate(p, op, plan, "ring_exchange", TeMethod::ring_exchange, tp,
+                                Strategy{StrategyKind::fuse_all2all, 0}, caches, bf16_extra));
   ring.faithful = false;  // TE sends to one peer per step, fuse:all2all to all at once
   out.push_back(std::move(ring));
   std::stable_sort(out.begin(), out.end(),
@@ -420,15 +421,15 @@ Result<TeExport> export_header(const LayerPlan& lp, const TeExportOptions& opt) 
 }
 
 // All-gather operators: ring exchange, or every one of them off.
-Status choose_ag(const hardware::Profile& p, const schedule::CommPlan& plan, int tp,
-                 Choices& ch, TeExport& ex) {
+Status choose_ag(const hardware::Profile& p, const schedule::CommPlan& plan, int tp, Choices& ch,
+                 TeExport& ex, model::Caches& caches) {
   double seq_sum = 0, ring_sum = 0;
   CandidateMap ring;
   for (const std::string& r : ag_layers()) {
     const PlannedOp& po = *ch.ops[r];
-    COMPASS_ASSIGN(Candidate c, make_candidate(p, po.choice.op, plan, "ring_exchange",
-                                               TeMethod::ring_exchange, tp,
-                                               Strategy{StrategyKind::fuse_ring, 0}));
+    COMPASS_ASSIGN(Candidate c,
+                   make_candidate(p, po.choice.op, plan, "ring_exchange", TeMethod::ring_exchange,
+                                  tp, Strategy{StrategyKind::fuse_ring, 0}, caches));
     seq_sum += po.megatron.total_s;
     ring_sum += c.time_s;
     ring.emplace(r, std::move(c));
@@ -445,13 +446,14 @@ Status choose_ag(const hardware::Profile& p, const schedule::CommPlan& plan, int
 // Forward GEMM -> reduce-scatter operators: pipeline or ring exchange, or both off (NCCL then
 // moves them in BF16 too in an FP8 run).
 Status choose_rs_fprop(const hardware::Profile& p, const schedule::CommPlan& plan, int tp,
-                       Choices& ch, TeExport& ex) {
+                       Choices& ch, TeExport& ex, model::Caches& caches) {
   double seq_sum = 0, best_sum = 0;
   CandidateMap best, seq;
   for (const std::string& r : rs_fprop_layers()) {
     const PlannedOp& po = *ch.ops.at(r);
-    COMPASS_ASSIGN(const std::vector<Candidate> cands, rs_candidates(p, po, plan, tp, true));
-    COMPASS_ASSIGN(const double extra, te_bf16_buffer_extra_s(p, po.choice.op, plan));
+    COMPASS_ASSIGN(const std::vector<Candidate> cands,
+                   rs_candidates(p, po, plan, tp, true, caches));
+    COMPASS_ASSIGN(const double extra, te_bf16_buffer_extra_s(p, po.choice.op, plan, caches));
     Candidate c = pick_rs(po, cands);
     best_sum += c.time_s;
     best.emplace(r, std::move(c));
@@ -472,8 +474,8 @@ Status choose_rs_fprop(const hardware::Profile& p, const schedule::CommPlan& pla
 // data gradient's reduce-scatter overlapped with its own GEMM (--tp-comm-overlap-rs-dgrad),
 // the input all-gather then left to NCCL beside it. rs-dgrad is exported only when it predicts
 // faster than bulk beyond the selector's tie tolerance, and never with BF16 first/last layers.
-Status choose_dgrad(const hardware::Profile& p, const schedule::CommPlan& plan, int tp,
-                    Choices& ch, TeExport& ex) {
+Status choose_dgrad(const hardware::Profile& p, const schedule::CommPlan& plan, int tp, Choices& ch,
+                    TeExport& ex, model::Caches& caches) {
   double bulk_sum = 0, rs_sum = 0;
   CandidateMap bulk, rs;
   for (const std::string& r : dgrad_layers()) {
@@ -486,9 +488,9 @@ Status choose_dgrad(const hardware::Profile& p, const schedule::CommPlan& plan, 
     // buffer), its *_wgrad one reduce-scatters the data gradient beside the weight-gradient
     // GEMM (a BF16 buffer).
     COMPASS_ASSIGN(const TeBulkPhase ag,
-                   te_best_bulk_phase(p, d.choice.op, g.choice.op, plan, false));
+                   te_best_bulk_phase(p, d.choice.op, g.choice.op, plan, false, caches));
     COMPASS_ASSIGN(const TeBulkPhase rsb,
-                   te_best_bulk_phase(p, g.choice.op, d.choice.op, plan, true));
+                   te_best_bulk_phase(p, g.choice.op, d.choice.op, plan, true, caches));
     Candidate cw = sequential_candidate(g, "bulk", TeMethod::bulk);
     cw.time_s = ag.total_s;
     cw.faithful = false;
@@ -504,7 +506,8 @@ Status choose_dgrad(const hardware::Profile& p, const schedule::CommPlan& plan, 
     bulk.emplace(r, std::move(cd));
     // rs-dgrad: the reduce-scatter overlapped with its GEMM; NCCL's all-gather of the input
     // runs beside it (credited in full, an optimistic bound), then the weight-gradient GEMM.
-    COMPASS_ASSIGN(const std::vector<Candidate> cands, rs_candidates(p, d, plan, tp, false));
+    COMPASS_ASSIGN(const std::vector<Candidate> cands,
+                   rs_candidates(p, d, plan, tp, false, caches));
     Candidate c = pick_rs(d, cands);
     Candidate nccl = sequential_candidate(g, "nccl", TeMethod::bulk);
     nccl.time_s = te_rs_dgrad_wgrad_s(p, g.megatron, c.time_s, d.megatron.comm_s + c.bf16_extra_s);
@@ -782,9 +785,12 @@ Result<TeExport> export_te(const hardware::Profile& p, const LayerPlan& lp,
   COMPASS_TRY(launch_settings(p, lp, opt, ex));
   std::vector<std::string> direction_args;
   std::swap(direction_args, ex.megatron_args);
-  COMPASS_TRY(choose_ag(p, plan, ex.tp, ch, ex));
-  COMPASS_TRY(choose_rs_fprop(p, plan, ex.tp, ch, ex));
-  COMPASS_TRY(choose_dgrad(p, plan, ex.tp, ch, ex));
+  // The settings' estimates share one set of caches (the bulk phases and the candidates meet
+  // the same operators again and again).
+  model::Caches caches;
+  COMPASS_TRY(choose_ag(p, plan, ex.tp, ch, ex, caches));
+  COMPASS_TRY(choose_rs_fprop(p, plan, ex.tp, ch, ex, caches));
+  COMPASS_TRY(choose_dgrad(p, plan, ex.tp, ch, ex, caches));
   direction_args.insert(direction_args.end(), ex.megatron_args.begin(), ex.megatron_args.end());
   ex.megatron_args = std::move(direction_args);
   COMPASS_TRY(config_entries(ch, ex.tp, opt, ex));

@@ -28,20 +28,34 @@ double te_sm_copy_bandwidth_bytes_per_s(const hardware::Profile& p, int gpu) {
 namespace {
 
 Result<model::Estimate> sequential(const hardware::Profile& p, const workload::OperatorSpec& op,
-                                   const schedule::CommPlan& plan) {
-  return model::estimate(p, op, Strategy{StrategyKind::sequential, 0}, plan);
+                                   const schedule::CommPlan& plan, model::Caches& caches) {
+  return model::estimate(p, op, Strategy{StrategyKind::sequential, 0}, plan, caches);
 }
 
-}  // namespace
+// The operators a bulk phase reads: the GEMM's and the collective's sequential estimates (the
+// collective in BF16 with `comm_bf16`).
+struct BulkInputs {
+  model::Estimate gemm, comm;
+  workload::OperatorSpec comm_op;
+};
 
-Result<TeBulkPhase> te_bulk_phase(const hardware::Profile& p, const workload::OperatorSpec& gemm_op,
-                                  const workload::OperatorSpec& comm_op,
-                                  const schedule::CommPlan& plan, int num_sm, bool set_sm_margin,
-                                  bool comm_bf16) {
-  COMPASS_ASSIGN(const model::Estimate g, sequential(p, gemm_op, plan));
-  workload::OperatorSpec cop = comm_op;
-  if (comm_bf16) cop.dtype = DType::bf16;
-  COMPASS_ASSIGN(const model::Estimate c, sequential(p, cop, plan));
+Result<BulkInputs> bulk_inputs(const hardware::Profile& p, const workload::OperatorSpec& gemm_op,
+                               const workload::OperatorSpec& comm_op,
+                               const schedule::CommPlan& plan, bool comm_bf16,
+                               model::Caches& caches) {
+  BulkInputs in;
+  COMPASS_ASSIGN(in.gemm, sequential(p, gemm_op, plan, caches));
+  in.comm_op = comm_op;
+  if (comm_bf16) in.comm_op.dtype = DType::bf16;
+  COMPASS_ASSIGN(in.comm, sequential(p, in.comm_op, plan, caches));
+  return in;
+}
+
+TeBulkPhase bulk_phase(const hardware::Profile& p, const BulkInputs& in,
+                       const schedule::CommPlan& plan, int num_sm, bool set_sm_margin) {
+  const model::Estimate& g = in.gemm;
+  const model::Estimate& c = in.comm;
+  const workload::OperatorSpec& cop = in.comm_op;
   const int gpu = plan.gpus.empty() ? 0 : plan.gpus.front();
   const int sms = p.gpu_device(gpu).sm_count;
   const int n = std::clamp(num_sm, 1, std::max(1, sms - 1));
@@ -65,27 +79,39 @@ Result<TeBulkPhase> te_bulk_phase(const hardware::Profile& p, const workload::Op
   return out;
 }
 
+}  // namespace
+
+Result<TeBulkPhase> te_bulk_phase(const hardware::Profile& p, const workload::OperatorSpec& gemm_op,
+                                  const workload::OperatorSpec& comm_op,
+                                  const schedule::CommPlan& plan, int num_sm, bool set_sm_margin,
+                                  bool comm_bf16, model::Caches& caches) {
+  COMPASS_ASSIGN(const BulkInputs in, bulk_inputs(p, gemm_op, comm_op, plan, comm_bf16, caches));
+  return bulk_phase(p, in, plan, num_sm, set_sm_margin);
+}
+
 Result<TeBulkPhase> te_best_bulk_phase(const hardware::Profile& p,
                                        const workload::OperatorSpec& gemm_op,
                                        const workload::OperatorSpec& comm_op,
-                                       const schedule::CommPlan& plan, bool comm_bf16) {
+                                       const schedule::CommPlan& plan, bool comm_bf16,
+                                       model::Caches& caches) {
+  // The two estimates do not depend on the SMs: made once for every choice.
+  COMPASS_ASSIGN(const BulkInputs in, bulk_inputs(p, gemm_op, comm_op, plan, comm_bf16, caches));
   std::optional<TeBulkPhase> best;
   for (int n : te_bulk_sm_choices())
     for (bool margin : {true, false}) {
-      COMPASS_ASSIGN(const TeBulkPhase ph,
-                     te_bulk_phase(p, gemm_op, comm_op, plan, n, margin, comm_bf16));
+      const TeBulkPhase ph = bulk_phase(p, in, plan, n, margin);
       if (!best || ph.total_s < best->total_s * (1 - 1e-9)) best = ph;
     }
   return *best;
 }
 
 Result<double> te_bf16_buffer_extra_s(const hardware::Profile& p, const workload::OperatorSpec& op,
-                                      const schedule::CommPlan& plan) {
+                                      const schedule::CommPlan& plan, model::Caches& caches) {
   if (op.dtype != DType::fp8) return 0.0;
   workload::OperatorSpec bf = op;
   bf.dtype = DType::bf16;
-  COMPASS_ASSIGN(const model::Estimate e8, sequential(p, op, plan));
-  COMPASS_ASSIGN(const model::Estimate e16, sequential(p, bf, plan));
+  COMPASS_ASSIGN(const model::Estimate e8, sequential(p, op, plan, caches));
+  COMPASS_ASSIGN(const model::Estimate e16, sequential(p, bf, plan, caches));
   return std::max(0.0, e16.comm_s - e8.comm_s);
 }
 

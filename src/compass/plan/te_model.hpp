@@ -11,6 +11,7 @@
 
 #include "compass/core/result.hpp"
 #include "compass/hardware/profile.hpp"
+#include "compass/model/caches.hpp"
 #include "compass/model/estimate.hpp"
 #include "compass/schedule/generate.hpp"
 #include "compass/workload/operator.hpp"
@@ -45,24 +46,25 @@ struct TeBulkPhase {
 
 /// The time of `gemm_op`'s GEMM with `comm_op`'s collective beside it (bulk overlap) on `plan`,
 /// for one SM count and margin. `comm_bf16`: the collective moves 2-byte elements whatever
-/// comm_op's dtype. Errors: those of model::estimate.
+/// comm_op's dtype. The estimates memoise through `caches`. Errors: those of model::estimate.
 Result<TeBulkPhase> te_bulk_phase(const hardware::Profile& p, const workload::OperatorSpec& gemm_op,
                                   const workload::OperatorSpec& comm_op,
                                   const schedule::CommPlan& plan, int num_sm, bool set_sm_margin,
-                                  bool comm_bf16);
+                                  bool comm_bf16, model::Caches& caches);
 
 /// The fastest bulk phase over te_bulk_sm_choices() x {margin, no margin} (ties: fewer SMs).
 Result<TeBulkPhase> te_best_bulk_phase(const hardware::Profile& p,
                                        const workload::OperatorSpec& gemm_op,
                                        const workload::OperatorSpec& comm_op,
-                                       const schedule::CommPlan& plan, bool comm_bf16);
+                                       const schedule::CommPlan& plan, bool comm_bf16,
+                                       model::Caches& caches);
 
 /// The extra time of `op`'s collective when TE moves it in BF16 although op's GEMM runs in FP8
 /// (reduce-scatter buffers without fp8_buf): the sequential collective's time in BF16 minus in
 /// FP8 (0 for a non-FP8 op). Added in full to an overlapped setting's time, so an upper bound
-/// there. Errors: those of model::estimate.
+/// there. The estimates memoise through `caches`. Errors: those of model::estimate.
 Result<double> te_bf16_buffer_extra_s(const hardware::Profile& p, const workload::OperatorSpec& op,
-                                      const schedule::CommPlan& plan);
+                                      const schedule::CommPlan& plan, model::Caches& caches);
 
 /// Megatron-LM's rs-dgrad layout for one column-parallel layer, the part beside the data
 /// gradient's overlapped reduce-scatter (which takes `dgrad_s` and whose collective alone takes
