@@ -459,7 +459,8 @@ TEST(Selector, ChooseStrategyReturnsTheMinimumOfItsEstimates) {
 // The breakdown asked for changes what is worked out beyond the totals, never a total or the
 // choice: with Breakdown::chosen the chosen estimate's compute and communication alone and the
 // reason are those of Breakdown::all, bit for bit, without the split of the rest; with
-// Breakdown::none no estimate carries a breakdown and the reason is empty. Every tp-4 and tp-8
+// Breakdown::compute its compute alone and no reason; with Breakdown::none no estimate carries
+// a breakdown and the reason is empty. Every tp-4 and tp-8
 // operator of the paper grid on two machines.
 TEST(Selector, TheBreakdownAskedForChangesNoTotalAndNoChoice) {
   for (const char* machine : {"a6000x8", "h100x8"}) {
@@ -475,7 +476,10 @@ TEST(Selector, TheBreakdownAskedForChangesNoTotalAndNoChoice) {
         const Result<OperatorChoice> chosen =
             choose_strategy(p, g.op, plan, caches, Breakdown::chosen);
         const Result<OperatorChoice> none = choose_strategy(p, g.op, plan, caches, Breakdown::none);
-        ASSERT_TRUE(all.ok() && chosen.ok() && none.ok()) << workload::describe(g.op);
+        const Result<OperatorChoice> compute =
+            choose_strategy(p, g.op, plan, caches, Breakdown::compute);
+        ASSERT_TRUE(all.ok() && chosen.ok() && none.ok() && compute.ok())
+            << workload::describe(g.op);
         const std::string what = fmt::format("{} {}", machine, workload::describe(g.op));
         EXPECT_EQ(chosen->chosen, all->chosen) << what;
         EXPECT_EQ(none->chosen, all->chosen) << what;
@@ -499,6 +503,17 @@ TEST(Selector, TheBreakdownAskedForChangesNoTotalAndNoChoice) {
         EXPECT_EQ(chosen->reason, all->reason) << what;
         EXPECT_FALSE(all->reason.empty()) << what;
         EXPECT_TRUE(none->reason.empty()) << what;
+        // Breakdown::compute: the same totals and choice, the chosen estimate's compute alone.
+        ASSERT_EQ(compute->chosen, all->chosen) << what;
+        ASSERT_EQ(compute->estimates.size(), all->estimates.size()) << what;
+        for (std::size_t k = 0; k < all->estimates.size(); ++k)
+          EXPECT_EQ(compute->estimates[k].total_s, all->estimates[k].total_s) << what << " " << k;
+        const Estimate& w = compute->choice();
+        EXPECT_EQ(w.compute_s, a.compute_s) << what;
+        EXPECT_GT(w.compute_s, 0.0) << what;
+        EXPECT_EQ(w.comm_s + w.exposed_comm_s + w.overhead_s + w.interference_s, 0.0) << what;
+        EXPECT_TRUE(w.bottleneck.empty()) << what;
+        EXPECT_TRUE(compute->reason.empty()) << what;
       }
     }
   }

@@ -119,42 +119,47 @@ void expect_same(const model::Estimate& a, const model::Estimate& b) {
   EXPECT_EQ(a.congested, b.congested);
 }
 
-// What Breakdown::chosen gives of the chosen estimate (model::estimate_without_split), bit for
-// bit: all but the split of what is not compute.
-void expect_same_without_split(const model::Estimate& a, const model::Estimate& b) {
+// What `breakdown` gives of the chosen estimate, bit for bit: everything under all; all but
+// the split of what is not compute under chosen (model::estimate_without_split); its total and
+// compute under compute.
+void expect_same_chosen(const model::Estimate& a, const model::Estimate& b,
+                        model::Breakdown breakdown) {
+  if (breakdown == model::Breakdown::all) return expect_same(a, b);
   EXPECT_EQ(a.strategy, b.strategy);
-  for (auto f : {&model::Estimate::total_s, &model::Estimate::compute_s, &model::Estimate::comm_s})
+  for (auto f : {&model::Estimate::total_s, &model::Estimate::compute_s})
     EXPECT_EQ(std::bit_cast<std::uint64_t>(a.*f), std::bit_cast<std::uint64_t>(b.*f));
+  if (breakdown != model::Breakdown::chosen) return;
+  EXPECT_EQ(std::bit_cast<std::uint64_t>(a.comm_s), std::bit_cast<std::uint64_t>(b.comm_s));
   EXPECT_EQ(a.bottleneck, b.bottleneck);
   EXPECT_EQ(a.congested, b.congested);
 }
 
-// Every operator of two plans: the same choice and reason, every estimate's total (with
-// `every_breakdown` every estimate's breakdown too, and the chosen estimate in full; without,
-// the chosen estimate without the split), and the megatron and te estimates in full, bit for
-// bit.
-void expect_same_ops(const LayerPlan& a, const LayerPlan& b, bool every_breakdown) {
+// Every operator of two plans, `b` planned under `breakdown` and `a` under it or under all:
+// the same choice, every estimate's total (under all every estimate in full), what `breakdown`
+// gives of the chosen estimate, the reason (unless compute: none), and the megatron and te
+// estimates in full, bit for bit.
+void expect_same_ops(const LayerPlan& a, const LayerPlan& b, model::Breakdown breakdown) {
   ASSERT_EQ(a.ops.size(), b.ops.size());
   for (std::size_t i = 0; i < a.ops.size(); ++i) {
     SCOPED_TRACE(a.ops[i].choice.op.role);
     const model::OperatorChoice& ca = a.ops[i].choice;
     const model::OperatorChoice& cb = b.ops[i].choice;
     ASSERT_EQ(ca.chosen, cb.chosen);
-    EXPECT_EQ(ca.reason, cb.reason);
+    if (breakdown == model::Breakdown::compute) {
+      EXPECT_TRUE(cb.reason.empty());
+    } else {
+      EXPECT_EQ(ca.reason, cb.reason);
+    }
     ASSERT_EQ(ca.estimates.size(), cb.estimates.size());
     for (std::size_t k = 0; k < ca.estimates.size(); ++k) {
-      if (every_breakdown) {
+      if (breakdown == model::Breakdown::all) {
         expect_same(ca.estimates[k], cb.estimates[k]);
       } else {
         EXPECT_EQ(std::bit_cast<std::uint64_t>(ca.estimates[k].total_s),
                   std::bit_cast<std::uint64_t>(cb.estimates[k].total_s));
       }
     }
-    if (every_breakdown) {
-      expect_same(a.ops[i].compass(), b.ops[i].compass());
-    } else {
-      expect_same_without_split(a.ops[i].compass(), b.ops[i].compass());
-    }
+    expect_same_chosen(a.ops[i].compass(), b.ops[i].compass(), breakdown);
     expect_same(a.ops[i].megatron, b.ops[i].megatron);
     expect_same(a.ops[i].te, b.ops[i].te);
   }
@@ -193,11 +198,14 @@ TEST(LayerPlan, TheChosenBreakdownsChangeNoTotalChoiceOrIterationEstimate) {
         pc.sequence_parallel = sp;
         const workload::ModelConfig m = *workload::resolve_model("llama2-13b");
         const Result<LayerPlan> all = plan_layer(p, m, pc);
-        const Result<LayerPlan> chosen = plan_layer(p, m, pc, {}, {}, model::Breakdown::chosen);
-        ASSERT_TRUE(all.ok() && chosen.ok());
-        expect_same_ops(*all, *chosen, false);
-        for (auto it : {&LayerPlan::megatron, &LayerPlan::te, &LayerPlan::compass}) {
-          EXPECT_EQ(((*all).*it).total_s, ((*chosen).*it).total_s);
+        ASSERT_TRUE(all.ok());
+        for (model::Breakdown breakdown : {model::Breakdown::chosen, model::Breakdown::compute}) {
+          const Result<LayerPlan> fewer = plan_layer(p, m, pc, {}, {}, breakdown);
+          ASSERT_TRUE(fewer.ok());
+          expect_same_ops(*all, *fewer, breakdown);
+          for (auto it : {&LayerPlan::megatron, &LayerPlan::te, &LayerPlan::compass}) {
+            EXPECT_EQ(((*all).*it).total_s, ((*fewer).*it).total_s);
+          }
         }
       }
   }
@@ -224,7 +232,8 @@ TEST(LayerPlan, APlannerKeptAcrossShapesPlansWhatAColdPlanDoes) {
                                      {8, 2, false, false, {}},         {4, 1, true, true, {}},
                                      {1, 4, false, false, {}},         {8, 1, true, false, {}},
                                      {4, 1, true, false, {4, 5, 6, 7}}};
-  for (model::Breakdown breakdown : {model::Breakdown::chosen, model::Breakdown::all}) {
+  for (model::Breakdown breakdown :
+       {model::Breakdown::chosen, model::Breakdown::compute, model::Breakdown::all}) {
     LayerPlanner planner(p);
     for (const Shape& s : shapes) {
       SCOPED_TRACE(fmt::format("tp {} mbs {} sp {} fp8 {} gpus {}", s.tp, s.micro_batch, s.sp,
@@ -240,7 +249,7 @@ TEST(LayerPlan, APlannerKeptAcrossShapesPlansWhatAColdPlanDoes) {
       ASSERT_TRUE(cold.ok() && warm.ok());
       EXPECT_EQ(cold->plan.ring, warm->plan.ring);
       EXPECT_EQ(cold->plan.gpus, warm->plan.gpus);
-      expect_same_ops(*cold, *warm, true);
+      expect_same_ops(*cold, *warm, breakdown);
       for (auto it : {&LayerPlan::megatron, &LayerPlan::te, &LayerPlan::compass})
         EXPECT_EQ(std::bit_cast<std::uint64_t>(((*cold).*it).total_s),
                   std::bit_cast<std::uint64_t>(((*warm).*it).total_s));
@@ -270,7 +279,7 @@ TEST(LayerPlan, ARefinerThatMovesTheChoiceGetsItsBreakdown) {
     EXPECT_EQ(chosen->ops[i].compass().strategy.kind, StrategyKind::sequential);
     EXPECT_GT(chosen->ops[i].compass().compute_s, 0);
     EXPECT_GT(chosen->ops[i].compass().comm_s, 0);
-    expect_same_without_split(all->ops[i].compass(), chosen->ops[i].compass());
+    expect_same_chosen(all->ops[i].compass(), chosen->ops[i].compass(), model::Breakdown::chosen);
     EXPECT_EQ(chosen->ops[i].compass().exposed_comm_s + chosen->ops[i].compass().overhead_s +
                   chosen->ops[i].compass().interference_s,
               0.0);

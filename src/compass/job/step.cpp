@@ -116,7 +116,7 @@ Result<plan::LayerPlan> plan_for(plan::LayerPlanner& planner, const Cluster& clu
     return make_error("TP {} is larger than a node of {} ({} GPUs)", l.tp, cluster.name,
                       cluster.gpus_per_node());
   // The step reads the chosen, sequential and TE estimates' breakdowns only.
-  return planner.plan(m, pc, {}, {}, model::Breakdown::chosen);
+  return planner.plan(m, pc, {}, {}, model::Breakdown::compute);
 }
 
 Result<StepResult> price_step(const Cluster& cl, JobComm& comm, const workload::ModelConfig& m,

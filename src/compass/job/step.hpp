@@ -98,8 +98,9 @@ using LayerPlanKey = std::tuple<int, std::int64_t, int, int, bool, bool>;
 LayerPlanKey layer_plan_key(const Layout& l);
 
 /// The layer plan a layout needs (plans with FP8 when l.fp8): what the step reads, so each
-/// operator's chosen, megatron and te estimates carry their breakdowns and the strategies not
-/// chosen their totals alone (plan::plan_layer with model::Breakdown::chosen).
+/// operator's megatron and te estimates carry their breakdowns, the chosen one its compute, and
+/// the strategies not chosen their totals alone (plan::plan_layer with
+/// model::Breakdown::compute).
 Result<plan::LayerPlan> plan_for(const Cluster& cluster, const workload::ModelConfig& m,
                                  const Layout& l);
 /// The same through `planner` (a planner of cluster.node), which keeps its communication plans

@@ -240,15 +240,17 @@ Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSp
 Result<Estimate> estimate_without_split(const hardware::Profile& p,
                                         const workload::OperatorSpec& op,
                                         const schedule::Strategy& strategy,
-                                        const schedule::CommPlan& plan, Caches& caches) {
+                                        const schedule::CommPlan& plan, Caches& caches,
+                                        bool communication) {
   COMPASS_TRY(check_inputs(p, op, strategy, plan));
   Ctx full_ctx(p, op, plan, {true, true}, caches);
-  full_ctx.details = true;
+  full_ctx.details = communication;
   const Outcome full = evaluate(full_ctx, strategy);
   Estimate e;
   e.strategy = strategy;
   e.total_s = full.total_s;
   e.compute_s = full.compute_s;  // the work alone, whatever the knobs (Outcome)
+  if (!communication) return e;
   e.comm_s = full.comm_s;
   e.bottleneck = full.bottleneck;
   e.congested = full.congested;

@@ -46,13 +46,14 @@ Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSp
 Result<Estimate> estimate(const hardware::Profile& p, const workload::OperatorSpec& op,
                           const schedule::Strategy& strategy, const schedule::CommPlan& plan);
 
-/// The estimate without the split of what is not compute: total_s, compute_s, comm_s,
-/// bottleneck and congested as estimate() gives them (exposed_comm_s, overhead_s and
-/// interference_s stay 0), from one evaluation where estimate() makes three. Same errors.
+/// The estimate without the split of what is not compute: total_s, compute_s and, with
+/// `communication`, comm_s, bottleneck and congested, as estimate() gives them (the rest stays
+/// 0), from one evaluation where estimate() makes three. Same errors.
 Result<Estimate> estimate_without_split(const hardware::Profile& p,
                                         const workload::OperatorSpec& op,
                                         const schedule::Strategy& strategy,
-                                        const schedule::CommPlan& plan, Caches& caches);
+                                        const schedule::CommPlan& plan, Caches& caches,
+                                        bool communication = true);
 
 /// The total time only, under the given knobs (same errors as estimate()).
 Result<double> estimate_time_s(const hardware::Profile& p, const workload::OperatorSpec& op,

@@ -128,9 +128,10 @@ Result<OperatorChoice> choose_strategy(const hardware::Profile& p, const workloa
                         workload::describe(op), schedule::to_string(e.strategy), e.total_s, p.name);
   oc.chosen = select_fastest(oc.estimates);
   if (breakdown == Breakdown::none) return oc;
-  if (breakdown == Breakdown::chosen) {
+  if (breakdown == Breakdown::chosen || breakdown == Breakdown::compute) {
     COMPASS_ASSIGN(oc.estimates[oc.chosen],
-                   estimate_without_split(p, op, oc.estimates[oc.chosen].strategy, plan, caches));
+                   estimate_without_split(p, op, oc.estimates[oc.chosen].strategy, plan, caches,
+                                          breakdown == Breakdown::chosen));
   }
   for (const Estimate& e : oc.estimates)
     for (double v : {e.total_s, e.compute_s, e.exposed_comm_s, e.overhead_s, e.interference_s,
@@ -139,7 +140,7 @@ Result<OperatorChoice> choose_strategy(const hardware::Profile& p, const workloa
         return make_error("{} under {}: a predicted time is not finite; check the numbers of "
                           "profile '{}'",
                           workload::describe(op), schedule::to_string(e.strategy), p.name);
-  oc.reason = explain_choice(oc.estimates, oc.chosen);
+  if (breakdown != Breakdown::compute) oc.reason = explain_choice(oc.estimates, oc.chosen);
   return oc;
 }
 

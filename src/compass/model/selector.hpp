@@ -34,10 +34,12 @@ struct OperatorChoice {
 
 /// What choose_strategy works out beyond every strategy's total time and the choice.
 enum class Breakdown {
-  all,     ///< every strategy's breakdown, and the reason
-  chosen,  ///< the chosen strategy's compute and communication alone (estimate_without_split:
-           ///< no split of the rest), fuse:all2all's congestion, and the reason
-  none,    ///< nothing more: no breakdown, no congestion, an empty reason
+  all,      ///< every strategy's breakdown, and the reason
+  chosen,   ///< the chosen strategy's compute and communication alone (estimate_without_split:
+            ///< no split of the rest), fuse:all2all's congestion, and the reason
+  compute,  ///< the chosen strategy's compute alone (its total's evaluation again, a memo hit
+            ///< for the fused strategies); no communication, congestion or reason
+  none,     ///< nothing more: no breakdown, no congestion, an empty reason
 };
 
 /// Predicts and chooses, memoising through `caches`; estimates without a breakdown carry

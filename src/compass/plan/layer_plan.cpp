@@ -164,7 +164,7 @@ Result<LayerPlan> LayerPlanner::plan(const workload::ModelConfig& model,
                                      model::Breakdown breakdown) {
   const hardware::Profile& p = profile_;
   if (breakdown == model::Breakdown::none)
-    return make_error("plan_layer: a layer plan needs at least the chosen breakdowns");
+    return make_error("plan_layer: a layer plan needs at least the chosen estimates' compute");
   if (parallel.tp < 1) return make_error("tp={} must be at least 1", parallel.tp);
   if (parallel.cp < 1) return make_error("cp={} must be at least 1", parallel.cp);
   if (parallel.tp > p.gpu_count())
@@ -203,7 +203,8 @@ Result<LayerPlan> LayerPlanner::plan(const workload::ModelConfig& model,
     } else {
       model::Estimate& c = po.choice.estimates[po.choice.chosen];
       if (po.choice.chosen != chosen) {
-        COMPASS_ASSIGN(c, model::estimate_without_split(p, lo.op, c.strategy, lp.plan, caches));
+        COMPASS_ASSIGN(c, model::estimate_without_split(p, lo.op, c.strategy, lp.plan, caches,
+                                                        breakdown == model::Breakdown::chosen));
       }
       // Megatron-LM's estimate with its whole breakdown: the TE pricing reads its overheads.
       COMPASS_ASSIGN(po.megatron,

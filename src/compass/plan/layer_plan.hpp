@@ -88,13 +88,14 @@ using ChoiceRefiner = std::function<Status(model::OperatorChoice&, const schedul
 
 /// Plans one layer of `model` with `parallel` on the TP group `gpus` of `p` (GPUs 0..tp-1 when
 /// empty), passing every choice through `refine` when given. `breakdown` says which of every
-/// operator's choice.estimates carry their breakdown: all of them (Breakdown::all), or only the
-/// chosen one, its compute and communication alone without the split of the rest
-/// (Breakdown::chosen; the others carry total_s alone, and a choice `refine` moves is estimated
-/// so again). Every total, choice, reason, the chosen estimate's compute and communication, and
-/// the megatron and te estimates are the same bits under both. Errors: TP larger than the machine,
-/// a group whose size is not tp or that names a GPU the machine lacks, shapes not divisible by tp
-/// (from workload::layer_operators), an error of `refine`.
+/// operator's choice.estimates carry their breakdown: all of them (Breakdown::all); or only the
+/// chosen one, its compute and communication alone without the split of the rest, and the
+/// reason (Breakdown::chosen), or its compute alone and no reason (Breakdown::compute); the
+/// others then carry total_s alone, and a choice `refine` moves is estimated so again. Every
+/// total, choice, the chosen estimate's compute (and under `chosen` its communication and the
+/// reason), and the megatron and te estimates are the same bits under all three. Errors: TP larger
+/// than the machine, a group whose size is not tp or that names a GPU the machine lacks, shapes not
+/// divisible by tp (from workload::layer_operators), an error of `refine`.
 Result<LayerPlan> plan_layer(const hardware::Profile& p, const workload::ModelConfig& model,
                              const workload::ParallelConfig& parallel,
                              const std::vector<int>& gpus = {}, const ChoiceRefiner& refine = {},
