@@ -36,6 +36,54 @@ TEST(Search, RanksFittingLayoutsAndPlansEachShapeOnce) {
   EXPECT_EQ(res->best_launch.layout, res->top.front().layout);
 }
 
+// The layer shapes planned on one worker or several: the same layouts, prices and ranking, bit
+// for bit (each worker plans with a planner of its own; a warm planner plans what a cold one
+// does).
+TEST(Search, WorkersChangeNothing) {
+  SearchRequest r;
+  r.gpus = 16;
+  r.global_batch = 32;
+  r.seq = 4096;
+  r.micro_batches = {1, 2};
+  r.max_cp = 2;
+  r.top = 1000;
+  std::vector<SearchResult> results;
+  std::vector<std::size_t> shapes;
+  for (int threads : {1, 3}) {
+    Searcher s = searcher("a6000x8-2nic", "llama2-7b");
+    r.threads = threads;
+    Result<SearchResult> res = s.search(r);
+    ASSERT_TRUE(res.ok()) << res.error().message;
+    results.push_back(std::move(res).value());
+    shapes.push_back(s.planned_layers());
+  }
+  const SearchResult& a = results[0];
+  const SearchResult& b = results[1];
+  EXPECT_EQ(shapes[0], shapes[1]);
+  EXPECT_EQ(a.enumerated, b.enumerated);
+  EXPECT_EQ(a.fitting, b.fitting);
+  ASSERT_EQ(a.top.size(), b.top.size());
+  ASSERT_GT(a.top.size(), 10u);
+  for (std::size_t i = 0; i < a.top.size(); ++i) {
+    SCOPED_TRACE(describe(a.top[i].layout));
+    EXPECT_EQ(a.top[i].layout, b.top[i].layout);
+    for (Pricing p : {Pricing::megatron, Pricing::te_default, Pricing::compass, Pricing::launch}) {
+      const StepResult& x = p == Pricing::launch       ? a.top[i].launch
+                            : p == Pricing::megatron   ? a.top[i].megatron
+                            : p == Pricing::te_default ? a.top[i].te
+                                                       : a.top[i].compass;
+      const StepResult& y = p == Pricing::launch       ? b.top[i].launch
+                            : p == Pricing::megatron   ? b.top[i].megatron
+                            : p == Pricing::te_default ? b.top[i].te
+                                                       : b.top[i].compass;
+      EXPECT_EQ(x.iteration_s, y.iteration_s) << to_string(p);
+      EXPECT_EQ(x.breakdown.compute_s, y.breakdown.compute_s) << to_string(p);
+      EXPECT_EQ(x.breakdown.tp_exposed_s, y.breakdown.tp_exposed_s) << to_string(p);
+    }
+    EXPECT_EQ(a.top[i].launch_without_te, b.top[i].launch_without_te);
+  }
+}
+
 TEST(Search, RanksByTheLaunchNotByChoicesTeCannotRun) {
   // H100 PCIe boxes, llama2-13b on 8 GPUs: Compass's own choices would be fastest at TP 2, but
   // the launch the search prints there (TE running the exported settings) is slower than TP 1's,

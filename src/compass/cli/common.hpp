@@ -149,6 +149,9 @@ PlannedLayer plan_from_flags(const LayerPlanFlags& f, DType dtype = DType::bf16,
 PlannedLayer plan_from_flags(const LayerPlanFlags& f, hardware::Profile profile,
                              DType dtype = DType::bf16, const plan::ChoiceRefiner& refine = {});
 
+/// Most planning workers a --threads flag takes.
+inline constexpr int kMaxThreads = 1024;
+
 /// Checks --repeat (1..kMaxRuns) and --warmup (0..kMaxRuns) of the verbs that time runs.
 inline constexpr int kMaxRuns = 1000000;
 void check_run_counts(int repeat, int warmup);

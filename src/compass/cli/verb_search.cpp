@@ -43,6 +43,7 @@ struct SearchOptions {
   bool fp8 = false;
   bool ignore_memory = false;
   int max_vpp = 4;
+  int threads = 0;  // planning workers (0: one per hardware thread)
   std::string te_config = "tp_comm_overlap.yaml";
   std::string refine;
   std::string sim_scope = "replica";
@@ -82,6 +83,7 @@ job::SearchRequest request_from(const SearchOptions& o) {
   r.max_vpp = o.max_vpp;
   r.top = o.top;
   r.ignore_memory = o.ignore_memory;
+  r.threads = o.threads;
   return r;
 }
 
@@ -471,6 +473,11 @@ void add_search_verb(CLI::App& app) {
   sub->add_flag("--fp8", o->fp8, "FP8 GEMMs (GPUs with an FP8 peak)");
   sub->add_flag("--ignore-memory", o->ignore_memory,
                 "Keep layouts that do not fit in GPU memory (marked 'over')");
+  add_integer_option(sub, "--threads", o->threads,
+                     "Threads planning the layer shapes (0: one per hardware thread; the result "
+                     "does not depend on it)",
+                     0, kMaxThreads)
+      ->capture_default_str();
   sub->add_option("--te-config", o->te_config,
                   "The TE overlap file the printed 'compass export te' command writes")
       ->capture_default_str();

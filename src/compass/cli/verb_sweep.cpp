@@ -34,8 +34,6 @@ namespace compass::cli {
 
 namespace {
 
-constexpr int kMaxThreads = 1024;  // --threads: planning workers
-
 struct SweepOptions {
   std::string profile = "a6000x8";
   int fault_rank = -1;  // testing: under mpirun this rank fails

@@ -4,8 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <deque>
+#include <exception>
 #include <limits>
+#include <thread>
 
 #include "compass/core/units.hpp"
 #include "compass/plan/te_export.hpp"
@@ -37,6 +41,30 @@ bool better(const StepResult& a, const Layout& la, const StepResult& b, const La
   return describe(la) < describe(lb);
 }
 
+// `lp` (l's layer plan) with each operator's chosen estimate at the time of the setting
+// `compass export te` writes for it.
+Result<plan::LayerPlan> export_plan(const Cluster& cluster, const plan::LayerPlan& lp,
+                                    const Layout& l) {
+  plan::TeExportOptions eo;
+  eo.fp8 = l.fp8;
+  eo.cp = l.cp;
+  COMPASS_ASSIGN(const plan::TeExport ex, plan::export_te(cluster.node, lp, eo));
+  // The report lists the plan's operators in order: each one's chosen estimate takes the
+  // exported setting's time (its GEMM work, and so what counts as exposed, stays).
+  plan::LayerPlan exported = lp;
+  if (ex.layers.size() != exported.ops.size())
+    return make_error("the export reports {} operators for a plan of {}", ex.layers.size(),
+                      exported.ops.size());
+  for (std::size_t i = 0; i < exported.ops.size(); ++i) {
+    model::OperatorChoice& c = exported.ops[i].choice;
+    if (ex.layers[i].role != c.op.role)
+      return make_error("the export reports {} where the plan has {}", ex.layers[i].role,
+                        c.op.role);
+    c.estimates[c.chosen].total_s = ex.layers[i].exported_s;
+  }
+  return exported;
+}
+
 }  // namespace
 
 Searcher::Searcher(Cluster cluster, workload::ModelConfig model, StepOptions options)
@@ -48,10 +76,12 @@ Searcher::Searcher(Cluster cluster, workload::ModelConfig model, StepOptions opt
 
 Result<const plan::LayerPlan*> Searcher::layer_plan(const Layout& l) {
   const LayerPlanKey key = layer_plan_key(l);
+  if (auto failed = unplanned_.find(key); failed != unplanned_.end()) return failed->second;
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    COMPASS_ASSIGN(plan::LayerPlan lp, plan_for(planner_, cluster_, model_, l));
-    it = plans_.emplace(key, std::move(lp)).first;
+    Result<plan::LayerPlan> lp = plan_for(planner_, cluster_, model_, l);
+    if (!lp.ok()) return unplanned_.emplace(key, lp.error()).first->second;
+    it = plans_.emplace(key, std::move(lp).value()).first;
   }
   return &it->second;
 }
@@ -91,31 +121,85 @@ Result<StepResult> Searcher::price_as_exported(const Layout& l) {
 Result<const plan::LayerPlan*> Searcher::exported_plan(const Layout& l) {
   const LayerPlanKey key = layer_plan_key(l);
   auto it = exported_.find(key);
-  if (it == exported_.end()) it = exported_.emplace(key, export_plan(l)).first;
+  if (it == exported_.end()) {
+    Result<plan::LayerPlan> made = make_error("no layer plan");
+    if (Result<const plan::LayerPlan*> lp = layer_plan(l); lp.ok())
+      made = export_plan(cluster_, **lp, l);
+    else
+      made = lp.error();
+    it = exported_.emplace(key, std::move(made)).first;
+  }
   if (!it->second.ok()) return it->second.error();
   return &it->second.value();
 }
 
-Result<plan::LayerPlan> Searcher::export_plan(const Layout& l) {
-  COMPASS_ASSIGN(const plan::LayerPlan* lp, layer_plan(l));
-  plan::TeExportOptions eo;
-  eo.fp8 = l.fp8;
-  eo.cp = l.cp;
-  COMPASS_ASSIGN(const plan::TeExport ex, plan::export_te(cluster_.node, *lp, eo));
-  // The report lists the plan's operators in order: each one's chosen estimate takes the
-  // exported setting's time (its GEMM work, and so what counts as exposed, stays).
-  plan::LayerPlan exported = *lp;
-  if (ex.layers.size() != exported.ops.size())
-    return make_error("the export reports {} operators for a plan of {}", ex.layers.size(),
-                      exported.ops.size());
-  for (std::size_t i = 0; i < exported.ops.size(); ++i) {
-    model::OperatorChoice& c = exported.ops[i].choice;
-    if (ex.layers[i].role != c.op.role)
-      return make_error("the export reports {} where the plan has {}", ex.layers[i].role,
-                        c.op.role);
-    c.estimates[c.chosen].total_s = ex.layers[i].exported_s;
+void Searcher::plan_shapes(const std::vector<Layout>& layouts, int threads) {
+  // Each shape not planned yet (or planned, with its export still to make), with the first
+  // layout that needs it; the costliest first (larger TP, then more tokens per micro-batch).
+  struct Shape {
+    Layout layout;
+    bool plan = false, exported = false;  // what is to be made
+    std::optional<Result<plan::LayerPlan>> planned, te;
+  };
+  std::vector<Shape> shapes;
+  std::map<LayerPlanKey, std::size_t> index;
+  for (const Layout& l : layouts) {
+    const LayerPlanKey key = layer_plan_key(l);
+    if (unplanned_.count(key) || index.count(key)) continue;
+    const bool plan = !plans_.count(key);
+    const bool exported = te_overlap_applies(l) && !exported_.count(key);
+    if (!plan && !exported) continue;
+    index.emplace(key, shapes.size());
+    shapes.push_back(Shape{l, plan, exported, std::nullopt, std::nullopt});
   }
-  return exported;
+  std::stable_sort(shapes.begin(), shapes.end(), [](const Shape& a, const Shape& b) {
+    const std::int64_t ta = a.layout.local_seq() * a.layout.micro_batch;
+    const std::int64_t tb = b.layout.local_seq() * b.layout.micro_batch;
+    return a.layout.tp != b.layout.tp ? a.layout.tp > b.layout.tp : ta > tb;
+  });
+  std::size_t workers = threads > 0 ? static_cast<std::size_t>(threads)
+                                    : std::max(1u, std::thread::hardware_concurrency());
+  workers = std::min(workers, shapes.size());
+  std::atomic<std::size_t> next{0};
+  std::vector<std::exception_ptr> failed(workers);
+  auto work = [&](std::size_t w, plan::LayerPlanner& planner) {
+    try {
+      for (std::size_t i = next++; i < shapes.size(); i = next++) {
+        Shape& sh = shapes[i];
+        const plan::LayerPlan* lp = nullptr;
+        if (sh.plan) {
+          sh.planned = plan_for(planner, cluster_, model_, sh.layout);
+          if (sh.planned->ok()) lp = &sh.planned->value();
+        } else {
+          lp = &plans_.at(layer_plan_key(sh.layout));  // read only while the workers run
+        }
+        if (sh.exported)
+          sh.te = lp != nullptr ? export_plan(cluster_, *lp, sh.layout) : sh.planned->error();
+      }
+    } catch (...) {
+      failed[w] = std::current_exception();
+      next = shapes.size();  // the others stop after their current shape
+    }
+  };
+  if (workers > 0) {
+    std::deque<plan::LayerPlanner> own;
+    for (std::size_t w = 1; w < workers; ++w) own.emplace_back(cluster_.node);
+    std::vector<std::jthread> pool;
+    for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work, w, std::ref(own[w - 1]));
+    work(0, planner_);
+  }  // joined
+  for (const std::exception_ptr& e : failed)
+    if (e) std::rethrow_exception(e);
+  for (Shape& sh : shapes) {
+    const LayerPlanKey key = layer_plan_key(sh.layout);
+    if (sh.planned) {
+      if (sh.planned->ok())
+        plans_.emplace(key, std::move(*sh.planned).value());
+      else
+        unplanned_.emplace(key, sh.planned->error());
+    }
+    if (sh.te) exported_.emplace(key, std::move(*sh.te));
+  }
 }
 
 Result<SearchResult> Searcher::search(const SearchRequest& r) {
@@ -219,7 +303,7 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
   double smallest_need = std::numeric_limits<double>::infinity();
   std::string smallest_layout;
   Status first_error = Status::success();
-  std::vector<Candidate> all;
+  std::vector<Layout> priced;  // in the order they are met, which ranks ties
   for (int tp : tps)
     for (int cp : cps) {
       if (tp < 1 || r.gpus % (std::int64_t{tp} * cp) != 0) continue;
@@ -273,8 +357,7 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
                 }
                 if (need > capacity && !r.ignore_memory) continue;
                 if (need <= capacity) ++out.fitting;
-                COMPASS_ASSIGN(Candidate cand, price(l));
-                all.push_back(std::move(cand));
+                priced.push_back(l);
               }
         }
       }
@@ -293,6 +376,13 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
         "every layout has more than {} pipeline passes per iteration (global batch "
         "{} over {} GPUs is too many micro-batches to follow)",
         kMaxPipelineTasks, r.global_batch, r.gpus);
+  // The layer shapes on several workers, then the layouts in order (the first error stops).
+  plan_shapes(priced, r.threads);
+  std::vector<Candidate> all;
+  for (const Layout& l : priced) {
+    COMPASS_ASSIGN(Candidate cand, price(l));
+    all.push_back(std::move(cand));
+  }
   if (all.empty()) {
     const hardware::DeviceSpec& dev = cluster_.node.gpu_device(0);
     return make_error("smallest layout needs {:.1f} GiB per GPU ({}), {} has {:.1f} GiB",

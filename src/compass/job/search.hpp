@@ -37,6 +37,9 @@ struct SearchRequest {
   int top = 5;
   /// Price and rank layouts that do not fit in memory too (their reports say by how much).
   bool ignore_memory = false;
+  /// Workers planning the distinct layer shapes (0: one per hardware thread). The result does
+  /// not depend on it.
+  int threads = 0;
 };
 
 /// One of a candidate's prices: under one of the three TP overlap settings, or as its launch
@@ -120,11 +123,15 @@ class Searcher {
   std::size_t planned_layers() const { return plans_.size(); }
 
  private:
+  /// The layer plan of l's shape (kept per shape, the planner's error too).
   Result<const plan::LayerPlan*> layer_plan(const Layout& l);
   /// The layer plan with each operator at its exported setting's time (kept per layer shape,
   /// the export's error too).
   Result<const plan::LayerPlan*> exported_plan(const Layout& l);
-  Result<plan::LayerPlan> export_plan(const Layout& l);
+  /// Plans the shapes of `layouts` not planned yet, and exports those whose launch needs it,
+  /// on `threads` workers (0: one per hardware thread), each with a planner of its own: what
+  /// layer_plan() and exported_plan() would make one by one, the same bits.
+  void plan_shapes(const std::vector<Layout>& layouts, int threads);
 
   Cluster cluster_;
   workload::ModelConfig model_;
@@ -132,6 +139,7 @@ class Searcher {
   std::unique_ptr<JobComm> comm_;
   plan::LayerPlanner planner_;  // plans on cluster_.node
   std::map<LayerPlanKey, plan::LayerPlan> plans_;
+  std::map<LayerPlanKey, Error> unplanned_;  // the planner's errors
   std::map<LayerPlanKey, Result<plan::LayerPlan>> exported_;
   PipelineCache pipelines_;
 };
