@@ -201,6 +201,7 @@ check bad none "${search[@]}" --sim-under compass
 for v in launch te-default; do check bad none "${search[@]}" --refine sim --sim-tp simulated --sim-under "$v"; done
 for v in 0 3 1048577 x; do check bad none "${search[@]}" --gpus 16 --global-batch 16 --cp "$v"; done
 check bad none "${search[@]}" --max-cp 0
+for v in "" -1 x 99999999999; do check bad none "${search[@]}" --threads "$v"; done
 check bad none "${search[@]}" --gpus 16 --global-batch 16 --seq 2050 --cp 2
 check bad none search --model llama2-7b --cluster a6000x8 --fp8
 check bad none search --model "$inputs/model-dup.json"
