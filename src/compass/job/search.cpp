@@ -65,6 +65,38 @@ Result<plan::LayerPlan> export_plan(const Cluster& cluster, const plan::LayerPla
   return exported;
 }
 
+// How many workers `threads` asks for (0: one per hardware thread), at most `tasks` of them.
+std::size_t worker_count(int threads, std::size_t tasks) {
+  const std::size_t asked = threads > 0 ? static_cast<std::size_t>(threads)
+                                        : std::max(1u, std::thread::hardware_concurrency());
+  return std::min(asked, tasks);
+}
+
+// Runs task(i, w) for every i in [0, n), each once, on `workers` threads (w: 0 for the calling
+// thread, 1.. for the others), each taking the next task left. After all have joined, rethrows
+// the first worker's exception (the others stop after their current task).
+template <typename Task>
+void on_workers(std::size_t n, std::size_t workers, Task&& task) {
+  if (workers == 0) return;
+  std::atomic<std::size_t> next{0};
+  std::vector<std::exception_ptr> failed(workers);
+  auto work = [&](std::size_t w) {
+    try {
+      for (std::size_t i = next++; i < n; i = next++) task(i, w);
+    } catch (...) {
+      failed[w] = std::current_exception();
+      next = n;
+    }
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work, w);
+    work(0);
+  }  // joined
+  for (const std::exception_ptr& e : failed)
+    if (e) std::rethrow_exception(e);
+}
+
 }  // namespace
 
 Searcher::Searcher(Cluster cluster, workload::ModelConfig model, StepOptions options)
@@ -74,63 +106,69 @@ Searcher::Searcher(Cluster cluster, workload::ModelConfig model, StepOptions opt
       comm_(std::make_unique<JobComm>(cluster_)),
       planner_(cluster_.node) {}
 
-Result<const plan::LayerPlan*> Searcher::layer_plan(const Layout& l) {
+Result<Candidate> Searcher::price(const Layout& l) {
+  COMPASS_TRY(check(l, model_));
+  plan_shapes({l}, 1);
+  return price_planned(l, *comm_, pipelines_);
+}
+
+Result<StepResult> Searcher::price_as_exported(const Layout& l) {
+  COMPASS_TRY(check(l, model_));
+  plan_shapes({l}, 1);
+  // plan_shapes exports only where the launch uses it; asked here, the export's error answers.
+  const LayerPlanKey key = layer_plan_key(l);
+  if (!exported_.count(key)) {
+    Result<plan::LayerPlan> made = make_error("no layer plan");
+    if (Result<const plan::LayerPlan*> lp = planned(l); lp.ok())
+      made = export_plan(cluster_, **lp, l);
+    else
+      made = lp.error();
+    exported_.emplace(key, std::move(made));
+  }
+  return price_exported(l, *comm_, pipelines_);
+}
+
+Result<const plan::LayerPlan*> Searcher::planned(const Layout& l) const {
   const LayerPlanKey key = layer_plan_key(l);
   if (auto failed = unplanned_.find(key); failed != unplanned_.end()) return failed->second;
   auto it = plans_.find(key);
-  if (it == plans_.end()) {
-    Result<plan::LayerPlan> lp = plan_for(planner_, cluster_, model_, l);
-    if (!lp.ok()) return unplanned_.emplace(key, lp.error()).first->second;
-    it = plans_.emplace(key, std::move(lp).value()).first;
-  }
+  if (it == plans_.end()) return make_error("{}: its layer shape was not planned", describe(l));
   return &it->second;
 }
 
-Result<Candidate> Searcher::price(const Layout& l) {
+Result<StepResult> Searcher::price_exported(const Layout& l, JobComm& comm,
+                                            PipelineCache& pipelines) const {
+  auto it = exported_.find(layer_plan_key(l));
+  if (it == exported_.end()) return make_error("{}: its layer shape was not exported", describe(l));
+  if (!it->second.ok()) return it->second.error();
+  return price_step(cluster_, comm, model_, l, it->second.value(), plan::Config::compass, options_,
+                    pipelines);
+}
+
+Result<Candidate> Searcher::price_planned(const Layout& l, JobComm& comm,
+                                          PipelineCache& pipelines) const {
   COMPASS_TRY(check(l, model_));
-  COMPASS_ASSIGN(const plan::LayerPlan* lp, layer_plan(l));
+  COMPASS_ASSIGN(const plan::LayerPlan* lp, planned(l));
   Candidate c;
   c.layout = l;
-  COMPASS_ASSIGN(c.megatron, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::megatron,
-                                        options_, pipelines_));
-  COMPASS_ASSIGN(c.te, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::te_default,
-                                  options_, pipelines_));
-  COMPASS_ASSIGN(c.compass, price_step(cluster_, *comm_, model_, l, *lp, plan::Config::compass,
-                                       options_, pipelines_));
+  COMPASS_ASSIGN(c.megatron, price_step(cluster_, comm, model_, l, *lp, plan::Config::megatron,
+                                        options_, pipelines));
+  COMPASS_ASSIGN(c.te, price_step(cluster_, comm, model_, l, *lp, plan::Config::te_default,
+                                  options_, pipelines));
+  COMPASS_ASSIGN(c.compass, price_step(cluster_, comm, model_, l, *lp, plan::Config::compass,
+                                       options_, pipelines));
   // The launch: TE's overlap only with TP > 1 and SP (Megatron-LM refuses --tp-comm-overlap
   // without --sequence-parallel), and only where the export can write settings TE runs.
   c.launch = c.megatron;
   if (!te_overlap_applies(l)) {
     c.launch_without_te = l.tp < 2 ? "TP 1 has no TP communication"
                                    : "TransformerEngine's TP overlap needs sequence parallelism";
-  } else if (Result<StepResult> e = price_as_exported(l); e.ok()) {
+  } else if (Result<StepResult> e = price_exported(l, comm, pipelines); e.ok()) {
     c.launch = std::move(e).value();
   } else {
     c.launch_without_te = e.error().message;
   }
   return c;
-}
-
-Result<StepResult> Searcher::price_as_exported(const Layout& l) {
-  COMPASS_TRY(check(l, model_));
-  COMPASS_ASSIGN(const plan::LayerPlan* exported, exported_plan(l));
-  return price_step(cluster_, *comm_, model_, l, *exported, plan::Config::compass, options_,
-                    pipelines_);
-}
-
-Result<const plan::LayerPlan*> Searcher::exported_plan(const Layout& l) {
-  const LayerPlanKey key = layer_plan_key(l);
-  auto it = exported_.find(key);
-  if (it == exported_.end()) {
-    Result<plan::LayerPlan> made = make_error("no layer plan");
-    if (Result<const plan::LayerPlan*> lp = layer_plan(l); lp.ok())
-      made = export_plan(cluster_, **lp, l);
-    else
-      made = lp.error();
-    it = exported_.emplace(key, std::move(made)).first;
-  }
-  if (!it->second.ok()) return it->second.error();
-  return &it->second.value();
 }
 
 void Searcher::plan_shapes(const std::vector<Layout>& layouts, int threads) {
@@ -157,39 +195,21 @@ void Searcher::plan_shapes(const std::vector<Layout>& layouts, int threads) {
     const std::int64_t tb = b.layout.local_seq() * b.layout.micro_batch;
     return a.layout.tp != b.layout.tp ? a.layout.tp > b.layout.tp : ta > tb;
   });
-  std::size_t workers = threads > 0 ? static_cast<std::size_t>(threads)
-                                    : std::max(1u, std::thread::hardware_concurrency());
-  workers = std::min(workers, shapes.size());
-  std::atomic<std::size_t> next{0};
-  std::vector<std::exception_ptr> failed(workers);
-  auto work = [&](std::size_t w, plan::LayerPlanner& planner) {
-    try {
-      for (std::size_t i = next++; i < shapes.size(); i = next++) {
-        Shape& sh = shapes[i];
-        const plan::LayerPlan* lp = nullptr;
-        if (sh.plan) {
-          sh.planned = plan_for(planner, cluster_, model_, sh.layout);
-          if (sh.planned->ok()) lp = &sh.planned->value();
-        } else {
-          lp = &plans_.at(layer_plan_key(sh.layout));  // read only while the workers run
-        }
-        if (sh.exported)
-          sh.te = lp != nullptr ? export_plan(cluster_, *lp, sh.layout) : sh.planned->error();
-      }
-    } catch (...) {
-      failed[w] = std::current_exception();
-      next = shapes.size();  // the others stop after their current shape
+  const std::size_t workers = worker_count(threads, shapes.size());
+  std::deque<plan::LayerPlanner> own;  // worker w > 0 plans with own[w - 1]
+  for (std::size_t w = 1; w < workers; ++w) own.emplace_back(cluster_.node);
+  on_workers(shapes.size(), workers, [&](std::size_t i, std::size_t w) {
+    Shape& sh = shapes[i];
+    const plan::LayerPlan* lp = nullptr;
+    if (sh.plan) {
+      sh.planned = plan_for(w == 0 ? planner_ : own[w - 1], cluster_, model_, sh.layout);
+      if (sh.planned->ok()) lp = &sh.planned->value();
+    } else {
+      lp = &plans_.at(layer_plan_key(sh.layout));  // read only while the workers run
     }
-  };
-  if (workers > 0) {
-    std::deque<plan::LayerPlanner> own;
-    for (std::size_t w = 1; w < workers; ++w) own.emplace_back(cluster_.node);
-    std::vector<std::jthread> pool;
-    for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work, w, std::ref(own[w - 1]));
-    work(0, planner_);
-  }  // joined
-  for (const std::exception_ptr& e : failed)
-    if (e) std::rethrow_exception(e);
+    if (sh.exported)
+      sh.te = lp != nullptr ? export_plan(cluster_, *lp, sh.layout) : sh.planned->error();
+  });
   for (Shape& sh : shapes) {
     const LayerPlanKey key = layer_plan_key(sh.layout);
     if (sh.planned) {
@@ -376,12 +396,22 @@ Result<SearchResult> Searcher::search(const SearchRequest& r) {
         "every layout has more than {} pipeline passes per iteration (global batch "
         "{} over {} GPUs is too many micro-batches to follow)",
         kMaxPipelineTasks, r.global_batch, r.gpus);
-  // The layer shapes on several workers, then the layouts in order (the first error stops).
+  // The layer shapes on several workers, then the layouts on several workers, each with a
+  // communication model and pipeline lists of its own; the first error in order is the answer.
   plan_shapes(priced, r.threads);
+  std::vector<std::optional<Result<Candidate>>> made(priced.size());
+  const std::size_t workers = worker_count(r.threads, priced.size());
+  std::deque<JobComm> comms;  // worker w > 0 prices with comms[w - 1] and lists[w - 1]
+  std::deque<PipelineCache> lists(workers > 0 ? workers - 1 : 0);
+  for (std::size_t w = 1; w < workers; ++w) comms.emplace_back(cluster_);
+  on_workers(priced.size(), workers, [&](std::size_t i, std::size_t w) {
+    made[i] = w == 0 ? price_planned(priced[i], *comm_, pipelines_)
+                     : price_planned(priced[i], comms[w - 1], lists[w - 1]);
+  });
   std::vector<Candidate> all;
-  for (const Layout& l : priced) {
-    COMPASS_ASSIGN(Candidate cand, price(l));
-    all.push_back(std::move(cand));
+  for (std::optional<Result<Candidate>>& m : made) {
+    if (!m->ok()) return m->error();
+    all.push_back(std::move(*m).value());
   }
   if (all.empty()) {
     const hardware::DeviceSpec& dev = cluster_.node.gpu_device(0);

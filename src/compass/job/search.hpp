@@ -123,15 +123,17 @@ class Searcher {
   std::size_t planned_layers() const { return plans_.size(); }
 
  private:
-  /// The layer plan of l's shape (kept per shape, the planner's error too).
-  Result<const plan::LayerPlan*> layer_plan(const Layout& l);
-  /// The layer plan with each operator at its exported setting's time (kept per layer shape,
-  /// the export's error too).
-  Result<const plan::LayerPlan*> exported_plan(const Layout& l);
-  /// Plans the shapes of `layouts` not planned yet, and exports those whose launch needs it,
-  /// on `threads` workers (0: one per hardware thread), each with a planner of its own: what
-  /// layer_plan() and exported_plan() would make one by one, the same bits.
+  /// Plans the shapes of `layouts` not planned yet (kept per shape, the planner's error too),
+  /// and exports those whose launch needs it (each layer plan with its operators at their
+  /// exported settings' times, kept per shape with the export's error), on `threads` workers
+  /// (0: one per hardware thread), each with a planner of its own: the same bits as one worker.
   void plan_shapes(const std::vector<Layout>& layouts, int threads);
+  /// The layer plan of l's shape (plan_shapes made it), or the planner's error.
+  Result<const plan::LayerPlan*> planned(const Layout& l) const;
+  /// price() and price_as_exported() of a layout whose shape plan_shapes made, through `comm`
+  /// and `pipelines` (a worker's own; they change no result).
+  Result<Candidate> price_planned(const Layout& l, JobComm& comm, PipelineCache& pipelines) const;
+  Result<StepResult> price_exported(const Layout& l, JobComm& comm, PipelineCache& pipelines) const;
 
   Cluster cluster_;
   workload::ModelConfig model_;
