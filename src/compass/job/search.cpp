@@ -118,12 +118,9 @@ Result<StepResult> Searcher::price_as_exported(const Layout& l) {
   // plan_shapes exports only where the launch uses it; asked here, the export's error answers.
   const LayerPlanKey key = layer_plan_key(l);
   if (!exported_.count(key)) {
-    Result<plan::LayerPlan> made = make_error("no layer plan");
-    if (Result<const plan::LayerPlan*> lp = planned(l); lp.ok())
-      made = export_plan(cluster_, **lp, l);
-    else
-      made = lp.error();
-    exported_.emplace(key, std::move(made));
+    const Result<const plan::LayerPlan*> lp = planned(l);
+    exported_.emplace(
+        key, lp.ok() ? export_plan(cluster_, **lp, l) : Result<plan::LayerPlan>(lp.error()));
   }
   return price_exported(l, *comm_, pipelines_);
 }
