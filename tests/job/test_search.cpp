@@ -67,19 +67,15 @@ TEST(Search, WorkersChangeNothing) {
   for (std::size_t i = 0; i < a.top.size(); ++i) {
     SCOPED_TRACE(describe(a.top[i].layout));
     EXPECT_EQ(a.top[i].layout, b.top[i].layout);
-    for (Pricing p : {Pricing::megatron, Pricing::te_default, Pricing::compass, Pricing::launch}) {
-      const StepResult& x = p == Pricing::launch       ? a.top[i].launch
-                            : p == Pricing::megatron   ? a.top[i].megatron
-                            : p == Pricing::te_default ? a.top[i].te
-                                                       : a.top[i].compass;
-      const StepResult& y = p == Pricing::launch       ? b.top[i].launch
-                            : p == Pricing::megatron   ? b.top[i].megatron
-                            : p == Pricing::te_default ? b.top[i].te
-                                                       : b.top[i].compass;
-      EXPECT_EQ(x.iteration_s, y.iteration_s) << to_string(p);
-      EXPECT_EQ(x.breakdown.compute_s, y.breakdown.compute_s) << to_string(p);
-      EXPECT_EQ(x.breakdown.tp_exposed_s, y.breakdown.tp_exposed_s) << to_string(p);
-    }
+    auto same = [](const StepResult& x, const StepResult& y, const char* what) {
+      EXPECT_EQ(x.iteration_s, y.iteration_s) << what;
+      EXPECT_EQ(x.breakdown.compute_s, y.breakdown.compute_s) << what;
+      EXPECT_EQ(x.breakdown.tp_exposed_s, y.breakdown.tp_exposed_s) << what;
+    };
+    same(a.top[i].megatron, b.top[i].megatron, "megatron");
+    same(a.top[i].te, b.top[i].te, "te-default");
+    same(a.top[i].compass, b.top[i].compass, "compass");
+    same(a.top[i].launch, b.top[i].launch, "launch");
     EXPECT_EQ(a.top[i].launch_without_te, b.top[i].launch_without_te);
   }
 }
