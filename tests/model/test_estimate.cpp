@@ -256,9 +256,10 @@ TEST(Estimate, TheComputeIsTheWorkAlone) {
 
 // ---- ODP -----------------------------------------------------------------------------------
 
-// The tree patterns' estimates are memoised in Caches per profile: a warm Caches (shared across
-// profiles, asked in either order, cleared) gives the same bits as a cold one, and a changed
-// profile under the same name is not answered from the old one's entries.
+// The fused strategies' estimates and programs (by structure, re-priced per operator) are
+// memoised in Caches per profile: a warm Caches (shared across profiles, asked in either order,
+// cleared) gives the same bits as a cold one, and a changed profile under the same name is not
+// answered from the old one's entries.
 void expect_same_bits(const Estimate& a, const Estimate& b, const std::string& what) {
   EXPECT_EQ(a.total_s, b.total_s) << what;
   EXPECT_EQ(a.compute_s, b.compute_s) << what;
@@ -269,7 +270,7 @@ void expect_same_bits(const Estimate& a, const Estimate& b, const std::string& w
   EXPECT_EQ(a.bottleneck, b.bottleneck) << what;
 }
 
-TEST(Estimate, TreePatternsCachedEqualCold) {
+TEST(Estimate, ProgramsCachedEqualCold) {
   Caches shared;
   int compared = 0;
   for (const char* name : {"a6000x8", "h100x8", "rtx4090x8"}) {
@@ -280,10 +281,12 @@ TEST(Estimate, TreePatternsCachedEqualCold) {
       const schedule::CommPlan plan = *schedule::comm_plan_for(prof, gpus);
       for (OpKind kind : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar})
         // {3072, 1536, 1536} after {3072, 3072, 1536}: an all-gather of the same rows and K,
-        // so the warm Caches re-prices the tree program it built for the first.
+        // so the warm Caches re-prices the program it built for the first.
         for (auto [m, n, k] : {std::tuple{384, 3072, 1536}, std::tuple{384, 1536, 3072},
                                 std::tuple{3072, 3072, 1536}, std::tuple{3072, 1536, 1536}})
-          for (StrategyKind sk : {StrategyKind::fuse_hier, StrategyKind::fuse_synth}) {
+          for (StrategyKind sk :
+               {StrategyKind::fuse_hier, StrategyKind::fuse_synth, StrategyKind::fuse_ring,
+                StrategyKind::fuse_double_ring, StrategyKind::fuse_all2all}) {
             const workload::OperatorSpec op = op_of(kind, m, n, k, tp);
             const Strategy st{sk, 0};
             const std::string what = fmt::format("{} {} {}", name, workload::describe(op),
@@ -324,7 +327,7 @@ TEST(Estimate, TreePatternsCachedEqualCold) {
       expect_same_bits(*estimate(prof, op, st, plan, shared), before, name);
     }
   }
-  EXPECT_EQ(compared, 3 * 4 * 3 * 4 * 2);
+  EXPECT_EQ(compared, 3 * 4 * 3 * 4 * 5);
 }
 
 TEST(Odp, FeasibleDegrees) {

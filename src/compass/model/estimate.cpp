@@ -64,10 +64,38 @@ detail::Followed follow(const Ctx& c, StrategyKind kind, double* comm_alone = nu
   for (const auto& [k, pr] : memo.fused_programs)
     if (k == key) program = pr;
   if (!program) {
-    auto built = std::make_shared<detail::FusedProgram>(detail::price_program(
-        schedule::program(c.op, {kind, 0}, c.plan), c.prof, c.op, c.gpus.front()));
-    detail::prepare_program(*built, c.prof, c.gpus, schedule::program_row_bytes(c.op));
-    program = built;
+    // The program reads the operator's kind, rows and ranks and the plan, never what only
+    // prices its items (N and K but for the row bytes, the dtype but for them): built, routed
+    // and prepared once per structure (TreeMemo::skeletons, as the tree patterns' are), priced
+    // per operator.
+    const double row_bytes = schedule::program_row_bytes(c.op);
+    // (Its second word sets it apart from the tree patterns' structure keys.)
+    std::vector<std::uint64_t> structure_key = {0,
+                                                ~std::uint64_t{0},
+                                                static_cast<std::uint64_t>(kind),
+                                                static_cast<std::uint64_t>(c.op.kind),
+                                                static_cast<std::uint64_t>(c.op.m),
+                                                static_cast<std::uint64_t>(c.op.tp),
+                                                detail::key_bits(row_bytes)};
+    structure_key.insert(structure_key.end(), key.begin() + 8, key.end());  // engines, rings
+    structure_key.push_back(static_cast<std::uint64_t>(c.plan.copy_engines));
+    detail::seal_key(structure_key);
+    auto sk = memo.skeletons.find(structure_key);
+    if (sk == memo.skeletons.end()) {
+      constexpr std::size_t kSkeletons = 256;
+      if (memo.skeletons.size() >= kSkeletons) memo.skeletons.clear();
+      auto structure =
+          std::make_shared<const schedule::Program>(schedule::program(c.op, {kind, 0}, c.plan));
+      auto built = std::make_shared<detail::FusedProgram>(
+          detail::price_program(*structure, c.prof, c.op, c.gpus.front()));
+      detail::prepare_program(*built, c.prof, c.gpus, row_bytes);
+      memo.skeletons.emplace(std::move(structure_key),
+                             detail::TreeMemo::Skeleton{structure, built});
+      program = built;
+    } else {
+      program = std::make_shared<const detail::FusedProgram>(detail::reprice_program(
+          *sk->second.prepared, *sk->second.program, c.prof, c.op, c.gpus.front()));
+    }
     constexpr std::size_t kPrograms = 4;
     if (memo.fused_programs.size() >= kPrograms)
       memo.fused_programs.erase(memo.fused_programs.begin());
