@@ -474,8 +474,8 @@ void add_search_verb(CLI::App& app) {
   sub->add_flag("--ignore-memory", o->ignore_memory,
                 "Keep layouts that do not fit in GPU memory (marked 'over')");
   add_integer_option(sub, "--threads", o->threads,
-                     "Threads planning the layer shapes (0: one per hardware thread; the result "
-                     "does not depend on it)",
+                     "Threads planning the layer shapes and pricing the layouts (0: one per "
+                     "hardware thread; the result does not depend on it)",
                      0, kMaxThreads)
       ->capture_default_str();
   sub->add_option("--te-config", o->te_config,
