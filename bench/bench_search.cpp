@@ -1,8 +1,8 @@
 // The whole layout search (compass search) for large jobs: a 405B-class model on 16,384 GPUs of
 // dgx-h100 (the target: <= 10 s on a 2-core machine), and a 70B model on 64 GPUs, with the
-// layer shapes planned by one worker per hardware thread (the default) and by one worker
-// (`_one_thread`). Real time and the process's CPU time. Counters: layouts valid / fitting,
-// distinct layer plans.
+// layer shapes planned and the layouts priced by one worker per hardware thread (the default)
+// and by one worker (`_one_thread`). Real time and the process's CPU time. Counters: layouts
+// valid / fitting, distinct layer plans.
 //   bench_search --benchmark_min_time=1x --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
 

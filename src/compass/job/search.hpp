@@ -37,8 +37,8 @@ struct SearchRequest {
   int top = 5;
   /// Price and rank layouts that do not fit in memory too (their reports say by how much).
   bool ignore_memory = false;
-  /// Workers planning the distinct layer shapes (0: one per hardware thread). The result does
-  /// not depend on it.
+  /// Workers planning the distinct layer shapes and pricing the layouts (0: one per hardware
+  /// thread). The result does not depend on it.
   int threads = 0;
 };
 

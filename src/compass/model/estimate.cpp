@@ -80,22 +80,12 @@ detail::Followed follow(const Ctx& c, StrategyKind kind, double* comm_alone = nu
     structure_key.insert(structure_key.end(), key.begin() + 8, key.end());  // engines, rings
     structure_key.push_back(static_cast<std::uint64_t>(c.plan.copy_engines));
     detail::seal_key(structure_key);
-    auto sk = memo.skeletons.find(structure_key);
-    if (sk == memo.skeletons.end()) {
-      constexpr std::size_t kSkeletons = 256;
-      if (memo.skeletons.size() >= kSkeletons) memo.skeletons.clear();
-      auto structure =
-          std::make_shared<const schedule::Program>(schedule::program(c.op, {kind, 0}, c.plan));
-      auto built = std::make_shared<detail::FusedProgram>(
-          detail::price_program(*structure, c.prof, c.op, c.gpus.front()));
-      detail::prepare_program(*built, c.prof, c.gpus, row_bytes);
-      memo.skeletons.emplace(std::move(structure_key),
-                             detail::TreeMemo::Skeleton{structure, built});
-      program = built;
-    } else {
-      program = std::make_shared<const detail::FusedProgram>(detail::reprice_program(
-          *sk->second.prepared, *sk->second.program, c.prof, c.op, c.gpus.front()));
-    }
+    program = detail::program_by_structure(
+        memo, structure_key,
+        [&] {
+          return schedule::program(c.op, {kind, 0}, c.plan);
+        },
+        c.prof, c.op, c.gpus, row_bytes);
     constexpr std::size_t kPrograms = 4;
     if (memo.fused_programs.size() >= kPrograms)
       memo.fused_programs.erase(memo.fused_programs.begin());

@@ -60,6 +60,23 @@ void remember(TreeMemo& memo, std::unordered_map<std::vector<std::uint64_t>, Val
 
 }  // namespace
 
+std::shared_ptr<const FusedProgram> program_by_structure(
+    TreeMemo& memo, const std::vector<std::uint64_t>& structure_key,
+    const std::function<schedule::Program()>& build, const hardware::Profile& prof,
+    const workload::OperatorSpec& op, const std::vector<int>& gpus, double row_bytes) {
+  auto sk = memo.skeletons.find(structure_key);
+  if (sk != memo.skeletons.end())
+    return std::make_shared<const FusedProgram>(
+        reprice_program(*sk->second.prepared, *sk->second.program, prof, op, gpus.front()));
+  constexpr std::size_t kSkeletons = 256;
+  if (memo.skeletons.size() >= kSkeletons) memo.skeletons.clear();
+  auto structure = std::make_shared<const schedule::Program>(build());
+  auto built = std::make_shared<FusedProgram>(price_program(*structure, prof, op, gpus.front()));
+  prepare_program(*built, prof, gpus, row_bytes);
+  memo.skeletons.emplace(structure_key, TreeMemo::Skeleton{structure, built});
+  return built;
+}
+
 TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::OperatorSpec& op,
                           const schedule::TreePlan& tp, const schedule::CommPlan& plan,
                           const TreeCosts& c, Caches& caches) {
@@ -152,20 +169,9 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
         sealed({0, static_cast<std::uint64_t>(op.kind), static_cast<std::uint64_t>(op.m),
                 static_cast<std::uint64_t>(op.tp), key_bits(row_bytes), key_bits(rc().gemm_row_s),
                 key_bits(rc().add_row_s), key_bits(rc().item_s)});
-    auto sk = memo.skeletons.find(structure_key);
-    if (sk == memo.skeletons.end()) {
-      constexpr std::size_t kSkeletons = 256;
-      if (memo.skeletons.size() >= kSkeletons) memo.skeletons.clear();
-      auto structure =
-          std::make_shared<const schedule::Program>(schedule::tree_program(op, tp, plan, rc()));
-      auto built = std::make_shared<FusedProgram>(price_program(*structure, prof, op, gpu));
-      prepare_program(*built, prof, plan.gpus, row_bytes);
-      sk = memo.skeletons.emplace(structure_key, TreeMemo::Skeleton{structure, built}).first;
-      program = built;
-    } else {
-      program = std::make_shared<const FusedProgram>(
-          reprice_program(*sk->second.prepared, *sk->second.program, prof, op, gpu));
-    }
+    program = program_by_structure(
+        memo, structure_key, [&] { return schedule::tree_program(op, tp, plan, rc()); }, prof, op,
+        plan.gpus, row_bytes);
     constexpr std::size_t kPrograms = 4;
     if (memo.programs.size() >= kPrograms) memo.programs.erase(memo.programs.begin());
     memo.programs.emplace_back(program_key, program);
