@@ -539,8 +539,13 @@ Result<Ring> find_ring(const Profile& p, const std::vector<int>& gpus) {
 }
 
 Result<DoubleRing> find_double_ring(const Profile& p, const std::vector<int>& gpus) {
-  COMPASS_ASSIGN(Ring ring, find_ring(p, gpus));
-  GroupInfo g = make_info(p, sorted_group(gpus));
+  COMPASS_ASSIGN(const Ring ring, find_ring(p, gpus));
+  return find_double_ring(p, ring);
+}
+
+Result<DoubleRing> find_double_ring(const Profile& p, const Ring& ring) {
+  COMPASS_TRY(validate_group(p, ring.order));
+  GroupInfo g = make_info(p, sorted_group(ring.order));
   std::vector<int> first = to_local(g, ring);
   std::vector<int> rev = to_local(g, reversed(ring));
   if (g.n <= 2) return DoubleRing{ring, reversed(ring)};

@@ -46,6 +46,8 @@ Result<Ring> find_ring(const Profile& p, const std::vector<int>& gpus);
 /// The pair of rings whose all-gather finishes soonest; the reverse of the best ring is the
 /// first candidate.
 Result<DoubleRing> find_double_ring(const Profile& p, const std::vector<int>& gpus);
+/// The same, given `best` = find_ring(p, gpus) of its group.
+Result<DoubleRing> find_double_ring(const Profile& p, const Ring& best);
 
 /// All-gather of `total_bytes` (each rank owns total/n) along one ring, step by step.
 PatternTime allgather_time_ring(const Profile& p, const Ring& ring, double total_bytes);

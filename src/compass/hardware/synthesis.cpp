@@ -231,6 +231,24 @@ LocalTree grow_tree(const Group& g, int root, double share, std::vector<double>&
   std::vector<int> depth(g.n, -1);
   depth[root] = 0;
   auto price = [&](double l) { return std::exp(kPriceGrowth * l / reference); };
+  // Per resource: the price at its load and after adding k times the share, worked out again
+  // only when its load or k changes (the loads change only where an edge is added).
+  struct Priced {
+    double load = -1, now = 0, k = 0, after = 0;
+    bool after_known = false;
+  };
+  std::vector<Priced> priced(load.size());
+  auto increase = [&](int r, double k) {
+    Priced& pr = priced[static_cast<std::size_t>(r)];
+    const double l = load[static_cast<std::size_t>(r)];
+    if (!(pr.load == l)) pr = Priced{l, price(l), 0, 0, false};
+    if (!pr.after_known || !(pr.k == k)) {
+      pr.k = k;
+      pr.after = price(l + k * share);
+      pr.after_known = true;
+    }
+    return pr.after - pr.now;
+  };
   for (int added = 1; added < g.n; ++added) {
     int bs = -1, bd = -1;
     double best = 0;
@@ -239,10 +257,7 @@ LocalTree grow_tree(const Group& g, int root, double share, std::vector<double>&
       for (int dst = 0; dst < g.n; ++dst) {
         if (depth[dst] >= 0) continue;
         double c = 0;
-        for (auto [r, k] : g.edge(src, dst)) {
-          const double before = load[r];
-          c += price(before + k * share) - price(before);
-        }
+        for (auto [r, k] : g.edge(src, dst)) c += increase(r, k);
         if (bs < 0 || less_tol(c, best) ||
             (!less_tol(best, c) && depth[src] < depth[bs])) {
           best = c;
@@ -354,6 +369,14 @@ Result<TreePattern> hierarchical_pattern(const Profile& p, const std::vector<int
 Result<TreePattern> synthesize_pattern(const Profile& p, const std::vector<int>& gpus) {
   COMPASS_TRY(validate_group(p, gpus));
   if (static_cast<int>(gpus.size()) > kMaxTreeGpus) return chain_pattern(gpus, "synth");
+  COMPASS_ASSIGN(const Ring ring, find_ring(p, gpus));
+  return synthesize_pattern(p, gpus, ring);
+}
+
+Result<TreePattern> synthesize_pattern(const Profile& p, const std::vector<int>& gpus,
+                                       const Ring& ring) {
+  COMPASS_TRY(validate_group(p, gpus));
+  if (static_cast<int>(gpus.size()) > kMaxTreeGpus) return chain_pattern(gpus, "synth");
   const Group g = make_group(p, gpus);
   if (g.n == 1) return to_pattern(g, "synth", {LocalTree{0, 1.0, {}}});
   std::vector<double> hload(static_cast<std::size_t>(g.resources), 0.0);
@@ -365,7 +388,6 @@ Result<TreePattern> synthesize_pattern(const Profile& p, const std::vector<int>&
   // successor and receives one), so no copy engine or receive link is shared and, unchunked
   // (schedule::tree_chunks), nothing fills or drains; the hierarchy, whose fewer, shallower
   // trees pipeline better than the packing's; the packing.
-  COMPASS_ASSIGN(const Ring ring, find_ring(p, gpus));
   std::vector<int> local;
   for (int gpu : ring.order)
     local.push_back(static_cast<int>(std::find(gpus.begin(), gpus.end(), gpu) - gpus.begin()));

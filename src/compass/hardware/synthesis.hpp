@@ -48,6 +48,9 @@ Result<TreePattern> hierarchical_pattern(const Profile& p, const std::vector<int
 
 /// The synthesised tree packing of a group (errors name a bad group).
 Result<TreePattern> synthesize_pattern(const Profile& p, const std::vector<int>& gpus);
+/// The same, given `ring` = find_ring(p, gpus).
+Result<TreePattern> synthesize_pattern(const Profile& p, const std::vector<int>& gpus,
+                                       const Ring& ring);
 
 /// Checks that `t` is a pattern over `gpus`: every tree spans the group from its root, shares
 /// are positive and sum to 1 per root. The error names the first fault.

@@ -31,7 +31,7 @@ Result<CommPlan> comm_plan_for(const hardware::Profile& profile, const std::vect
   CommPlan plan;
   plan.gpus = gpus;
   COMPASS_ASSIGN(hardware::Ring ring, hardware::find_ring(profile, gpus));
-  COMPASS_ASSIGN(hardware::DoubleRing dr, hardware::find_double_ring(profile, gpus));
+  COMPASS_ASSIGN(hardware::DoubleRing dr, hardware::find_double_ring(profile, ring));
   // CommPlan carries one ring for the one-way strategies and uses it as the first ring of the
   // double ring, so take the partner of the best ring from the double ring when it contains
   // it, else the reverse of the best ring.
@@ -51,7 +51,7 @@ Result<CommPlan> comm_plan_for(const hardware::Profile& profile, const std::vect
   plan.copy_engines = std::max(1, engines);
   COMPASS_ASSIGN(hardware::TreePattern hier, hardware::hierarchical_pattern(profile, gpus));
   COMPASS_ASSIGN(plan.hier, tree_plan_from(profile, hier, gpus));
-  COMPASS_ASSIGN(hardware::TreePattern synth, hardware::synthesize_pattern(profile, gpus));
+  COMPASS_ASSIGN(hardware::TreePattern synth, hardware::synthesize_pattern(profile, gpus, ring));
   COMPASS_ASSIGN(plan.synth, tree_plan_from(profile, synth, gpus));
   return plan;
 }

@@ -135,13 +135,20 @@ std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
     if (!known[e].empty()) return {sends[known[e].top()].ready, known[e].top()};
     return {0.0, -1};
   };
+  // Each engine's candidate, worked out again only once its queues or its free time change.
+  std::vector<std::pair<double, int>> candidates(engines_total);
+  std::vector<char> changed(engines_total, 1);
   std::vector<int> order;  // sends in the order they start
   order.reserve(sends.size());
   while (order.size() < sends.size()) {
     std::size_t best_e = engines_total;
     std::pair<double, int> best{0.0, -1};
     for (std::size_t e = 0; e < engines_total; ++e) {
-      const std::pair<double, int> c = candidate(e);
+      if (changed[e]) {
+        candidates[e] = candidate(e);
+        changed[e] = 0;
+      }
+      const std::pair<double, int> c = candidates[e];
       if (c.second < 0) continue;
       if (best.second < 0 || c.first < best.first ||
           (c.first == best.first &&
@@ -159,10 +166,12 @@ std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
     sd.start = best.first;
     sd.end = clock.end(p, sd.step.from, sd.step.to, sd.start, sd.bytes);
     free_at[best_e] = sd.end;
+    changed[best_e] = 1;
     order.push_back(f);
     for (int g : next[static_cast<std::size_t>(f)]) {
       sends[static_cast<std::size_t>(g)].ready = sd.end;
       known[engine_of(g)].push(g);
+      changed[engine_of(g)] = 1;
     }
   }
   // Sends in the order they start, each arrival (after its send) before the first send that
@@ -394,6 +403,20 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   };
   const int resources = p + static_cast<int>(engines_total);  // streams, then engines
   std::vector<Next> next(static_cast<std::size_t>(resources));
+  // The earliest next step, the lowest resource on ties: a tournament over the resources
+  // (winner[1] is the winner of all; leaves from `leaves` on; a time that is not a number never
+  // wins, as no scan with '<' picks it).
+  std::size_t leaves = 1;
+  while (leaves < static_cast<std::size_t>(resources)) leaves *= 2;
+  std::vector<double> wins_at(leaves, kInf);  // per resource: its next step's time, NaN as inf
+  std::vector<int> winner(2 * leaves, -1);
+  for (std::size_t i = 0; i < leaves; ++i) winner[leaves + i] = static_cast<int>(i);
+  auto play = [&](std::size_t node) {
+    const int a = winner[2 * node], b = winner[2 * node + 1];
+    winner[node] =
+        wins_at[static_cast<std::size_t>(b)] < wins_at[static_cast<std::size_t>(a)] ? b : a;
+  };
+  for (std::size_t node = leaves - 1; node >= 1; --node) play(node);
   auto refresh = [&](int r) {
     Next n;
     if (r < p) {
@@ -423,18 +446,15 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
         n.t = known_sends[e].top().at;
     }
     next[static_cast<std::size_t>(r)] = n;
+    wins_at[static_cast<std::size_t>(r)] = std::isnan(n.t) ? kInf : n.t;
+    for (std::size_t node = (leaves + static_cast<std::size_t>(r)) / 2; node >= 1; node /= 2)
+      play(node);
   };
   for (int r = 0; r < resources; ++r) refresh(r);
   while (out.size() < steps) {
-    // The earliest next step, the lowest resource on ties (a group has few resources: a scan).
-    int r = -1;
-    double best_t = kInf;
-    for (int q = 0; q < resources; ++q)
-      if (next[static_cast<std::size_t>(q)].t < best_t) {
-        best_t = next[static_cast<std::size_t>(q)].t;
-        r = q;
-      }
-    if (r < 0) break;  // nothing can run: not a tree
+    const int r = winner[1];
+    const double best_t = wins_at[static_cast<std::size_t>(r)];
+    if (best_t == kInf) break;  // nothing can run: not a tree
     const int best_rank = r < p ? r : -1;
     const std::size_t best_engine = r < p ? engines_total : static_cast<std::size_t>(r - p);
     const Item best_item = next[static_cast<std::size_t>(r)].item;
