@@ -78,8 +78,9 @@ class CollectiveFollower {
       : c_(c), pc_(pc), pr_(pc.program), p_(c.p), ws_(ws) {
     const std::size_t n = pr_.steps.size();
     // Every round writes every step's start and end, and every send's first byte, before they
-    // are read.
-    for (std::vector<double>* v : {&ws.from, &ws.start, &ws.end}) v->resize(n);
+    // are read (the buffers only grow: the steps are their first n entries).
+    for (std::vector<double>* v : {&ws.from, &ws.start, &ws.end})
+      if (v->size() < n) v->resize(n);
     ws.slow.assign(n, 0);
     ws.first_busy.assign(static_cast<std::size_t>(p_), 0);
     for (auto* lists : {&ws.busy, &ws.computing}) {
@@ -337,8 +338,9 @@ double follow_collectives(const Ctx& c, const PreparedCollective& pc,
                           std::vector<double>* start_s, std::vector<double>* end_s) {
   CollectiveWorkspace& ws = c.caches.tables().collective;
   const double total = CollectiveFollower(c, pc, ws).run();
-  if (start_s != nullptr) *start_s = ws.start;
-  if (end_s != nullptr) *end_s = ws.end;
+  const auto steps = static_cast<std::ptrdiff_t>(pc.program.steps.size());
+  if (start_s != nullptr) start_s->assign(ws.start.begin(), ws.start.begin() + steps);
+  if (end_s != nullptr) end_s->assign(ws.end.begin(), ws.end.begin() + steps);
   return total;
 }
 

@@ -28,7 +28,7 @@ struct Ctx {
   bool details = false;         // also compute comm alone, bottleneck and congestion (slower)
   int p = 1;
   double e = 2;                 // bytes per element
-  std::vector<int> gpus;        // GPU of each rank
+  const std::vector<int>& gpus;  // GPU of each rank (the plan's)
   std::vector<int> ring;        // GPU order of the one-way ring
   std::vector<int> ring2;       // GPU order of the second ring
   int engines = 2;              // copy engines per rank
@@ -41,9 +41,14 @@ struct Ctx {
       const schedule::CommPlan& plan, ModelKnobs k, Caches& ca)
       : prof(pr), op(o), caches(ca), knobs(k), p(o.tp), e(dtype_bytes(o.dtype)), gpus(plan.gpus),
         engines(std::max(1, plan.copy_engines)), plan(plan) {
+    ring.reserve(plan.ring.size());
     for (int r : plan.ring) ring.push_back(gpus[r]);
-    for (int r : plan.ring2) ring2.push_back(gpus[r]);
-    if (ring2.empty()) ring2.assign(ring.rbegin(), ring.rend());
+    if (plan.ring2.empty()) {
+      ring2.assign(ring.rbegin(), ring.rend());
+    } else {
+      ring2.reserve(plan.ring2.size());
+      for (int r : plan.ring2) ring2.push_back(gpus[r]);
+    }
     if (k.overheads) {
       launch = pr.overheads.kernel_launch_s;
       coll_launch = pr.overheads.collective_launch_s;

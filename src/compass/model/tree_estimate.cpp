@@ -20,25 +20,44 @@ using workload::OpKind;
 
 namespace {
 
-// The words of a memo key that name a tree pattern, its group and its copy engines.
-void append_pattern(const schedule::TreePlan& tp, const schedule::CommPlan& plan,
-                    std::vector<std::uint64_t>& key) {
-  key.push_back(static_cast<std::uint64_t>(plan.copy_engines));
-  key.push_back(plan.gpus.size());
-  for (int g : plan.gpus) key.push_back(static_cast<std::uint64_t>(g));
-  key.push_back(static_cast<std::uint64_t>(tp.chunks));
-  key.push_back(tp.trees.size());
+// The words of a memo key that name a tree pattern, its group and its copy engines, each given
+// to `put` in order.
+template <class Put>
+void visit_pattern(const schedule::TreePlan& tp, const schedule::CommPlan& plan, Put&& put) {
+  put(static_cast<std::uint64_t>(plan.copy_engines));
+  put(plan.gpus.size());
+  for (int g : plan.gpus) put(static_cast<std::uint64_t>(g));
+  put(static_cast<std::uint64_t>(tp.chunks));
+  put(tp.trees.size());
   for (const schedule::RankTree& t : tp.trees) {
-    key.insert(key.end(), {static_cast<std::uint64_t>(t.root), key_bits(t.share), t.edges.size()});
+    put(static_cast<std::uint64_t>(t.root));
+    put(key_bits(t.share));
+    put(t.edges.size());
     for (auto [a, b] : t.edges)
-      key.push_back(static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32 |
-                    static_cast<std::uint32_t>(b));
+      put(static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32 |
+          static_cast<std::uint32_t>(b));
   }
-  key.push_back(tp.routes.size());
+  put(tp.routes.size());
   for (const schedule::RouteCost& rc : tp.routes) {
-    key.insert(key.end(), {key_bits(rc.fixed_s), rc.links.size()});
-    for (auto [dir, bw] : rc.links) key.insert(key.end(), {static_cast<std::uint64_t>(dir), key_bits(bw)});
+    put(key_bits(rc.fixed_s));
+    put(rc.links.size());
+    for (auto [dir, bw] : rc.links) {
+      put(static_cast<std::uint64_t>(dir));
+      put(key_bits(bw));
+    }
   }
+}
+
+// Whether `words` are the pattern's (visit_pattern), read without building them.
+bool names_pattern(const std::vector<std::uint64_t>& words, const schedule::TreePlan& tp,
+                   const schedule::CommPlan& plan) {
+  std::size_t at = 0;
+  bool same = true;
+  visit_pattern(tp, plan, [&](std::uint64_t w) {
+    same = same && at < words.size() && words[at] == w;
+    ++at;
+  });
+  return same && at == words.size();
 }
 
 // Bounds the patterns a memo tells apart (a planner meets a few per group).
@@ -99,11 +118,11 @@ TreeOutcome tree_estimate(const hardware::Profile& prof, const workload::Operato
   // patterns the memo has met.
   std::uint64_t pattern_id = memo.patterns.size();
   {
-    std::vector<std::uint64_t> pattern;
-    append_pattern(tp, plan, pattern);
-    for (std::size_t i = 0; i < memo.patterns.size(); ++i)
-      if (memo.patterns[i] == pattern) pattern_id = i;
+    for (std::size_t i = 0; i < memo.patterns.size() && pattern_id == memo.patterns.size(); ++i)
+      if (names_pattern(memo.patterns[i], tp, plan)) pattern_id = i;
     if (pattern_id == memo.patterns.size()) {
+      std::vector<std::uint64_t> pattern;
+      visit_pattern(tp, plan, [&](std::uint64_t w) { pattern.push_back(w); });
       if (memo.patterns.size() >= kMaxPatterns) {  // every key names an index: start afresh
         std::optional<hardware::Profile> prof_kept = std::move(memo.profile);
         const hardware::Profile* checked = memo.checked;
