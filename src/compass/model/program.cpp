@@ -149,8 +149,14 @@ class Follower {
  public:
   Follower(const FusedProgram& pr, const FollowCosts& c, bool work,
            hardware::sharing::IncrementalMaxmin& sharing, FollowedTimes* times)
-      : pr_(pr), c_(c), work_(work), sharing_(sharing), times_(times),
-        flows_(pr.sends.size()), ranks_(pr.items.size()) {
+      : pr_(pr),
+        c_(c),
+        work_(work),
+        instant_(!work && c.launch == 0 && c.flag_wait == 0),
+        sharing_(sharing),
+        times_(times),
+        flows_(pr.sends.size()),
+        ranks_(pr.items.size()) {
     for (std::size_t f = 0; f < flows_.size(); ++f) flows_[f].pending = pr.flows[f].waits;
     // Each transfer is in each of its queues at most once; a rank has few compute events
     // pending at a time. Sized once, the heaps do not grow while following.
@@ -338,29 +344,43 @@ class Follower {
     for (int v : pr_.item_waiters.of(static_cast<std::size_t>(f))) {
       Rank& r = ranks_[v];
       if (r.phase == Phase::waiting && r.item < pr_.items[v].size() &&
-          pr_.items[v][r.item].flow_in == f)
-        begin_item(v, std::max(r.prev_end, now));
+          pr_.items[v][r.item].flow_in == f && begin_item(v, std::max(r.prev_end, now)))
+        next_item(v);
     }
   }
-  // The rank's next item, if what it waits for has landed.
+  // The rank's next items, as long as what they wait for has landed and each ends as it
+  // begins.
   void next_item(int v) {
     Rank& r = ranks_[v];
-    if (r.item >= pr_.items[v].size()) {
-      r.phase = Phase::done;
-      return;
+    for (;;) {
+      if (r.item >= pr_.items[v].size()) {
+        r.phase = Phase::done;
+        return;
+      }
+      const Item& it = pr_.items[v][r.item];
+      if (it.flow_in >= 0 && !flows_[it.flow_in].landed) {
+        r.phase = Phase::waiting;
+        return;
+      }
+      if (!begin_item(
+              v, it.flow_in >= 0 ? std::max(r.prev_end, flows_[it.flow_in].landed_s) : r.prev_end))
+        return;
     }
-    const Item& it = pr_.items[v][r.item];
-    if (it.flow_in >= 0 && !flows_[it.flow_in].landed) {
-      r.phase = Phase::waiting;
-      return;
-    }
-    begin_item(v, it.flow_in >= 0 ? std::max(r.prev_end, flows_[it.flow_in].landed_s) : r.prev_end);
   }
-  void begin_item(int v, double ready) {
+  // Begins the rank's current item at `ready`; true when it ended there (instant_).
+  bool begin_item(int v, double ready) {
     Rank& r = ranks_[v];
     const Item& it = pr_.items[v][r.item];
     ++r.version;
     if (times_ != nullptr) times_->item_start_s[pr_.item_base[v] + r.item] = ready;
+    if (instant_) {
+      // No work and no overheads: the item ends as it begins (`ready` is the instant being
+      // followed), where its events would end it later at the same instant; nothing it
+      // touches reads which of the instant's events comes first.
+      r.launched = r.launched || !it.add;
+      end_item(v, ready);
+      return true;
+    }
     if (it.add) {
       r.phase = Phase::add;
       push(compute_, ready + c_.flag_wait + work_of(it), compute_id(v));
@@ -369,6 +389,7 @@ class Follower {
       push(compute_, ready + (r.launched ? c_.flag_wait : c_.launch), compute_id(v));
       r.launched = true;
     }
+    return false;
   }
   void on_compute(int v, double now) {
     Rank& r = ranks_[v];
@@ -382,17 +403,22 @@ class Follower {
            compute_id(v));
       return;
     }
-    // A GEMM piece or an add ends.
+    end_item(v, now);
+    next_item(v);
+  }
+  // A GEMM piece or an add ends (the rank's next item not yet begun).
+  void end_item(int v, double now) {
+    Rank& r = ranks_[v];
     r.prev_end = now;
     if (times_ != nullptr) times_->item_end_s[pr_.item_base[v] + r.item] = now;
     for (int f : pr_.send_waiters.of(pr_.item_base[v] + r.item)) resolved(f, now);
     ++r.item;
-    next_item(v);
   }
 
   const FusedProgram& pr_;
   const FollowCosts& c_;
   bool work_;
+  bool instant_;  // items take no time: each ends as it begins
   hardware::sharing::IncrementalMaxmin& sharing_;
   FollowedTimes* times_;
   std::vector<Flow> flows_;
