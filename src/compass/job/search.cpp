@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "compass/core/units.hpp"
+#include "compass/core/workers.hpp"
 #include "compass/plan/te_export.hpp"
 #include "compass/workload/layer_ops.hpp"
 
@@ -63,13 +64,6 @@ Result<plan::LayerPlan> export_plan(const Cluster& cluster, const plan::LayerPla
     c.estimates[c.chosen].total_s = ex.layers[i].exported_s;
   }
   return exported;
-}
-
-// How many workers `threads` asks for (0: one per hardware thread), at most `tasks` of them.
-std::size_t worker_count(int threads, std::size_t tasks) {
-  const std::size_t asked = threads > 0 ? static_cast<std::size_t>(threads)
-                                        : std::max(1u, std::thread::hardware_concurrency());
-  return std::min(asked, tasks);
 }
 
 // Runs task(i, w) for every i in [0, n), each once, on `workers` threads (w: 0 for the calling

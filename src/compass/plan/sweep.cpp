@@ -11,6 +11,8 @@
 #include <tuple>
 #include <utility>
 
+#include "compass/core/workers.hpp"
+
 namespace compass::plan {
 
 using workload::OpKind;
@@ -145,9 +147,7 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
   // caches of their own. The estimates do not depend on what a cache holds, nor on which worker
   // made a plan, so neither do the rows.
   std::vector<std::optional<Result<model::OperatorChoice>>> planned(grid.size());
-  std::size_t workers = threads > 0 ? static_cast<std::size_t>(threads)
-                                    : std::max(1u, std::thread::hardware_concurrency());
-  workers = std::max<std::size_t>(1, std::min(workers, todo.size()));
+  const std::size_t workers = std::max<std::size_t>(1, worker_count(threads, todo.size()));
   // A worker takes the costliest operators left (those after the first that share its
   // structure, up to kRun), or, while another worker makes their plan, the cheapest one (whose
   // plan it can make or use): the positions [first, last) of `todo`.
