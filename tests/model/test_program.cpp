@@ -1,13 +1,17 @@
 // Hand-computed cases for the fused-program follower (model/program.hpp), which every fused
 // strategy's estimate runs: launch, flag wait and copy issue, a transfer's bytes and latency,
-// the two interference rules, and a program that cannot finish.
+// the two interference rules, a program that cannot finish, and items that take no time.
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "compass/hardware/flows.hpp"
+#include "compass/hardware/presets.hpp"
 #include "compass/model/program.hpp"
+#include "compass/schedule/generate.hpp"
+#include "compass/schedule/patterns.hpp"
+#include "compass/schedule/program.hpp"
 #include "test_helpers.hpp"
 
 namespace compass::model {
@@ -99,6 +103,52 @@ TEST(FusedProgram, AProgramThatCannotFinishGivesNaN) {
   pr.items = {{{false, 1e-6, 0}}, {}};
   pr.sends = {{0, 1, -1, /*ready_item=*/0, -1, 10}};
   EXPECT_TRUE(std::isnan(follow(pr, FollowCosts{}).end_s));
+}
+
+// Without work or overheads (the communication alone) an item ends as it begins instead of by
+// compute events at the same instant: the same end, and the same start and end of every
+// transfer and item, as the events give when they are followed (items of no work, followed
+// with their work), on every fused strategy's program on a6000x8.
+TEST(FusedProgram, ItemsThatTakeNoTimeEndAsTheyBegin) {
+  const hardware::Profile prof = *hardware::make_preset("a6000x8");
+  const schedule::CommPlan plan = *schedule::comm_plan_for(prof, {0, 1, 2, 3, 4, 5, 6, 7});
+  using schedule::StrategyKind;
+  int followed = 0;
+  for (workload::OpKind kind :
+       {workload::OpKind::ag_gemm, workload::OpKind::gemm_rs, workload::OpKind::gemm_ar})
+    for (StrategyKind sk :
+         {StrategyKind::fuse_ring, StrategyKind::fuse_double_ring, StrategyKind::fuse_all2all,
+          StrategyKind::fuse_hier, StrategyKind::fuse_synth}) {
+      workload::OperatorSpec op;
+      op.kind = kind;
+      op.m = 8192;
+      op.n = 5120;
+      op.k = 5120;
+      op.tp = 8;
+      const schedule::Program program = schedule::program(op, schedule::Strategy{sk, 0}, plan,
+                                                          schedule::tree_rs_costs(prof, plan, op));
+      FusedProgram pr = detail::price_program(program, prof, op, plan.gpus.front());
+      detail::prepare_program(pr, prof, plan.gpus, schedule::program_row_bytes(op));
+      FusedProgram no_work = pr;
+      for (std::vector<FusedProgram::Item>& rank : no_work.items)
+        for (FusedProgram::Item& it : rank) it.work = 0;
+      hardware::sharing::IncrementalMaxmin sharing;
+      detail::FollowedTimes instant, by_events;
+      const detail::Followed a =
+          detail::follow_program(pr, FollowCosts{}, false, sharing, &instant);
+      const detail::Followed b =
+          detail::follow_program(no_work, FollowCosts{}, true, sharing, &by_events);
+      SCOPED_TRACE(schedule::to_string(schedule::Strategy{sk, 0}));
+      ASSERT_TRUE(std::isfinite(a.end_s));
+      EXPECT_GT(a.end_s, 0.0);
+      EXPECT_EQ(a.end_s, b.end_s);
+      EXPECT_EQ(instant.send_start_s, by_events.send_start_s);
+      EXPECT_EQ(instant.send_end_s, by_events.send_end_s);
+      EXPECT_EQ(instant.item_start_s, by_events.item_start_s);
+      EXPECT_EQ(instant.item_end_s, by_events.item_end_s);
+      ++followed;
+    }
+  EXPECT_EQ(followed, 15);
 }
 
 }  // namespace
