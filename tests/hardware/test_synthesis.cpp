@@ -1,6 +1,6 @@
 // Tree patterns: valid spanning trees with full shares on every preset and on random machines,
-// never below the cut bound, the synthesiser never worse than the hierarchical pattern, and the
-// hand-computed a6000x8 loads.
+// never below the cut bound, the synthesiser never worse than the hierarchical pattern (and the
+// same when given the ring it would find), and the hand-computed a6000x8 loads.
 
 #include <gtest/gtest.h>
 
@@ -55,6 +55,14 @@ void check_group(const Profile& p, const std::vector<int>& gpus, const std::stri
   ASSERT_TRUE(ring.ok()) << what;
   const double r = allgather_load_pattern(p, chains_along(*ring), kGiB).time_s;
   EXPECT_LE(s, r * (1 + 1e-9)) << what << ": the synthesiser keeps the best candidate";
+  // Given the ring already found, the synthesiser and the double ring answer the same.
+  auto given = synthesize_pattern(p, gpus, *ring);
+  ASSERT_TRUE(given.ok()) << what;
+  EXPECT_EQ(*given, *synth) << what;
+  auto dr = find_double_ring(p, gpus);
+  auto dr_given = find_double_ring(p, *ring);
+  ASSERT_TRUE(dr.ok() && dr_given.ok()) << what;
+  EXPECT_EQ(*dr_given, *dr) << what;
 }
 
 TEST(Synthesis, PresetsGiveValidPatternsAboveTheBound) {
