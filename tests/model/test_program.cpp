@@ -7,11 +7,10 @@
 #include <cmath>
 
 #include "compass/hardware/flows.hpp"
-#include "compass/hardware/presets.hpp"
 #include "compass/model/program.hpp"
-#include "compass/schedule/generate.hpp"
 #include "compass/schedule/patterns.hpp"
 #include "compass/schedule/program.hpp"
+#include "support/builders.hpp"
 #include "test_helpers.hpp"
 
 namespace compass::model {
@@ -110,8 +109,9 @@ TEST(FusedProgram, AProgramThatCannotFinishGivesNaN) {
 // transfer and item, as the events give when they are followed (items of no work, followed
 // with their work), on every fused strategy's program on a6000x8.
 TEST(FusedProgram, ItemsThatTakeNoTimeEndAsTheyBegin) {
-  const hardware::Profile prof = *hardware::make_preset("a6000x8");
-  const schedule::CommPlan plan = *schedule::comm_plan_for(prof, {0, 1, 2, 3, 4, 5, 6, 7});
+  const compass::testing::PresetPlan pp = compass::testing::preset_plan("a6000x8", 8);
+  const hardware::Profile& prof = pp.profile;
+  const schedule::CommPlan& plan = pp.plan;
   using schedule::StrategyKind;
   int followed = 0;
   for (workload::OpKind kind :
@@ -119,12 +119,7 @@ TEST(FusedProgram, ItemsThatTakeNoTimeEndAsTheyBegin) {
     for (StrategyKind sk :
          {StrategyKind::fuse_ring, StrategyKind::fuse_double_ring, StrategyKind::fuse_all2all,
           StrategyKind::fuse_hier, StrategyKind::fuse_synth}) {
-      workload::OperatorSpec op;
-      op.kind = kind;
-      op.m = 8192;
-      op.n = 5120;
-      op.k = 5120;
-      op.tp = 8;
+      const workload::OperatorSpec op = compass::testing::op_of(kind, 8192, 5120, 5120, 8);
       const schedule::Program program = schedule::program(op, schedule::Strategy{sk, 0}, plan,
                                                           schedule::tree_rs_costs(prof, plan, op));
       FusedProgram pr = detail::price_program(program, prof, op, plan.gpus.front());
