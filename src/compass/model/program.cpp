@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "compass/core/tournament.hpp"
 #include "compass/hardware/gemm_cost.hpp"
 #include "compass/hardware/task_costs.hpp"
 
@@ -156,13 +157,13 @@ class Follower {
         sharing_(sharing),
         times_(times),
         flows_(pr.sends.size()),
-        ranks_(pr.items.size()) {
+        ranks_(pr.items.size()),
+        compute_(pr.items.size()) {
     for (std::size_t f = 0; f < flows_.size(); ++f) flows_[f].pending = pr.flows[f].waits;
-    // Each transfer is in each of its queues at most once; a rank has few compute events
-    // pending at a time. Sized once, the heaps do not grow while following.
+    // Each transfer is in each of its queues at most once. Sized once, the heaps do not grow
+    // while following.
     releases_.reserve(flows_.size());
     joins_.reserve(flows_.size());
-    compute_.reserve(4 * ranks_.size() + 16);
     if (times_ != nullptr) {
       times_->send_start_s.assign(flows_.size(), 0.0);
       times_->send_end_s.assign(flows_.size(), 0.0);
@@ -182,7 +183,7 @@ class Follower {
     double now = 0;
     const std::size_t limit = 16 * (flows_.size() + pr_.item_base.back()) + 16;
     for (std::size_t step = 0; step < limit && !broken_; ++step) {
-      const double t = std::min({top(releases_), top(joins_), top(compute_), next_end_});
+      const double t = std::min({top(releases_), top(joins_), compute_.time(), next_end_});
       if (t == kInf) break;
       now = std::max(now, t);
       // At one instant: last bytes, then landings, then the bytes of transfers whose latency
@@ -203,10 +204,11 @@ class Follower {
         reshare_ = true;
       }
       while (top(joins_) <= now) join(pop(joins_).second, now);
-      while (top(compute_) <= now) {
-        const auto [at, ev] = pop(compute_);
-        const int v = ev / kVersions;
-        if (ev % kVersions == static_cast<int>(ranks_[v].version % kVersions)) on_compute(v, at);
+      while (compute_.time() <= now) {
+        const int v = static_cast<int>(compute_.index());
+        const double at = compute_.time();
+        compute_.set(static_cast<std::size_t>(v), kInf);
+        on_compute(v, at);
       }
       while (top(releases_) <= now + 1e-15) start(pop(releases_).second, now);
       if (reshare_) {
@@ -249,11 +251,9 @@ class Follower {
     bool launched = false;  // its first GEMM piece has paid the launch
     double prev_end = 0;    // the end of its previous item
     double left = 0, since = 0;  // the running GEMM's work left at `since`
-    int sending = 0;        // its transfers under way (started, not landed)
-    unsigned version = 0;   // its compute event in the queue
+    int sending = 0;             // its transfers under way (started, not landed)
   };
   using Queue = std::vector<std::pair<double, int>>;  // a min-heap of (time, id)
-  static constexpr int kVersions = 1 << 20;  // compute events: rank * kVersions + version
 
   struct Later {  // orders the min-heaps
     bool operator()(const std::pair<double, int>& a, const std::pair<double, int>& b) const {
@@ -279,8 +279,10 @@ class Follower {
   }
   double work_of(const Item& it) const { return work_ ? it.work : 0.0; }
   bool gemm_running(int v) const { return ranks_[v].phase == Phase::gemm; }
-  int compute_id(int v) const {
-    return v * kVersions + static_cast<int>(ranks_[v].version % kVersions);
+  // Rank v's one compute event is now at `at`, replacing the one it had.
+  void push_compute(int v, double at) {
+    if (std::isnan(at)) broken_ = true;  // a cost that is not a number: it never finishes
+    compute_.set(static_cast<std::size_t>(v), at);
   }
   // Brings the moving transfers' remaining bytes to `now` (their rates held since the last
   // change of the sharing).
@@ -298,8 +300,7 @@ class Follower {
     if (was == (r.sending > 0) || r.phase != Phase::gemm || c_.fg == 1.0) return;
     r.left = std::max(0.0, r.left - (was ? (now - r.since) / c_.fg : now - r.since));
     r.since = now;
-    ++r.version;
-    push(compute_, now + (r.sending > 0 ? r.left * c_.fg : r.left), compute_id(v));
+    push_compute(v, now + (r.sending > 0 ? r.left * c_.fg : r.left));
   }
   // Everything a transfer waits for has happened: it leaves one copy issue later.
   void release(int f) {
@@ -367,11 +368,11 @@ class Follower {
         return;
     }
   }
-  // Begins the rank's current item at `ready`; true when it ended there (instant_).
+  // Begins the rank's current item at `ready`; true when it ended there (instant_). The rank
+  // has no compute event then: its previous item's last one has been taken, or it was waiting.
   bool begin_item(int v, double ready) {
     Rank& r = ranks_[v];
     const Item& it = pr_.items[v][r.item];
-    ++r.version;
     if (times_ != nullptr) times_->item_start_s[pr_.item_base[v] + r.item] = ready;
     if (instant_) {
       // No work and no overheads: the item ends as it begins (`ready` is the instant being
@@ -383,10 +384,10 @@ class Follower {
     }
     if (it.add) {
       r.phase = Phase::add;
-      push(compute_, ready + c_.flag_wait + work_of(it), compute_id(v));
+      push_compute(v, ready + c_.flag_wait + work_of(it));
     } else {
       r.phase = Phase::overhead;
-      push(compute_, ready + (r.launched ? c_.flag_wait : c_.launch), compute_id(v));
+      push_compute(v, ready + (r.launched ? c_.flag_wait : c_.launch));
       r.launched = true;
     }
     return false;
@@ -398,9 +399,7 @@ class Follower {
       r.phase = Phase::gemm;
       r.left = work;
       r.since = now;
-      ++r.version;
-      push(compute_, r.sending > 0 && c_.fg != 1.0 ? now + work * c_.fg : now + work,
-           compute_id(v));
+      push_compute(v, r.sending > 0 && c_.fg != 1.0 ? now + work * c_.fg : now + work);
       return;
     }
     end_item(v, now);
@@ -423,7 +422,8 @@ class Follower {
   FollowedTimes* times_;
   std::vector<Flow> flows_;
   std::vector<Rank> ranks_;
-  Queue releases_, joins_, compute_;
+  Queue releases_, joins_;
+  EarliestTime compute_;  // per rank: its one compute event (infinity: none)
   std::vector<int> ended_;
   double clock_ = 0, next_end_ = std::numeric_limits<double>::infinity();
   bool reshare_ = false, broken_ = false;

@@ -10,9 +10,10 @@
 #include <queue>
 #include <tuple>
 
-#include "compass/schedule/patterns.hpp"
+#include "compass/core/tournament.hpp"
 #include "compass/hardware/task_costs.hpp"
 #include "compass/schedule/comm_order.hpp"
+#include "compass/schedule/patterns.hpp"
 #include "compass/schedule/tree_graph.hpp"
 
 namespace compass::schedule {
@@ -403,20 +404,9 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   };
   const int resources = p + static_cast<int>(engines_total);  // streams, then engines
   std::vector<Next> next(static_cast<std::size_t>(resources));
-  // The earliest next step, the lowest resource on ties: a tournament over the resources
-  // (winner[1] is the winner of all; leaves from `leaves` on; a time that is not a number never
-  // wins, as no scan with '<' picks it).
-  std::size_t leaves = 1;
-  while (leaves < static_cast<std::size_t>(resources)) leaves *= 2;
-  std::vector<double> wins_at(leaves, kInf);  // per resource: its next step's time, NaN as inf
-  std::vector<int> winner(2 * leaves, -1);
-  for (std::size_t i = 0; i < leaves; ++i) winner[leaves + i] = static_cast<int>(i);
-  auto play = [&](std::size_t node) {
-    const int a = winner[2 * node], b = winner[2 * node + 1];
-    winner[node] =
-        wins_at[static_cast<std::size_t>(b)] < wins_at[static_cast<std::size_t>(a)] ? b : a;
-  };
-  for (std::size_t node = leaves - 1; node >= 1; --node) play(node);
+  // The earliest next step, the lowest resource on ties (a time that is not a number never
+  // wins).
+  EarliestTime earliest(static_cast<std::size_t>(resources));
   auto refresh = [&](int r) {
     Next n;
     if (r < p) {
@@ -446,14 +436,12 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
         n.t = known_sends[e].top().at;
     }
     next[static_cast<std::size_t>(r)] = n;
-    wins_at[static_cast<std::size_t>(r)] = std::isnan(n.t) ? kInf : n.t;
-    for (std::size_t node = (leaves + static_cast<std::size_t>(r)) / 2; node >= 1; node /= 2)
-      play(node);
+    earliest.set(static_cast<std::size_t>(r), n.t);
   };
   for (int r = 0; r < resources; ++r) refresh(r);
   while (out.size() < steps) {
-    const int r = winner[1];
-    const double best_t = wins_at[static_cast<std::size_t>(r)];
+    const int r = static_cast<int>(earliest.index());
+    const double best_t = earliest.time();
     if (best_t == kInf) break;  // nothing can run: not a tree
     const int best_rank = r < p ? r : -1;
     const std::size_t best_engine = r < p ? engines_total : static_cast<std::size_t>(r - p);
