@@ -136,7 +136,7 @@ void IncrementalMaxmin::reset(const std::vector<double>& cap, const FlatPaths& p
   seeds_.clear();
   dirty_dirs_.clear();
   rate_.assign(nf, 0.0);
-  is_active_.assign(nf, 0);
+  active_at_.assign(nf, -1);
   seen_flow_.assign(nf, 0u);
   seen_dir_.assign(cap.size(), 0u);
   if (users_.size() < cap.size()) users_.resize(cap.size());
@@ -198,16 +198,20 @@ void IncrementalMaxmin::memo_insert(std::uint64_t hash, const std::vector<double
 }
 
 void IncrementalMaxmin::add(int f) {
-  active_.insert(std::lower_bound(active_.begin(), active_.end(), f), f);
-  is_active_[f] = 1;
+  active_at_[f] = static_cast<int>(active_.size());
+  active_.push_back(f);
   for (int i = paths_->offset[f]; i < paths_->offset[f + 1]; ++i)
     users_[paths_->dirs[i]].push_back(f);
   seeds_.push_back(f);
 }
 
 void IncrementalMaxmin::remove(int f) {
-  active_.erase(std::lower_bound(active_.begin(), active_.end(), f));
-  is_active_[f] = 0;
+  // The last active flow takes its place.
+  const int at = active_at_[f];
+  active_[static_cast<std::size_t>(at)] = active_.back();
+  active_at_[active_.back()] = at;
+  active_.pop_back();
+  active_at_[f] = -1;
   for (int i = paths_->offset[f]; i < paths_->offset[f + 1]; ++i) {
     // A direction's users in any order: rates() sorts every component it walks.
     std::vector<int>& u = users_[paths_->dirs[i]];
@@ -230,7 +234,7 @@ const std::vector<double>& IncrementalMaxmin::rates() {
   // The component of every seed (flows joined by shared directions), found by a walk over the
   // directions' users, then re-shared on its own; components without a seed keep their rates.
   for (int s : seeds_) {
-    if (!is_active_[s] || seen_flow_[s] == epoch_) continue;
+    if (active_at_[s] < 0 || seen_flow_[s] == epoch_) continue;
     component_.assign(1, s);
     seen_flow_[s] = epoch_;
     for (std::size_t k = 0; k < component_.size(); ++k) {

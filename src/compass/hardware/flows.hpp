@@ -114,7 +114,7 @@ class IncrementalMaxmin {
   void add(int f);
   /// Makes flow f inactive (it must be active).
   void remove(int f);
-  /// The active flows, ascending.
+  /// The active flows, in no particular order.
   const std::vector<int>& active() const { return active_; }
   /// rates()[f] for every active f (other entries are stale).
   const std::vector<double>& rates();
@@ -127,7 +127,7 @@ class IncrementalMaxmin {
   std::vector<std::vector<int>> users_;  // active flows crossing each direction
   std::vector<int> seeds_, dirty_dirs_;  // what changed since the last rates()
   std::vector<int> component_;
-  std::vector<char> is_active_;
+  std::vector<int> active_at_;  // per flow: its index in active_ (-1: inactive)
   // Marks of the flows and directions a rates() call has walked: equal to its epoch_.
   std::vector<unsigned> seen_flow_, seen_dir_;
   unsigned epoch_ = 0;

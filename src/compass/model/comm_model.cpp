@@ -158,7 +158,7 @@ using detail::ReleasedWorkspace;
 // The event loop of the straightforward version (each event: scan every flow for releases,
 // max-min over all flows, scan every flow for dt and progress) with the same arithmetic in the
 // same order, but bookkeeping that touches only what changes: a heap of known release times,
-// the ascending list of active flows, and max-min re-computed only where flows came or went
+// the list of active flows, and max-min re-computed only where flows came or went
 // (hardware::sharing::IncrementalMaxmin, bit-identical to maxmin over all flows with these
 // active). Reads ws.paths and ws.latency.
 std::vector<double> released_events(const std::vector<double>& cap,
@@ -263,6 +263,7 @@ std::vector<double> released_events(const std::vector<double>& cap,
       ws.remaining[i] -= rate[i] * dt;
       if (ws.remaining[i] <= ws.done_below[i]) ws.ended.push_back(i);
     }
+    std::sort(ws.ended.begin(), ws.ended.end());  // in flow order (active() has none)
     for (int i : ws.ended) {
       ws.sharing.remove(i);
       finished(i, now + ws.latency[i]);

@@ -199,6 +199,7 @@ class Follower {
           if (dt > 0) fl.remaining -= fl.rate * dt;
           if (fl.remaining <= 1e-9 * fl.sized) ended_.push_back(f);
         }
+        std::sort(ended_.begin(), ended_.end());  // in transfer order (active() has none)
         for (int f : ended_) sharing_.remove(f);
         for (int f : ended_) land(f, now);
         reshare_ = true;
