@@ -175,5 +175,19 @@ TEST(Flows, ResultsAreDeterministic) {
               flows[f].bytes / p.route_bandwidth(flows[f].src, flows[f].dst));
 }
 
+TEST(Flows, RouteDirectionsAppendAfterWhatIsThere) {
+  const Profile p = chain({kGB, kGB, kGB}, {kGB, kGB, kGB}, 0.0);
+  std::vector<int> out{99};
+  sharing::append_route_dirs(p, 0, 3, out);
+  sharing::append_route_dirs(p, 2, 2, out);  // the same GPU: nothing
+  sharing::append_route_dirs(p, 3, 1, out);
+  std::vector<int> want{99};
+  for (const std::vector<int>& d : {sharing::route_dirs(p, 0, 3), sharing::route_dirs(p, 3, 1)})
+    want.insert(want.end(), d.begin(), d.end());
+  EXPECT_EQ(out, want);
+  // 0 -> 3 crosses the three links forward (ids 0, 2, 4), 3 -> 1 two links backward (5, 3).
+  EXPECT_EQ(out, (std::vector<int>{99, 0, 2, 4, 3, 5}));
+}
+
 }  // namespace
 }  // namespace compass::hardware

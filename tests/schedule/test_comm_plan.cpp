@@ -220,7 +220,7 @@ void expect_sums_up_the_trees(const std::vector<TreeRsStep>& program,
         EXPECT_NE(st.rank, st.owner) << "the owner keeps its sum";
         EXPECT_EQ(st.peer, sh.parent[st.rank]);
         EXPECT_TRUE(gemm_at.count(key)) << "a send before the rank's own GEMM, at " << k;
-        for (int u : sh.children[st.rank])
+        for (int u : sh.children.of(static_cast<std::size_t>(st.rank)))
           EXPECT_TRUE(added_at.count({st.rank, st.owner, st.piece, u}))
               << "a send before the add of child " << u << ", at " << k;
         EXPECT_TRUE(sent_at.emplace(key, k).second) << "two sends of one sum, at " << k;

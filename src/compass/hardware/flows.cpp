@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -33,13 +34,18 @@ std::vector<double> dir_capacities(const Profile& p) {
   return cap;
 }
 
+void append_route_dirs(const Profile& p, int src, int dst, std::vector<int>& out) {
+  if (src == dst) return;
+  const auto from = static_cast<std::ptrdiff_t>(out.size());
+  for (const Hop& h : p.route(src, dst).hops) out.push_back(dir_id(h));
+  // A route that crossed one direction twice would be a routing bug; count it once.
+  std::sort(out.begin() + from, out.end());
+  out.erase(std::unique(out.begin() + from, out.end()), out.end());
+}
+
 std::vector<int> route_dirs(const Profile& p, int src, int dst) {
   std::vector<int> dirs;
-  if (src == dst) return dirs;
-  for (const Hop& h : p.route(src, dst).hops) dirs.push_back(dir_id(h));
-  // A route that crossed one direction twice would be a routing bug; count it once.
-  std::sort(dirs.begin(), dirs.end());
-  dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
+  append_route_dirs(p, src, dst, dirs);
   return dirs;
 }
 

@@ -70,6 +70,8 @@ Hop dir_hop(int id);
 std::vector<double> dir_capacities(const Profile& p);
 /// The distinct direction ids on the route src -> dst (empty when src == dst).
 std::vector<int> route_dirs(const Profile& p, int src, int dst);
+/// route_dirs(p, src, dst) appended to `out`.
+void append_route_dirs(const Profile& p, int src, int dst, std::vector<int>& out);
 
 /// Flow paths in one flat array: flow f crosses dirs[offset[f]] .. dirs[offset[f + 1] - 1].
 struct FlatPaths {

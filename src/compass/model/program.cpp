@@ -13,15 +13,6 @@ namespace compass::model::detail {
 using Item = FusedProgram::Item;
 using Send = FusedProgram::Send;
 
-FusedProgram::Lists::Lists(std::size_t n, const std::vector<std::pair<int, int>>& pairs)
-    : begin(n + 1, 0) {
-  for (const auto& kv : pairs) ++begin[static_cast<std::size_t>(kv.first) + 1];
-  for (std::size_t k = 0; k < n; ++k) begin[k + 1] += begin[k];
-  std::vector<std::size_t> next(begin.begin(), begin.end() - 1);
-  at.resize(pairs.size());
-  for (const auto& kv : pairs) at[next[static_cast<std::size_t>(kv.first)]++] = kv.second;
-}
-
 namespace {
 
 // GEMM and add work of the busiest rank, each rank's items summed in program order.
@@ -117,7 +108,7 @@ void prepare_program(FusedProgram& pr, const hardware::Profile& prof, const std:
       fl.latency_s = pr.flows[same].latency_s;
     } else if (fl.moves) {
       const int src = gpus[sd.from], dst = gpus[sd.to];
-      for (int d : hardware::sharing::route_dirs(prof, src, dst)) pr.paths.dirs.push_back(d);
+      hardware::sharing::append_route_dirs(prof, src, dst, pr.paths.dirs);
       fl.latency_s = prof.route_latency_s(src, dst);
       same = static_cast<int>(f);
     }

@@ -7,10 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
-#include <utility>
 #include <vector>
 
+#include "compass/core/index_lists.hpp"
 #include "compass/hardware/flows.hpp"
 #include "compass/hardware/profile.hpp"
 #include "compass/schedule/program.hpp"
@@ -32,17 +31,7 @@ struct FusedProgram {
     int flow_in = -1;   ///< the transfer it waits for (-1: none)
   };
   using Send = schedule::Program::Send;
-  /// Index lists keyed 0..n-1 in one array (key k: at[begin[k]] .. at[begin[k + 1] - 1]), each
-  /// in the order its (key, index) pairs were given.
-  struct Lists {
-    std::vector<std::size_t> begin{0};
-    std::vector<int> at;
-    Lists() = default;
-    Lists(std::size_t n, const std::vector<std::pair<int, int>>& pairs);
-    std::span<const int> of(std::size_t k) const {
-      return {at.data() + begin[k], at.data() + begin[k + 1]};
-    }
-  };
+  using Lists = IndexLists;
   /// One transfer's constant facts.
   struct Flow {
     double bytes = 0, latency_s = 0;

@@ -128,7 +128,7 @@ void rs_graph(Graph& g) {
     for (const Piece& pc : pieces[j]) {
       const TreeShape& sh = g.shapes[pc.tree];
       for (int v = 0; v < p; ++v)
-        for (int u : sh.children[v]) {
+        for (int u : sh.children.of(static_cast<std::size_t>(v))) {
           slot[{v, j, pc.tree, pc.chunk, u}] = Rows{recv_rows[v], pc.rows.len};
           recv_rows[v] += pc.rows.len;
         }

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "compass/core/index_lists.hpp"
 #include "compass/hardware/synthesis.hpp"
 #include "compass/schedule/generate.hpp"
 
@@ -40,10 +41,10 @@ std::vector<int> tree_engine_table(const TreePlan& plan, int p, int engines, boo
 
 /// The shape of one tree over p ranks, indexed by rank: its depth (edges from the root; -1 for
 /// a rank the tree does not reach), its parent (-1 for the root and unreached ranks) and its
-/// children in edge order; height is the largest depth.
+/// children in edge order (children.of(v)); height is the largest depth.
 struct TreeShape {
   std::vector<int> depth, parent;
-  std::vector<std::vector<int>> children;
+  IndexLists children;
   int height = 0;
 };
 

@@ -138,15 +138,14 @@ Result<TreePlan> tree_plan_from(const hardware::Profile& profile, const hardware
 
 TreeShape tree_shape(const RankTree& t, int p) {
   const auto n = static_cast<std::size_t>(p);
-  TreeShape s{std::vector<int>(n, -1), std::vector<int>(n, -1), std::vector<std::vector<int>>(n),
-              0};
+  TreeShape s{std::vector<int>(n, -1), std::vector<int>(n, -1), {}, 0};
   s.depth[t.root] = 0;
   for (auto [a, b] : t.edges) {
     s.depth[b] = s.depth[a] + 1;
     s.parent[b] = a;
-    s.children[a].push_back(b);
     s.height = std::max(s.height, s.depth[b]);
   }
+  s.children = IndexLists(n, t.edges);
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <queue>
 #include <tuple>
 
+#include "compass/core/index_lists.hpp"
 #include "compass/core/tournament.hpp"
 #include "compass/hardware/task_costs.hpp"
 #include "compass/schedule/comm_order.hpp"
@@ -99,13 +100,15 @@ std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
       }
     }
   // Dependents of each send: the sends that forward what it brings.
-  std::vector<std::vector<int>> next(sends.size());
+  std::vector<std::pair<int, int>> forwards;
+  forwards.reserve(sends.size());
   for (std::size_t f = 0; f < sends.size(); ++f) {
     const TreeAgStep& st = sends[f].step;
     if (st.from == st.owner) continue;
     sends[f].dep = into_at(st.from, st.owner, st.piece);
-    next[static_cast<std::size_t>(sends[f].dep)].push_back(static_cast<int>(f));
+    forwards.emplace_back(sends[f].dep, static_cast<int>(f));
   }
+  const IndexLists next(sends.size(), forwards);
   // Per copy engine: the sends whose piece's arrival time is known, earliest first, and those
   // that have arrived by the time the engine is free, by priority.
   const std::size_t engines_total = static_cast<std::size_t>(p) * ne;
@@ -169,7 +172,7 @@ std::vector<TreeAgStep> tree_allgather_program(const TreePlan& plan,
     free_at[best_e] = sd.end;
     changed[best_e] = 1;
     order.push_back(f);
-    for (int g : next[static_cast<std::size_t>(f)]) {
+    for (int g : next.of(static_cast<std::size_t>(f))) {
       sends[static_cast<std::size_t>(g)].ready = sd.end;
       known[engine_of(g)].push(g);
       changed[engine_of(g)] = 1;
@@ -260,13 +263,21 @@ std::vector<TreeRsStep> rs_round_order(const std::vector<TreeShape>& shapes,
                      [](const Step& a, const Step& b) { return a.order < b.order; });
     for (const Step& st : steps) {
       const TreePiece& pc = pieces[st.owner][static_cast<std::size_t>(st.piece)];
-      for (int u : shapes[pc.tree].children[st.v])
+      for (int u : shapes[pc.tree].children.of(static_cast<std::size_t>(st.v)))
         out.push_back(TreeRsStep{Kind::add, st.v, st.owner, st.piece, rho, u});
       if (st.v != st.owner)
         out.push_back(TreeRsStep{Kind::send, st.v, st.owner, st.piece, rho, st.to});
     }
   }
   return out;
+}
+
+// A std::priority_queue ordered by `later` with room for n entries from the start.
+template <class Heap, class Later>
+Heap heap_with_room(Later later, std::size_t n) {
+  typename Heap::container_type c;
+  c.reserve(n);
+  return Heap(later, std::move(c));
 }
 
 // A list schedule: each compute stream and copy engine, when it comes free, takes its step of
@@ -307,9 +318,18 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
       const TreeShape& sh = shapes[pc.tree];
       for (int v = 0; v < p; ++v) {
         Sum& s = sums[(static_cast<std::size_t>(base[j]) + i) * p + v];
-        s = Sum{j, static_cast<int>(i), v, pc.chunk + sh.height - sh.depth[v],
-                v == j ? -1 : sh.parent[v], 1 + static_cast<int>(sh.children[v].size()),
-                0, false, -1, static_cast<double>(pc.len) * row_bytes, 0, 0};
+        s = Sum{j,
+                static_cast<int>(i),
+                v,
+                pc.chunk + sh.height - sh.depth[v],
+                v == j ? -1 : sh.parent[v],
+                1 + static_cast<int>(sh.children.of(static_cast<std::size_t>(v)).size()),
+                0,
+                false,
+                -1,
+                static_cast<double>(pc.len) * row_bytes,
+                0,
+                0};
         const auto round = static_cast<std::uint64_t>(s.round);
         s.item_key = pack(round, static_cast<std::uint64_t>((j - v + p) % p), i);
         if (s.parent >= 0) {
@@ -347,13 +367,29 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   };
   // Per rank: its GEMM pieces not scheduled (by priority), its adds whose partial's arrival is
   // known (by arrival) and those that have arrived by the time the stream is free (by priority).
+  // Each heap has room from the start for every entry it can hold.
+  const std::size_t engines_total = static_cast<std::size_t>(p) * ne;
+  auto engine_of = [&](const Sum& s) {
+    return static_cast<std::size_t>(s.rank) * ne +
+           eng[static_cast<std::size_t>(s.rank) * p + s.parent];
+  };
+  std::vector<std::size_t> adds_at(p, 0), sends_at(engines_total, 0);
+  for (const Sum& s : sums) {
+    adds_at[s.rank] += static_cast<std::size_t>(s.left - 1);
+    if (s.parent >= 0) ++sends_at[engine_of(s)];
+  }
   using ItemHeap = std::priority_queue<Item, std::vector<Item>, decltype(later_item)>;
   using ArrivalHeap = std::priority_queue<Item, std::vector<Item>, decltype(later_at)>;
-  std::vector<ItemHeap> ready_adds(p, ItemHeap(later_item));
-  std::vector<ArrivalHeap> known_adds(p, ArrivalHeap(later_at));
+  std::vector<ItemHeap> ready_adds;
+  std::vector<ArrivalHeap> known_adds;
+  for (int v = 0; v < p; ++v) {
+    ready_adds.push_back(heap_with_room<ItemHeap>(later_item, adds_at[v]));
+    known_adds.push_back(heap_with_room<ArrivalHeap>(later_at, adds_at[v]));
+  }
   std::vector<double> stream_free(p, 0.0);
   // Per rank, its GEMM pieces in priority order and the next one not scheduled.
   std::vector<std::vector<Item>> gemms(p);
+  for (std::vector<Item>& g : gemms) g.reserve(static_cast<std::size_t>(base[p]));
   std::vector<std::size_t> next_gemm(p, 0);
   for (std::size_t id = 0; id < sums.size(); ++id)
     gemms[sums[id].rank].push_back(
@@ -375,14 +411,13 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
   // time the engine is free (by priority).
   using SendHeap = std::priority_queue<SendEntry, std::vector<SendEntry>, decltype(later_item)>;
   using CompleteHeap = std::priority_queue<SendEntry, std::vector<SendEntry>, decltype(later_at)>;
-  const std::size_t engines_total = static_cast<std::size_t>(p) * ne;
-  std::vector<SendHeap> ready_sends(engines_total, SendHeap(later_item));
-  std::vector<CompleteHeap> known_sends(engines_total, CompleteHeap(later_at));
+  std::vector<SendHeap> ready_sends;
+  std::vector<CompleteHeap> known_sends;
+  for (std::size_t e = 0; e < engines_total; ++e) {
+    ready_sends.push_back(heap_with_room<SendHeap>(later_item, sends_at[e]));
+    known_sends.push_back(heap_with_room<CompleteHeap>(later_at, sends_at[e]));
+  }
   std::vector<double> engine_free(engines_total, 0.0);
-  auto engine_of = [&](const Sum& s) {
-    return static_cast<std::size_t>(s.rank) * ne +
-           eng[static_cast<std::size_t>(s.rank) * p + s.parent];
-  };
   // An add can be scheduled once its rank's GEMM of the piece is and the partial's arrival is.
   auto add_known = [&](int id, int child) {
     const Sum& s = sums[static_cast<std::size_t>(id)];
@@ -455,7 +490,8 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
         end += costs.item_s + costs.gemm_row_s * rows(s);
         s.gemm_done = true;
         out.push_back(TreeRsStep{Kind::gemm, v, s.owner, s.piece, s.round, -1});
-        for (int u : shapes[pieces[s.owner][static_cast<std::size_t>(s.piece)].tree].children[v])
+        for (int u : shapes[pieces[s.owner][static_cast<std::size_t>(s.piece)].tree].children.of(
+                 static_cast<std::size_t>(v)))
           if (sums[child_sum(s, u)].arrival >= 0) add_known(best_item.sum, u);
       } else {
         if (!ready_adds[v].empty() && ready_adds[v].top().sum == best_item.sum &&
