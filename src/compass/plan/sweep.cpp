@@ -131,10 +131,15 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
     if (from == i) todo.push_back(i);
   }
   // The costliest operators first (a larger group, then more rows: more program steps to
-  // follow), so that no worker is left with a long one while the others have finished; among
-  // equals, operators whose programs share a structure (kind, rows and row bytes: an all-gather
-  // of the same input, say) side by side, taken by one worker together (`claim`) so that one
-  // builds the structure once.
+  // follow), so that no worker is left with a long one while the others have finished. Among
+  // equals, operators whose programs share what is built once per shape side by side, taken by
+  // one worker together (`claim`) so that one worker builds it: the decompositions' collective
+  // programs (kind, rows and group), then the fused programs' structure (row bytes too: an
+  // all-gather of the same input, say).
+  auto collectives = [&](std::size_t i) {
+    const workload::OperatorSpec& o = grid[i].op;
+    return std::make_tuple(-o.tp, -o.m, o.kind);
+  };
   auto structure = [&](std::size_t i) {
     const workload::OperatorSpec& o = grid[i].op;
     return std::make_tuple(-o.tp, -o.m, o.kind, o.dtype, o.kind == OpKind::ag_gemm ? o.k : o.n);
@@ -149,8 +154,9 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
   std::vector<std::optional<Result<model::OperatorChoice>>> planned(grid.size());
   const std::size_t workers = std::max<std::size_t>(1, worker_count(threads, todo.size()));
   // A worker takes the costliest operators left (those after the first that share its
-  // structure, up to kRun), or, while another worker makes their plan, the cheapest one (whose
-  // plan it can make or use): the positions [first, last) of `todo`.
+  // collective programs, up to kRun or an equal share of half the operators left, whichever is
+  // more), or, while another worker makes their plan, the cheapest one (whose plan it can make
+  // or use): the positions [first, last) of `todo`.
   constexpr std::size_t kRun = 4;
   std::mutex claiming;
   std::size_t front = 0, back = todo.size();
@@ -163,8 +169,10 @@ Result<SweepResult> run_sweep(const hardware::Profile& p,
       --back;
       return std::make_pair(back, back + 1);
     }
+    const std::size_t most = std::max(kRun, (back - front) / (2 * workers));
     const std::size_t first = front++;
-    while (front < back && front - first < kRun && structure(todo[front]) == structure(todo[first]))
+    while (front < back && front - first < most &&
+           collectives(todo[front]) == collectives(todo[first]))
       ++front;
     return std::make_pair(first, front);
   };
