@@ -318,18 +318,14 @@ std::vector<TreeRsStep> rs_list_order(const TreePlan& plan, const std::vector<Tr
       const TreeShape& sh = shapes[pc.tree];
       for (int v = 0; v < p; ++v) {
         Sum& s = sums[(static_cast<std::size_t>(base[j]) + i) * p + v];
-        s = Sum{j,
-                static_cast<int>(i),
-                v,
-                pc.chunk + sh.height - sh.depth[v],
-                v == j ? -1 : sh.parent[v],
-                1 + static_cast<int>(sh.children.of(static_cast<std::size_t>(v)).size()),
-                0,
-                false,
-                -1,
-                static_cast<double>(pc.len) * row_bytes,
-                0,
-                0};
+        const auto children = static_cast<int>(sh.children.of(static_cast<std::size_t>(v)).size());
+        s = Sum{.owner = j,
+                .piece = static_cast<int>(i),
+                .rank = v,
+                .round = pc.chunk + sh.height - sh.depth[v],
+                .parent = v == j ? -1 : sh.parent[v],
+                .left = 1 + children,
+                .bytes = static_cast<double>(pc.len) * row_bytes};
         const auto round = static_cast<std::uint64_t>(s.round);
         s.item_key = pack(round, static_cast<std::uint64_t>((j - v + p) % p), i);
         if (s.parent >= 0) {
