@@ -232,20 +232,20 @@ LocalTree grow_tree(const Group& g, int root, double share, std::vector<double>&
   depth[root] = 0;
   auto price = [&](double l) { return std::exp(kPriceGrowth * l / reference); };
   // Per resource: the price at its load and after adding k times the share, worked out again
-  // only when its load or k changes (the loads change only where an edge is added).
+  // only when its load or k changes (the loads change only where an edge is added; a k that is
+  // not a number matches none).
+  constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
   struct Priced {
-    double load = -1, now = 0, k = 0, after = 0;
-    bool after_known = false;
+    double load = kNone, now = 0, k = kNone, after = 0;
   };
   std::vector<Priced> priced(load.size());
   auto increase = [&](int r, double k) {
     Priced& pr = priced[static_cast<std::size_t>(r)];
     const double l = load[static_cast<std::size_t>(r)];
-    if (!(pr.load == l)) pr = Priced{l, price(l), 0, 0, false};
-    if (!pr.after_known || !(pr.k == k)) {
+    if (!(pr.load == l)) pr = Priced{l, price(l), kNone, 0};
+    if (!(pr.k == k)) {
       pr.k = k;
       pr.after = price(l + k * share);
-      pr.after_known = true;
     }
     return pr.after - pr.now;
   };
